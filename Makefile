@@ -1,0 +1,49 @@
+# One entry point for people and CI alike. `make demo` and `make test` each set up what they need.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
+SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
+
+.PHONY: demo test check lint typecheck bench mosquitto clean
+
+$(STAMP): pyproject.toml $(SOURCES)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# strict editable mode: the installed view (tablectl.drivers -> drivers/) is what mypy and tests see
+	$(BIN)/pip install --quiet -e '.[test]' --config-settings editable_mode=strict
+	touch $(STAMP)
+
+# A private broker per run needs Debian's mosquitto binary (not a running service).
+mosquitto:
+	@if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's mosquitto package"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mosquitto; \
+	else \
+		echo "tablectl's demo and tests need Mosquitto: run 'sudo apt-get install mosquitto'" >&2; \
+		exit 1; \
+	fi
+
+demo: $(STAMP) mosquitto
+	$(BIN)/tablectl demo --config config/demo.toml $(DEMO_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p tablectl
+	$(BIN)/mypy tests bench
+
+check: lint typecheck
+
+test: check mosquitto
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.lockout_latency
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Device drivers: transports, the reference wire codec, one driver per device, GPIO."""

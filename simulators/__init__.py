@@ -1,0 +1,1 @@
+"""Software simulators of every device, built from the production codec."""

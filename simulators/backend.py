@@ -1,0 +1,96 @@
+"""A reference progressive-system backend: what a consumer of tablectl's MQTT stream does.
+
+It deduplicates events on (table, seq), acknowledges end to end, and on every (re)connect asks
+for a replay of everything after the last event it holds -- so it ends with seq 1..N exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import aiomqtt
+
+from tablectl.relay import topic_root
+
+
+class ReferenceBackend:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        site: str,
+        table: str,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self._host, self._port = host, port
+        self.root = topic_root(site, table)
+        self._on_event = on_event
+        self.events: dict[int, dict[str, Any]] = {}
+        self.duplicates = 0
+        self.meters: dict[str, dict[str, Any]] = {}
+        self.status: dict[str, Any] | None = None
+        self.birth: dict[str, Any] | None = None
+        self.replies: list[dict[str, Any]] = []
+        self.changed = asyncio.Event()
+
+    @property
+    def last_contiguous_seq(self) -> int:
+        seq = 0
+        while seq + 1 in self.events:
+            seq += 1
+        return seq
+
+    async def run(self) -> None:
+        while True:
+            try:
+                async with aiomqtt.Client(self._host, self._port) as client:
+                    await client.subscribe(f"{self.root}/#", qos=1)
+                    await client.publish(
+                        f"{self.root}/cmd/replay",
+                        json.dumps({"from_seq": self.last_contiguous_seq + 1,
+                                    "correlation_id": "backend-reconnect"}),
+                        qos=1,
+                    )
+                    async for message in client.messages:
+                        await self._receive(client, str(message.topic), message.payload)
+            except aiomqtt.MqttError:
+                await asyncio.sleep(0.3)
+
+    async def _receive(self, client: aiomqtt.Client, topic: str, payload: Any) -> None:
+        if not payload:
+            return
+        body = json.loads(payload)
+        sub = topic.removeprefix(self.root + "/")
+        if sub == "evt":
+            seq = body["seq"]
+            if seq in self.events:
+                self.duplicates += 1
+            else:
+                self.events[seq] = body
+                if self._on_event:
+                    self._on_event(body)
+            await client.publish(
+                f"{self.root}/ack",
+                json.dumps({"acked_through_seq": self.last_contiguous_seq}),
+                qos=1,
+                retain=True,
+            )
+        elif sub.startswith("meter/"):
+            self.meters[body["meter_id"]] = body
+        elif sub == "status":
+            self.status = body
+        elif sub == "birth":
+            self.birth = body
+        elif sub.startswith("res/"):
+            self.replies.append(body)
+        self.changed.set()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()

@@ -1,0 +1,158 @@
+"""`tablectl`: run the daemon, check a config, read status, act as the dealer, run the demo.
+
+Every verb prints for people, takes --json where scripts read it, and exits non-zero with a
+clear message on failure: 2 for bad input (config, arguments), 1 when the daemon refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tablectl import control, logs
+from tablectl.config import ConfigError, load_config
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tablectl", description=__doc__)
+    p.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default INFO; demo WARNING)")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    run = sub.add_parser("run", help="run the daemon for one table")
+    run.add_argument("--config", type=Path, required=True)
+
+    cfg = sub.add_parser("config", help="configuration tools")
+    cfg_sub = cfg.add_subparsers(dest="config_verb", required=True)
+    check = cfg_sub.add_parser("check", help="validate a table config against the rules")
+    check.add_argument("file", type=Path)
+
+    def socket_args(sp: argparse.ArgumentParser) -> None:
+        where = sp.add_mutually_exclusive_group(required=True)
+        where.add_argument("--config", type=Path, help="the table's config (finds its socket)")
+        where.add_argument("--socket", type=Path, help="the daemon's control socket")
+        sp.add_argument("--json", action="store_true", help="print the reply as JSON")
+
+    status = sub.add_parser("status", help="what the running daemon is doing")
+    socket_args(status)
+
+    dealer = sub.add_parser("dealer", help="dealer actions sent to the running daemon")
+    dealer_sub = dealer.add_subparsers(dest="dealer_verb", required=True)
+    settle = dealer_sub.add_parser("settle", help="enter the shown hands and settle the round")
+    settle.add_argument("--hand", action="append", default=[], metavar="SEAT=CARDS",
+                        help="a seat's three cards, e.g. 3=AsKsQs (repeat per seat)")
+    settle.add_argument("--fold", action="append", type=int, default=[], metavar="SEAT")
+    socket_args(settle)
+    void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
+    void.add_argument("reason", help="shoe-jam, shoe-failed-to-deal, cards-face-up, ...")
+    socket_args(void)
+    for name, text in (("new-deck", "a new deck replaces one that miscounted (649a.5(b))"),
+                       ("reshuffle", "the shuffler fault is cleared: reshuffle (649a.13(e))")):
+        socket_args(dealer_sub.add_parser(name, help=text))
+
+    demo = sub.add_parser("demo", help="run the daemon on simulated devices with a backend")
+    demo.add_argument("--rounds", type=int, default=6)
+    demo.add_argument("--config", type=Path, default=Path("config/demo.toml"))
+    return p
+
+
+def _socket_path(args: argparse.Namespace) -> Path:
+    if args.socket:
+        return Path(args.socket)
+    return load_config(args.config).storage.socket_path
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    meter = data["meter"]
+    print(f"table {data['table']} ({data['site']})  round {data['round_id']}  "
+          f"phase {data['phase']}  accepting wagers: {'yes' if data['accepting_wagers'] else 'no'}")
+    print(f"  meter {meter['meter_id']}: ${meter['cents'] // 100:,}.{meter['cents'] % 100:02d}")
+    wagers = ", ".join(f"seat {s}" for s in data["wagers"]) or "none"
+    print(f"  wagers: {wagers}")
+    print(f"  deck ready: {data['deck_ready']}  blocked: {data['blocked'] or 'no'}  "
+          f"shuffler fault: {data['shuffler_fault'] or 'none'}")
+    sh = data["shuffler"]
+    print(f"  shuffler: link {sh['link']} on {sh['port']}  state {sh['state']}  "
+          f"bad frames {sh.get('bad_crc', 0) + sh.get('bad_header', 0)}  "
+          f"retransmits {sh.get('retransmits', 0)}  bytes dropped {sh.get('bytes_dropped', 0)}")
+    mq = data["mqtt"]
+    print(f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
+          f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
+          f"acked {mq['acked_through_seq']}")
+    if data["counters"]:
+        print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    if args.verb == "status":
+        return {"cmd": "status"}
+    if args.dealer_verb == "settle":
+        hands = {}
+        for item in args.hand:
+            seat, sep, cards = item.partition("=")
+            if not sep or not seat.isdigit():
+                raise ValueError(f"--hand {item!r}: write SEAT=CARDS, e.g. 3=AsKsQs")
+            hands[seat] = cards
+        return {"cmd": "settle", "hands": hands, "folded": args.fold}
+    if args.dealer_verb == "void":
+        return {"cmd": "void", "reason": args.reason}
+    return {"cmd": args.dealer_verb}
+
+
+def _talk(args: argparse.Namespace) -> int:
+    try:
+        request = _request(args)
+        reply = control.call(_socket_path(args), request)
+    except ValueError as exc:
+        print(f"tablectl: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except control.ControlClientError as exc:
+        print(f"tablectl: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if not reply["ok"]:
+        print(f"tablectl: refused: {reply['error']}", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(json.dumps(reply["data"], indent=2, sort_keys=True))
+    else:
+        _print_status(reply["data"])
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logs.configure(args.log_level or ("WARNING" if args.verb == "demo" else "INFO"))
+    try:
+        if args.verb == "config":
+            config = load_config(args.file)
+            print(f"{args.file}: ok ({config.table.game}, table {config.table.table_id}, "
+                  f"{config.table.seats} seats, paytable {config.progressive.paytable})")
+            return EXIT_OK
+        if args.verb == "run":
+            from tablectl.daemon import Daemon
+
+            config = load_config(args.config)
+            asyncio.run(Daemon(config).run())
+            return EXIT_OK
+        if args.verb == "demo":
+            from tablectl.simulators import demo
+
+            load_config(args.config)  # fail before starting anything
+            return demo.main(args.rounds, args.config)
+        return _talk(args)
+    except ConfigError as exc:
+        print(f"{exc.path}: {len(exc.errors)} error(s)", file=sys.stderr)
+        for line in exc.errors:
+            print(f"  {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""The daemon: wires devices, the pure core, the journal, MQTT and the control socket.
+
+Every event -- a debounced chip, the lock-out button, a shuffler report, a dealer command --
+goes through one queue and one consumer, so the core sees them in a single order. Each step's
+new state and journal rows are committed in one transaction *before* its effects run
+(seat lights, shuffle commands) and before the relay may publish them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from tablectl import sdnotify
+from tablectl.config import TableConfig
+from tablectl.control import ControlServer
+from tablectl.drivers.gpio import TableGpio, make_pin_factory
+from tablectl.drivers.link import LinkError
+from tablectl.drivers.shuffler import ShufflerDriver
+from tablectl.journal import Store
+from tablectl.relay import Relay
+from tablectl.table import (
+    METER_ID,
+    ChipSensed,
+    Effect,
+    Event,
+    Journal,
+    LockoutPressed,
+    PowerUp,
+    Rejected,
+    RequestShuffle,
+    Rules,
+    SeatLight,
+    ShuffleRequestFailed,
+    TableState,
+    step,
+)
+
+log = structlog.get_logger(__name__)
+
+StepObserver = Callable[[Event, TableState, list[Effect]], None]
+
+
+@dataclass
+class _Submission:
+    event: Event
+    reply: asyncio.Future[int] | None = None  # resolves to the last journal seq, or Rejected
+
+
+@dataclass
+class Daemon:
+    config: TableConfig
+    pin_factory: Any = None  # None: from config (mock for simulation, native otherwise)
+    boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def __post_init__(self) -> None:
+        self.rules = Rules.from_config(self.config)
+        self.observers: list[StepObserver] = []
+        self.ready = asyncio.Event()
+        self.started_at = time.time()
+        self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
+        self._tasks: asyncio.TaskGroup | None = None
+        self.gpio: TableGpio | None = None
+        self.store: Store | None = None
+        self.state: TableState | None = None
+        if self.pin_factory is None:
+            self.pin_factory = make_pin_factory(self.config.gpio)
+
+    # --- inputs -------------------------------------------------------------------------
+
+    def post(self, event: Event) -> None:
+        """Queue a device event (never refused)."""
+        self._queue.put_nowait(_Submission(event))
+
+    async def submit(self, event: Event) -> int:
+        """Queue a dealer command and wait for it; raises Rejected if not allowed now."""
+        reply: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Submission(event, reply))
+        return await reply
+
+    # --- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        cfg = self.config
+        self.store = store = Store(cfg.storage.database, boot_id=self.boot_id)
+        saved = store.get("table_state")
+        self.state = (
+            TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
+        )
+        log.info("table state loaded", phase=self.state.phase.value,
+                 meter_cents=self.state.meter.cents, last_seq=store.last_seq)
+        self.shuffler = ShufflerDriver(cfg.shuffler, emit=self.post)
+        self.relay = Relay(
+            cfg.mqtt, site=cfg.table.site_id, table=cfg.table.table_id, boot_id=self.boot_id,
+            store=store, birth=self.birth, health=self.health,
+        )
+        control = ControlServer(cfg.storage.socket_path, self)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
+                # The safe state first: nothing is accepted until the core opens a round.
+                self.post(PowerUp())
+                self.gpio = TableGpio(
+                    cfg.gpio,
+                    on_chip=lambda seat, present: self.post(ChipSensed(seat, present)),
+                    on_lockout=lambda: self.post(LockoutPressed()),
+                    pin_factory=self.pin_factory,
+                )
+                for seat in range(1, cfg.table.seats + 1):
+                    self.gpio.set_light(seat, seat in self.state.wagers)
+                await control.start()
+                tasks.create_task(self._consume(), name="table-core")
+                tasks.create_task(self.shuffler.run(), name="shuffler")
+                tasks.create_task(self.relay.run(), name="mqtt-relay")
+                tasks.create_task(self._watchdog(), name="watchdog")
+                self.ready.set()
+                sdnotify.notify("READY=1\nSTATUS=table " + cfg.table.table_id + " running")
+                log.info("tablectl running", table=cfg.table.table_id, boot_id=self.boot_id)
+        finally:
+            await control.close()
+            if self.gpio:
+                self.gpio.close()
+            store.close()
+
+    async def _consume(self) -> None:
+        assert self.store is not None and self.state is not None
+        while True:
+            sub = await self._queue.get()
+            try:
+                new_state, effects = step(self.rules, self.state, sub.event)
+            except Rejected as exc:
+                if sub.reply:
+                    sub.reply.set_exception(exc)
+                continue
+            for observer in self.observers:
+                observer(sub.event, new_state, effects)
+            entries = [(e.type, e.data) for e in effects if isinstance(e, Journal)]
+            if entries or new_state != self.state:
+                self.store.commit(new_state.model_dump_json(), entries)
+            self.state = new_state
+            for entry in entries:
+                log.info(entry[0], **entry[1])
+            self._execute(effects)
+            if entries:
+                self.relay.wake()
+            if sub.reply:
+                sub.reply.set_result(self.store.last_seq)
+
+    def _execute(self, effects: list[Effect]) -> None:
+        assert self._tasks is not None and self.gpio is not None
+        for effect in effects:
+            if isinstance(effect, SeatLight):
+                self.gpio.set_light(effect.seat, effect.on)
+            elif isinstance(effect, RequestShuffle):
+                self._tasks.create_task(self._request_shuffle(), name="shuffle-request")
+
+    async def _request_shuffle(self) -> None:
+        while not self.shuffler.link_up:
+            await asyncio.sleep(0.1)
+        try:
+            await self.shuffler.shuffle()
+        except LinkError as exc:
+            log.warning("shuffle request failed", error=str(exc))
+            await asyncio.sleep(1)  # the core asks again; do not spin on a refusing device
+            self.post(ShuffleRequestFailed(str(exc)))
+
+    async def _watchdog(self) -> None:
+        interval = sdnotify.watchdog_interval_s()
+        if interval is None:
+            return
+        while True:
+            # Sent from the event loop, so a wedged loop stops the keep-alives and systemd
+            # restarts the daemon (which comes back in the safe, locked-out state).
+            sdnotify.notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
+    # --- what the outside sees ---------------------------------------------------------
+
+    def birth(self) -> dict[str, Any]:
+        assert self.state is not None and self.store is not None
+        cfg = self.config
+        return {
+            "v": 1,
+            "site": cfg.table.site_id,
+            "table": cfg.table.table_id,
+            "game": cfg.table.game,
+            "boot_id": self.boot_id,
+            "seats": cfg.table.seats,
+            "progressive": {
+                "paytable": cfg.progressive.paytable,
+                "wager_cents": cfg.progressive.wager,
+                "rate_bp": cfg.progressive.rate_of_progression_percent,
+                "reset_cents": cfg.progressive.reset_amount,
+            },
+            "meters": [
+                {"meter_id": METER_ID, "amount_cents": self.state.meter.cents,
+                 "seq": self.store.last_seq}
+            ],
+        }
+
+    def health(self) -> dict[str, Any]:
+        return {"shuffler": self.shuffler.health()}
+
+    def status(self) -> dict[str, Any]:
+        assert self.state is not None and self.store is not None and self.gpio is not None
+        s = self.state
+        return {
+            "table": self.config.table.table_id,
+            "site": self.config.table.site_id,
+            "boot_id": self.boot_id,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "phase": s.phase.value,
+            "accepting_wagers": s.accepting_wagers,
+            "round_id": s.round_id,
+            "wagers": {str(k): v for k, v in sorted(s.wagers.items())},
+            "seat_lights": self.gpio.lights(),
+            "meter": {"meter_id": METER_ID, "cents": s.meter.cents, "carry": s.meter.carry},
+            "deck_ready": s.deck_ready,
+            "shuffle_requested": s.shuffle_requested,
+            "shuffler_fault": s.shuffler_fault,
+            "blocked": s.blocked,
+            "counters": s.counters,
+            "journal": {"last_seq": self.store.last_seq},
+            "shuffler": self.shuffler.health(),
+            "mqtt": self.relay.stats(),
+        }

@@ -1,0 +1,21 @@
+"""Event ids: UUIDv7 (RFC 9562), time-ordered so ids sort the way events happened.
+
+Python 3.11 has no uuid7; this is the RFC's layout: 48-bit Unix ms, version, 74 random bits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+
+def uuid7(unix_ms: int | None = None) -> uuid.UUID:
+    ms = time.time_ns() // 1_000_000 if unix_ms is None else unix_ms
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76  # version 7
+    value |= ((rand >> 62) & 0xFFF) << 64  # rand_a, 12 bits
+    value |= 0b10 << 62  # RFC 4122 variant
+    value |= rand & ((1 << 62) - 1)  # rand_b, 62 bits
+    return uuid.UUID(int=value)

@@ -1,0 +1,171 @@
+"""The durable store: table state (meters, round) and the append-only event journal, in SQLite.
+
+Each change is one transaction (WAL, synchronous=FULL) holding the new state snapshot and the
+journal rows it produced, so a power cut leaves either all of a change or none of it. The
+journal is also the MQTT outbox: rows carry a per-table `seq` that is never reused, and each
+row's hash chains to the previous one so that an edited or deleted row is detectable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tablectl.ids import uuid7
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS journal (
+    seq       INTEGER PRIMARY KEY,
+    event_id  TEXT NOT NULL UNIQUE,
+    ts        TEXT NOT NULL,
+    boot_id   TEXT NOT NULL,
+    type      TEXT NOT NULL,
+    data      TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kv (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+GENESIS_HASH = "0" * 64
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    seq: int
+    event_id: str
+    ts: str
+    boot_id: str
+    type: str
+    data: dict[str, Any]
+
+    def envelope(self, site: str, table: str, *, replay: bool) -> dict[str, Any]:
+        """The MQTT event envelope (docs/mqtt.md)."""
+        return {
+            "v": 1,
+            "type": self.type,
+            "event_id": self.event_id,
+            "site": site,
+            "table": table,
+            "boot_id": self.boot_id,
+            "seq": self.seq,
+            "ts": self.ts,
+            "replay": replay,
+            "data": self.data,
+        }
+
+
+def _row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data: str) -> str:
+    text = "\x1f".join((prev_hash, str(seq), event_id, ts, type_, data))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Store:
+    """One table's database. Not thread-safe: owned by the daemon's event loop."""
+
+    def __init__(
+        self, path: Path, *, boot_id: str, clock: Callable[[], datetime] = _utc_now
+    ) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before we light a seat or publish (nothing is lost).
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        self._boot_id = boot_id
+        self._clock = clock
+        last = self._db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+        self._last_seq, self._last_hash = (last[0], last[1]) if last else (0, GENESIS_HASH)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    def get(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO kv(key, value) VALUES(?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def commit(
+        self, state_json: str, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[JournalRow]:
+        """Append journal rows and replace the state snapshot, atomically and durably."""
+        rows: list[JournalRow] = []
+        seq, prev = self._last_seq, self._last_hash
+        now = self._clock()
+        ts = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        unix_ms = int(now.timestamp() * 1000)
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for type_, data in entries:
+                seq += 1
+                event_id = str(uuid7(unix_ms))
+                data_json = json.dumps(data, sort_keys=True, separators=(",", ":"))
+                digest = _row_hash(prev, seq, event_id, ts, type_, data_json)
+                self._db.execute(
+                    "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (seq, event_id, ts, self._boot_id, type_, data_json, prev, digest),
+                )
+                rows.append(JournalRow(seq, event_id, ts, self._boot_id, type_, data))
+                prev = digest
+            self.put("table_state", state_json)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._last_seq, self._last_hash = seq, prev
+        return rows
+
+    def rows_after(self, seq: int, limit: int = 100) -> list[JournalRow]:
+        cur = self._db.execute(
+            "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
+            "WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit),
+        )
+        return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
+
+    def verify_chain(self) -> int | None:
+        """The first seq whose hash does not chain, or None when the journal is intact."""
+        prev, expected_seq = GENESIS_HASH, 1
+        cur = self._db.execute(
+            "SELECT seq, event_id, ts, type, data, prev_hash, hash FROM journal ORDER BY seq"
+        )
+        for seq, event_id, ts, type_, data, prev_hash, digest in cur:
+            if seq != expected_seq or prev_hash != prev:
+                return int(seq)
+            if _row_hash(prev, seq, event_id, ts, type_, data) != digest:
+                return int(seq)
+            prev, expected_seq = digest, seq + 1
+        return None
+
+    @property
+    def acked_through_seq(self) -> int:
+        return int(self.get("acked_through_seq") or 0)
+
+    def record_ack(self, seq: int) -> bool:
+        """A backend acknowledged every row up to seq. Acks only move forward."""
+        if seq <= self.acked_through_seq or seq > self._last_seq:
+            return False
+        self.put("acked_through_seq", str(seq))
+        return True
