@@ -33,8 +33,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy runs inside the editable install's link tree, where tablectl/drivers and
+# tablectl/simulators exist as the installed package has them; from the repository root it
+# would treat them as site-packages and stay silent about their errors.
 typecheck: $(STAMP)
-	$(BIN)/mypy -p tablectl
+	cd build/__editable__.tablectl-*/ && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p tablectl
 	$(BIN)/mypy tests bench
 
 check: lint typecheck

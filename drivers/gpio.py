@@ -15,10 +15,10 @@ from typing import Any
 import structlog
 from gpiozero import LED, DigitalInputDevice
 from gpiozero.pins.mock import MockFactory
+from tablectl.drivers.link import monotonic_ms
 
 from tablectl.config import GpioSection
 from tablectl.debounce import PresenceDebouncer, PressDebouncer
-from tablectl.drivers.link import monotonic_ms
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +49,9 @@ class TableGpio:
             for pin in config.seat_sensor_pins
         ]
         self._lights = [LED(pin, pin_factory=pin_factory) for pin in config.seat_light_pins]
-        self._lockout = DigitalInputDevice(config.lockout_pin, pull_up=pull_up, pin_factory=pin_factory)
+        self._lockout = DigitalInputDevice(
+            config.lockout_pin, pull_up=pull_up, pin_factory=pin_factory
+        )
         self._debouncers = [PresenceDebouncer(config.chip_present_ms) for _ in self._sensors]
         self._press = PressDebouncer(config.lockout_debounce_ms)
         self._timers: dict[int, asyncio.TimerHandle] = {}
@@ -61,7 +63,7 @@ class TableGpio:
 
     def _from_thread(self, handler: Callable[..., None], *args: Any) -> None:
         # Stamp the edge where it happened; everything else runs on the loop.
-        self._loop.call_soon_threadsafe(handler, *args, self._clock_ms())
+        self._loop.call_soon_threadsafe(partial(handler, *args, self._clock_ms()))
 
     def _chip_edge(self, seat: int, level: bool, at_ms: int) -> None:
         self.edges += 1

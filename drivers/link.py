@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import structlog
-
 from tablectl.drivers.framing import Frame, FrameParser
 from tablectl.drivers.protocol import MsgType, NakReason
 
@@ -97,7 +96,9 @@ class Link:
 
     async def request(self, mtype: MsgType, payload: bytes = b"") -> Frame:
         async with self._lock:
-            self._seq = self._seq % 255 + 1  # 1..255; 0 is never used so a fresh device has no match
+            self._seq = (
+                self._seq % 255 + 1
+            )  # 1..255; 0 is never used so a fresh device has no match
             frame = Frame(self._address, self._seq, mtype, payload)
             wire = frame.encode()
             self.counters.requests += 1

@@ -9,9 +9,6 @@ from typing import Any
 import serial
 import serial_asyncio_fast
 import structlog
-
-from tablectl.backoff import Backoff
-from tablectl.config import ShufflerSection
 from tablectl.drivers.link import Link, LinkError, LinkTimeout
 from tablectl.drivers.protocol import (
     EventKind,
@@ -21,6 +18,9 @@ from tablectl.drivers.protocol import (
     decode_status,
     encode_poll,
 )
+
+from tablectl.backoff import Backoff
+from tablectl.config import ShufflerSection
 from tablectl.table import (
     Event,
     ShuffleCompleted,
@@ -49,6 +49,7 @@ class ShufflerDriver:
         self._acked_event_id = 0
         self._boot_id: int | None = None
         self.link_up = False
+        self._link_ready = asyncio.Event()
         self.bad_replies = 0
         self.reconnects = 0
         self.last_state: str | None = None
@@ -63,6 +64,9 @@ class ShufflerDriver:
             "reconnects": self.reconnects,
             **(self._link.stats() if self._link else {}),
         }
+
+    async def wait_link_up(self) -> None:
+        await self._link_ready.wait()
 
     async def shuffle(self) -> None:
         """Ask for a shuffle. Safe to retry: the device answers a repeated SEQ from its cache."""
@@ -108,13 +112,19 @@ class ShufflerDriver:
         if up != self.link_up:
             log.info("shuffler link " + ("up" if up else "down"), port=self._config.port)
         self.link_up = up
+        if up:
+            self._link_ready.set()
+        else:
+            self._link_ready.clear()
 
     async def _poll_forever(self, link: Link, backoff: Backoff) -> None:
         missed = 0
         interval_s = self._config.poll_interval_ms / 1000
         while True:
             try:
-                reply = await link.request(MsgType.POLL, encode_poll(self._boot_id or 0, self._acked_event_id))
+                reply = await link.request(
+                    MsgType.POLL, encode_poll(self._boot_id or 0, self._acked_event_id)
+                )
                 if reply.type != MsgType.STATUS:
                     raise ProtocolError(f"POLL answered with type {reply.type:#x}", reply.payload)
                 status = decode_status(reply.payload)
@@ -123,7 +133,7 @@ class ShufflerDriver:
                 if missed >= self._config.missed_polls_for_link_down:
                     self._set_link(False)
                 # Keep polling, more slowly, until the device answers again.
-                await asyncio.sleep(min(2.0, interval_s * 2**min(missed, 4)))
+                await asyncio.sleep(min(2.0, interval_s * 2 ** min(missed, 4)))
                 continue
             except ProtocolError as exc:
                 self.bad_replies += 1

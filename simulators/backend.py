@@ -48,11 +48,16 @@ class ReferenceBackend:
         while True:
             try:
                 async with aiomqtt.Client(self._host, self._port) as client:
-                    await client.subscribe(f"{self.root}/#", qos=1)
+                    for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
+                        await client.subscribe(f"{self.root}/{sub}", qos=1)
                     await client.publish(
                         f"{self.root}/cmd/replay",
-                        json.dumps({"from_seq": self.last_contiguous_seq + 1,
-                                    "correlation_id": "backend-reconnect"}),
+                        json.dumps(
+                            {
+                                "from_seq": self.last_contiguous_seq + 1,
+                                "correlation_id": "backend-reconnect",
+                            }
+                        ),
                         qos=1,
                     )
                     async for message in client.messages:

@@ -15,20 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tablectl import control
-from tablectl.config import TableConfig, load_config
-from tablectl.daemon import Daemon
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import MockTableInputs
+
+from tablectl import control
+from tablectl.config import TableConfig, load_config
+from tablectl.daemon import Daemon
 from tablectl.table import Phase
 
 DEFAULT_CONFIG = Path("config/demo.toml")  # the repository's demo table
 
 
-def simulated_config(base: TableConfig, *, port: str, broker: PrivateBroker,
-                     data_dir: Path) -> TableConfig:
+def simulated_config(
+    base: TableConfig, *, port: str, broker: PrivateBroker, data_dir: Path
+) -> TableConfig:
     """The table's config with the simulated devices, private broker and a scratch data dir."""
     return base.model_copy(
         update={
@@ -74,9 +76,7 @@ async def _dealer(sock: Path, request: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _wait_phase(daemon: Daemon, phase: Phase, timeout_s: float = 20) -> None:
-    async with asyncio.timeout(timeout_s):
-        while daemon.state is None or daemon.state.phase is not phase:
-            await asyncio.sleep(0.02)
+    await daemon.wait_until(lambda state: state.phase is phase, timeout_s)
 
 
 def _deal(rng: random.Random, seats: list[int], scripted: dict[int, str]) -> dict[int, str]:
@@ -97,15 +97,24 @@ async def play(rounds: int, config_path: Path, seed: int = 7) -> int:
     tally = Tally()
     with PrivateBroker() as broker, tempfile.TemporaryDirectory(prefix="tablectl-demo-") as tmp:
         sim = ShufflerSimulator(shuffle_ms=150, rng=random.Random(seed))
-        cfg = simulated_config(load_config(config_path), port=sim.open_pty(), broker=broker,
-                               data_dir=Path(tmp))
+        cfg = simulated_config(
+            load_config(config_path), port=sim.open_pty(), broker=broker, data_dir=Path(tmp)
+        )
         daemon = Daemon(cfg)
-        backend = ReferenceBackend(broker.host, broker.port, site=cfg.table.site_id,
-                                   table=cfg.table.table_id, on_event=_print_event)
+        backend = ReferenceBackend(
+            broker.host,
+            broker.port,
+            site=cfg.table.site_id,
+            table=cfg.table.table_id,
+            on_event=_print_event,
+        )
         players = MockTableInputs(daemon.pin_factory, cfg.gpio)
         sock = cfg.storage.socket_path
-        print(f"tablectl demo: table {cfg.table.table_id}, {cfg.table.seats} seats, "
-              f"shuffler on {cfg.shuffler.port}, broker {broker.host}:{broker.port}", flush=True)
+        print(
+            f"tablectl demo: table {cfg.table.table_id}, {cfg.table.seats} seats, "
+            f"shuffler on {cfg.shuffler.port}, broker {broker.host}:{broker.port}",
+            flush=True,
+        )
         async with asyncio.TaskGroup() as tasks:
             daemon_task = tasks.create_task(daemon.run(), name="daemon")
             backend_task = tasks.create_task(backend.run(), name="backend")
@@ -133,19 +142,23 @@ async def play(rounds: int, config_path: Path, seed: int = 7) -> int:
                 tally.rounds += 1
                 if round_no == MISCOUNT_ROUND:
                     # 649a.5(b): the shuffler counts 51; the deck leaves, a new one comes.
-                    async with asyncio.timeout(10):
-                        while daemon.state is None or daemon.state.blocked is None:
-                            await asyncio.sleep(0.02)
-                    print(f"  dealer: shuffler counted {sim.last_count} cards; deck removed, "
-                          "new deck registered", flush=True)
+                    await daemon.wait_until(lambda state: state.blocked is not None, 10)
+                    print(
+                        f"  dealer: shuffler counted {sim.last_count} cards; deck removed, "
+                        "new deck registered",
+                        flush=True,
+                    )
                     sim.load_full_deck()
                     await _dealer(sock, {"cmd": "new-deck"})
             assert daemon.store is not None
             await backend.wait_for(
-                lambda: backend.last_contiguous_seq >= daemon.store.last_seq  # type: ignore[union-attr]
-                and bool(backend.meters)
-                and backend.meters["progressive"]["seq"] >= max(
-                    (s for s, e in backend.events.items() if "meter_id" in e["data"]), default=0
+                lambda: (
+                    backend.last_contiguous_seq >= daemon.store.last_seq  # type: ignore[union-attr]
+                    and bool(backend.meters)
+                    and backend.meters["progressive"]["seq"]
+                    >= max(
+                        (s for s, e in backend.events.items() if "meter_id" in e["data"]), default=0
+                    )
                 ),
                 timeout_s=15,
             )
@@ -158,16 +171,25 @@ async def play(rounds: int, config_path: Path, seed: int = 7) -> int:
         print(f"  rounds played        {tally.rounds}")
         accepted = sum(e["type"] == "wager.accepted" for e in backend.events.values())
         print(f"  wagers accepted      {accepted}")
-        print(f"  late chips refused   {status['counters'].get('wagers_rejected', 0)} "
-              f"of {tally.late_chips} placed after lock-out")
-        print(f"  progressive hits     {len(hits)} "
-              + ", ".join(f"seat {h['data']['seat']} {h['data']['hand']} "
-                          f"{_fmt_cents(h['data']['amount_cents'])}" for h in hits))
+        print(
+            f"  late chips refused   {status['counters'].get('wagers_rejected', 0)} "
+            f"of {tally.late_chips} placed after lock-out"
+        )
+        print(
+            f"  progressive hits     {len(hits)} "
+            + ", ".join(
+                f"seat {h['data']['seat']} {h['data']['hand']} "
+                f"{_fmt_cents(h['data']['amount_cents'])}"
+                for h in hits
+            )
+        )
         print(f"  envy bonuses         {len(envies)}")
         print(f"  meter                {_fmt_cents(status['meter']['cents'])}")
         print(f"  retained meter       {_fmt_cents(backend.meters['progressive']['amount_cents'])}")
-        print(f"  events at backend    {len(backend.events)} (seq 1..{backend.last_contiguous_seq}, "
-              f"{backend.duplicates} duplicates dropped)")
+        print(
+            f"  events at backend    {len(backend.events)} (seq 1..{backend.last_contiguous_seq}, "
+            f"{backend.duplicates} duplicates dropped)"
+        )
         ok = (
             backend.last_contiguous_seq == len(backend.events) == status["journal"]["last_seq"]
             and backend.meters["progressive"]["amount_cents"] == status["meter"]["cents"]

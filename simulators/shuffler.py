@@ -11,11 +11,10 @@ import asyncio
 import os
 import random
 import tty
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-
-from tablectl.cards import Card, full_deck
 from tablectl.drivers.framing import Frame, FrameParser
 from tablectl.drivers.link import monotonic_ms
 from tablectl.drivers.protocol import (
@@ -30,6 +29,8 @@ from tablectl.drivers.protocol import (
     decode_poll,
     encode_status,
 )
+
+from tablectl.cards import Card, full_deck
 
 log = structlog.get_logger(__name__)
 MAX_EVENTS_PER_STATUS = 20
@@ -58,9 +59,13 @@ class ShufflerSimulator:
         self.shuffles = 0
         self._reboot_state()
         self._shuffle_task: asyncio.Task[None] | None = None
-        self._write = lambda data: None
+        self._write: Callable[[bytes], None] = self._discard
         self._master_fd: int | None = None
         self._slave_fd: int | None = None
+
+    @staticmethod
+    def _discard(data: bytes) -> None:
+        """Where replies go before a transport is attached."""
 
     def _reboot_state(self) -> None:
         self.boot_id = self.rng.getrandbits(32) or 1
@@ -154,8 +159,10 @@ class ShufflerSimulator:
         self.state, self.fault = ShufflerState.SHUFFLING, FaultCode.NONE
         self._event(EventKind.SHUFFLE_STARTED)
         await asyncio.sleep(self.shuffle_ms / 1000)
-        for knob, code in (("jam_next_shuffle", FaultCode.JAM),
-                           ("incomplete_next_shuffle", FaultCode.CYCLE_INCOMPLETE)):
+        for knob, code in (
+            ("jam_next_shuffle", FaultCode.JAM),
+            ("incomplete_next_shuffle", FaultCode.CYCLE_INCOMPLETE),
+        ):
             if getattr(self.knobs, knob):
                 setattr(self.knobs, knob, False)
                 self.state, self.fault = ShufflerState.FAULT, code

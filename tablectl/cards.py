@@ -58,7 +58,7 @@ def three_card_category(cards: tuple[Card, ...]) -> ThreeCardCategory:
         raise ValueError("a Three Card Poker hand is three different cards")
     ranks = sorted(c.rank for c in cards)
     flush = len({c.suit for c in cards}) == 1
-    straight = ranks[2] - ranks[0] == 2 and len(set(ranks)) == 3 or ranks == [2, 3, 14]
+    straight = (ranks[2] - ranks[0] == 2 and len(set(ranks)) == 3) or ranks == [2, 3, 14]
     if straight and flush:
         return ThreeCardCategory.STRAIGHT_FLUSH
     if len(set(ranks)) == 1:

@@ -21,7 +21,9 @@ EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tablectl", description=__doc__)
-    p.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default INFO; demo WARNING)")
+    p.add_argument(
+        "--log-level", default=None, help="DEBUG, INFO, WARNING (default INFO; demo WARNING)"
+    )
     sub = p.add_subparsers(dest="verb", required=True)
 
     run = sub.add_parser("run", help="run the daemon for one table")
@@ -44,15 +46,22 @@ def _parser() -> argparse.ArgumentParser:
     dealer = sub.add_parser("dealer", help="dealer actions sent to the running daemon")
     dealer_sub = dealer.add_subparsers(dest="dealer_verb", required=True)
     settle = dealer_sub.add_parser("settle", help="enter the shown hands and settle the round")
-    settle.add_argument("--hand", action="append", default=[], metavar="SEAT=CARDS",
-                        help="a seat's three cards, e.g. 3=AsKsQs (repeat per seat)")
+    settle.add_argument(
+        "--hand",
+        action="append",
+        default=[],
+        metavar="SEAT=CARDS",
+        help="a seat's three cards, e.g. 3=AsKsQs (repeat per seat)",
+    )
     settle.add_argument("--fold", action="append", type=int, default=[], metavar="SEAT")
     socket_args(settle)
     void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
     void.add_argument("reason", help="shoe-jam, shoe-failed-to-deal, cards-face-up, ...")
     socket_args(void)
-    for name, text in (("new-deck", "a new deck replaces one that miscounted (649a.5(b))"),
-                       ("reshuffle", "the shuffler fault is cleared: reshuffle (649a.13(e))")):
+    for name, text in (
+        ("new-deck", "a new deck replaces one that miscounted (649a.5(b))"),
+        ("reshuffle", "the shuffler fault is cleared: reshuffle (649a.13(e))"),
+    ):
         socket_args(dealer_sub.add_parser(name, help=text))
 
     demo = sub.add_parser("demo", help="run the daemon on simulated devices with a backend")
@@ -69,21 +78,29 @@ def _socket_path(args: argparse.Namespace) -> Path:
 
 def _print_status(data: dict[str, Any]) -> None:
     meter = data["meter"]
-    print(f"table {data['table']} ({data['site']})  round {data['round_id']}  "
-          f"phase {data['phase']}  accepting wagers: {'yes' if data['accepting_wagers'] else 'no'}")
+    print(
+        f"table {data['table']} ({data['site']})  round {data['round_id']}  "
+        f"phase {data['phase']}  accepting wagers: {'yes' if data['accepting_wagers'] else 'no'}"
+    )
     print(f"  meter {meter['meter_id']}: ${meter['cents'] // 100:,}.{meter['cents'] % 100:02d}")
     wagers = ", ".join(f"seat {s}" for s in data["wagers"]) or "none"
     print(f"  wagers: {wagers}")
-    print(f"  deck ready: {data['deck_ready']}  blocked: {data['blocked'] or 'no'}  "
-          f"shuffler fault: {data['shuffler_fault'] or 'none'}")
+    print(
+        f"  deck ready: {data['deck_ready']}  blocked: {data['blocked'] or 'no'}  "
+        f"shuffler fault: {data['shuffler_fault'] or 'none'}"
+    )
     sh = data["shuffler"]
-    print(f"  shuffler: link {sh['link']} on {sh['port']}  state {sh['state']}  "
-          f"bad frames {sh.get('bad_crc', 0) + sh.get('bad_header', 0)}  "
-          f"retransmits {sh.get('retransmits', 0)}  bytes dropped {sh.get('bytes_dropped', 0)}")
+    print(
+        f"  shuffler: link {sh['link']} on {sh['port']}  state {sh['state']}  "
+        f"bad frames {sh.get('bad_crc', 0) + sh.get('bad_header', 0)}  "
+        f"retransmits {sh.get('retransmits', 0)}  bytes dropped {sh.get('bytes_dropped', 0)}"
+    )
     mq = data["mqtt"]
-    print(f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
-          f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
-          f"acked {mq['acked_through_seq']}")
+    print(
+        f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
+        f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
+        f"acked {mq['acked_through_seq']}"
+    )
     if data["counters"]:
         print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
 
@@ -126,12 +143,15 @@ def _talk(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logs.configure(args.log_level or ("WARNING" if args.verb == "demo" else "INFO"))
+    if args.verb in ("run", "demo"):
+        logs.configure(args.log_level or ("WARNING" if args.verb == "demo" else "INFO"))
     try:
         if args.verb == "config":
             config = load_config(args.file)
-            print(f"{args.file}: ok ({config.table.game}, table {config.table.table_id}, "
-                  f"{config.table.seats} seats, paytable {config.progressive.paytable})")
+            print(
+                f"{args.file}: ok ({config.table.game}, table {config.table.table_id}, "
+                f"{config.table.seats} seats, paytable {config.progressive.paytable})"
+            )
             return EXIT_OK
         if args.verb == "run":
             from tablectl.daemon import Daemon

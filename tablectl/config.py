@@ -28,7 +28,7 @@ def _to_cents(value: object) -> int:
     """Money is written as a string ("1000.00") or whole dollars (1000); never a float."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(
-            f"write money as a quoted decimal such as \"1000.00\" or whole dollars, not {value!r}"
+            f'write money as a quoted decimal such as "1000.00" or whole dollars, not {value!r}'
         )
     try:
         dollars = Decimal(value)
@@ -43,7 +43,7 @@ def _to_cents(value: object) -> int:
 def _to_basis_points(value: object) -> int:
     """A percentage with at most two decimals ("14.25"), stored as basis points."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"write the percentage as a quoted decimal such as \"14.5\", not {value!r}")
+        raise ValueError(f'write the percentage as a quoted decimal such as "14.5", not {value!r}')
     try:
         percent = Decimal(value)
     except InvalidOperation:
@@ -172,8 +172,10 @@ class TableConfig(_Strict):
         seats = self.table.seats
         gpio = self.gpio
         # 649a.2(c)(1): a wagering device at each betting position.
-        for name, pins in (("seat_sensor_pins", gpio.seat_sensor_pins),
-                           ("seat_light_pins", gpio.seat_light_pins)):
+        for name, pins in (
+            ("seat_sensor_pins", gpio.seat_sensor_pins),
+            ("seat_light_pins", gpio.seat_light_pins),
+        ):
             if len(pins) != seats:
                 raise ValueError(
                     f"gpio.{name} lists {len(pins)} pins for {seats} seats: 649a.2(c)(1) "

@@ -62,9 +62,7 @@ def parse_command(req: dict[str, Any]) -> Event:
         return NewDeckRegistered()
     if cmd == "reshuffle":
         return ReshuffleRequested()
-    raise RequestError(
-        f"unknown command {cmd!r}; known: status, settle, void, new-deck, reshuffle"
-    )
+    raise RequestError(f"unknown command {cmd!r}; known: status, settle, void, new-deck, reshuffle")
 
 
 class ControlServer:
@@ -125,7 +123,7 @@ def call(path: Path, request: dict[str, Any], timeout_s: float = 5.0) -> dict[st
         try:
             sock.connect(str(path))
             sock.sendall(json.dumps(request).encode() + b"\n")
-            chunks = []
+            chunks: list[bytes] = []
             while not chunks or not chunks[-1].endswith(b"\n"):
                 chunk = sock.recv(65536)
                 if not chunk:
@@ -136,7 +134,9 @@ def call(path: Path, request: dict[str, Any], timeout_s: float = 5.0) -> dict[st
                 f"no tablectl daemon is listening on {path} ({exc.strerror})"
             ) from None
         except TimeoutError:
-            raise ControlClientError(f"the daemon on {path} did not answer in {timeout_s}s") from None
+            raise ControlClientError(
+                f"the daemon on {path} did not answer in {timeout_s}s"
+            ) from None
     reply = json.loads(b"".join(chunks))
     if not isinstance(reply, dict):
         raise ControlClientError("the daemon sent something that is not a reply")

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from tablectl.drivers.gpio import TableGpio, make_pin_factory
+from tablectl.drivers.link import LinkError
+from tablectl.drivers.shuffler import ShufflerDriver
 
 from tablectl import sdnotify
 from tablectl.config import TableConfig
 from tablectl.control import ControlServer
-from tablectl.drivers.gpio import TableGpio, make_pin_factory
-from tablectl.drivers.link import LinkError
-from tablectl.drivers.shuffler import ShufflerDriver
 from tablectl.journal import Store
 from tablectl.relay import Relay
 from tablectl.table import (
@@ -63,6 +63,7 @@ class Daemon:
         self.rules = Rules.from_config(self.config)
         self.observers: list[StepObserver] = []
         self.ready = asyncio.Event()
+        self._stepped = asyncio.Event()
         self.started_at = time.time()
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
         self._tasks: asyncio.TaskGroup | None = None
@@ -93,12 +94,21 @@ class Daemon:
         self.state = (
             TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
         )
-        log.info("table state loaded", phase=self.state.phase.value,
-                 meter_cents=self.state.meter.cents, last_seq=store.last_seq)
+        log.info(
+            "table state loaded",
+            phase=self.state.phase.value,
+            meter_cents=self.state.meter.cents,
+            last_seq=store.last_seq,
+        )
         self.shuffler = ShufflerDriver(cfg.shuffler, emit=self.post)
         self.relay = Relay(
-            cfg.mqtt, site=cfg.table.site_id, table=cfg.table.table_id, boot_id=self.boot_id,
-            store=store, birth=self.birth, health=self.health,
+            cfg.mqtt,
+            site=cfg.table.site_id,
+            table=cfg.table.table_id,
+            boot_id=self.boot_id,
+            store=store,
+            birth=self.birth,
+            health=self.health,
         )
         control = ControlServer(cfg.storage.socket_path, self)
         try:
@@ -151,6 +161,14 @@ class Daemon:
                 self.relay.wake()
             if sub.reply:
                 sub.reply.set_result(self.store.last_seq)
+            self._stepped.set()
+
+    async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
+        """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
+        async with asyncio.timeout(timeout_s):
+            while self.state is None or not predicate(self.state):
+                self._stepped.clear()
+                await self._stepped.wait()
 
     def _execute(self, effects: list[Effect]) -> None:
         assert self._tasks is not None and self.gpio is not None
@@ -161,8 +179,7 @@ class Daemon:
                 self._tasks.create_task(self._request_shuffle(), name="shuffle-request")
 
     async def _request_shuffle(self) -> None:
-        while not self.shuffler.link_up:
-            await asyncio.sleep(0.1)
+        await self.shuffler.wait_link_up()
         try:
             await self.shuffler.shuffle()
         except LinkError as exc:
@@ -199,8 +216,11 @@ class Daemon:
                 "reset_cents": cfg.progressive.reset_amount,
             },
             "meters": [
-                {"meter_id": METER_ID, "amount_cents": self.state.meter.cents,
-                 "seq": self.store.last_seq}
+                {
+                    "meter_id": METER_ID,
+                    "amount_cents": self.state.meter.cents,
+                    "seq": self.store.last_seq,
+                }
             ],
         }
 

@@ -86,8 +86,11 @@ class Store:
         self._db.executescript(SCHEMA)
         self._boot_id = boot_id
         self._clock = clock
-        last = self._db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
-        self._last_seq, self._last_hash = (last[0], last[1]) if last else (0, GENESIS_HASH)
+        last = self._db.execute(
+            "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        self._last_seq: int = int(last[0]) if last else 0
+        self._last_hash: str = str(last[1]) if last else GENESIS_HASH
 
     def close(self) -> None:
         self._db.close()

@@ -8,6 +8,16 @@ import sys
 import structlog
 
 
+class _CurrentStderr:
+    """Writes to whatever sys.stderr is now (tests and daemons may swap it after set-up)."""
+
+    def write(self, text: str) -> None:
+        sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "INFO", json: bool | None = None) -> None:
     as_json = not sys.stderr.isatty() if json is None else json
     renderer: structlog.typing.Processor = (
@@ -22,6 +32,6 @@ def configure(level: str = "INFO", json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

@@ -91,9 +91,7 @@ class Relay:
             tls_params=aiomqtt.TLSParameters(ca_certs=str(c.ca_file) if c.ca_file else None)
             if c.tls
             else None,
-            will=aiomqtt.Will(
-                f"{self._root}/status", self._status("offline"), qos=1, retain=True
-            ),
+            will=aiomqtt.Will(f"{self._root}/status", self._status("offline"), qos=1, retain=True),
         )
 
     async def run(self) -> None:
@@ -158,8 +156,12 @@ class Relay:
             for row in meters.values():
                 await self._publish_meter(
                     client,
-                    {"meter_id": row.data["meter_id"], "amount_cents": row.data["meter_cents"],
-                     "seq": row.seq, "ts": row.ts},
+                    {
+                        "meter_id": row.data["meter_id"],
+                        "amount_cents": row.data["meter_cents"],
+                        "seq": row.seq,
+                        "ts": row.ts,
+                    },
                 )
 
     async def _publish_row(self, client: aiomqtt.Client, row: JournalRow) -> None:
@@ -182,7 +184,7 @@ class Relay:
         async for message in client.messages:
             topic = str(message.topic)
             try:
-                body = json.loads(bytes(message.payload))  # type: ignore[arg-type]
+                body = json.loads(message.payload)
                 if not isinstance(body, dict):
                     raise ValueError("payload is not a JSON object")
                 if topic == f"{self._root}/ack":
@@ -202,8 +204,12 @@ class Relay:
 
     async def _on_command(self, client: aiomqtt.Client, name: str, body: dict[str, Any]) -> None:
         correlation_id = body.get("correlation_id")
-        reply: dict[str, Any] = {"correlation_id": correlation_id, "status": "ok", "data": None,
-                                 "error": None}
+        reply: dict[str, Any] = {
+            "correlation_id": correlation_id,
+            "status": "ok",
+            "data": None,
+            "error": None,
+        }
         if name == "replay":
             from_seq = body["from_seq"]
             if not isinstance(from_seq, int) or from_seq < 1:

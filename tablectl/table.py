@@ -361,8 +361,13 @@ def _shuffle_completed(s: TableState, count: int, fx: list[Effect]) -> TableStat
     fx.append(
         Journal(
             "irregularity",
-            {"kind": "deck-miscount", "card_count": count, "expected": DECK_SIZE,
-             "rule": "649a.5(b)", "action": "deck removed; register a new deck"},
+            {
+                "kind": "deck-miscount",
+                "card_count": count,
+                "expected": DECK_SIZE,
+                "rule": "649a.5(b)",
+                "action": "deck removed; register a new deck",
+            },
         )
     )
     return s.model_copy(
@@ -416,10 +421,14 @@ def _settle(rules: Rules, s: TableState, event: Settle, fx: list[Effect]) -> Tab
                     Journal(
                         "jackpot.hit",
                         {
-                            "round_id": s.round_id, "seat": p.seat, "hand": p.hand.value,
-                            "cards": cards, "amount_cents": p.amount_cents,
+                            "round_id": s.round_id,
+                            "seat": p.seat,
+                            "hand": p.hand.value,
+                            "cards": cards,
+                            "amount_cents": p.amount_cents,
                             "basis": "100%-of-meter" if p.from_meter else "odds-for-1",
-                            "meter_before_cents": p.meter_before_cents, "rule": "649a.12(e)",
+                            "meter_before_cents": p.meter_before_cents,
+                            "rule": "649a.12(e)",
                         },
                     )
                 )
@@ -428,24 +437,37 @@ def _settle(rules: Rules, s: TableState, event: Settle, fx: list[Effect]) -> Tab
                     fx.append(
                         Journal(
                             "meter.reset",
-                            {"round_id": s.round_id, "paid_cents": p.amount_cents,
-                             "reset_cents": rules.reset_cents, **_meter_data(reset)},
+                            {
+                                "round_id": s.round_id,
+                                "paid_cents": p.amount_cents,
+                                "reset_cents": rules.reset_cents,
+                                **_meter_data(reset),
+                            },
                         )
                     )
             case EnvyBonus():
                 fx.append(
                     Journal(
                         "envy.bonus",
-                        {"round_id": s.round_id, "seat": p.seat, "for_seat": p.for_seat,
-                         "hand": p.hand.value, "amount_cents": p.amount_cents,
-                         "rule": "649a.12(e)(5)"},
+                        {
+                            "round_id": s.round_id,
+                            "seat": p.seat,
+                            "for_seat": p.for_seat,
+                            "hand": p.hand.value,
+                            "amount_cents": p.amount_cents,
+                            "rule": "649a.12(e)(5)",
+                        },
                     )
                 )
     fx.append(
         Journal(
             "round.settled",
-            {"round_id": s.round_id, "progressive_paid_cents": paid,
-             "folded": sorted(event.folded), **_meter_data(meter)},
+            {
+                "round_id": s.round_id,
+                "progressive_paid_cents": paid,
+                "folded": sorted(event.folded),
+                **_meter_data(meter),
+            },
         )
     )
     fx.extend(SeatLight(seat, False) for seat in sorted(s.wagers))
@@ -480,10 +502,14 @@ def _void(s: TableState, reason: str, fx: list[Effect]) -> TableState:
     fx.append(
         Journal(
             "round.voided",
-            {"round_id": s.round_id, "reason": reason, "rule": VOID_RULES[reason],
-             "wagers_returned": sorted(s.wagers),
-             "contribution_reversed_ten_thousandths_cent": s.round_contribution_units,
-             **_meter_data(meter)},
+            {
+                "round_id": s.round_id,
+                "reason": reason,
+                "rule": VOID_RULES[reason],
+                "wagers_returned": sorted(s.wagers),
+                "contribution_reversed_ten_thousandths_cent": s.round_contribution_units,
+                **_meter_data(meter),
+            },
         )
     )
     fx.extend(SeatLight(seat, False) for seat in sorted(s.wagers))

@@ -1,0 +1,3 @@
+"""tablectl: controller daemon for casino table-game hardware."""
+
+__version__ = "0.1.0"

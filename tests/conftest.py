@@ -1,0 +1,123 @@
+"""Shared fixtures: the example config, a private Mosquitto, and a whole simulated table."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from tablectl.simulators.backend import ReferenceBackend
+from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.demo import simulated_config
+from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import MockTableInputs
+
+from tablectl import control, logs
+from tablectl.config import TableConfig, load_config
+from tablectl.daemon import Daemon
+from tablectl.table import Phase, TableState
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE_CONFIG = REPO / "config" / "three-card-poker.toml"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _logs_to_stderr() -> None:
+    # structlog's default prints to stdout, which would mix with what CLI tests read.
+    logs.configure("INFO", json=False)
+
+
+@pytest.fixture
+def example_config() -> TableConfig:
+    return load_config(EXAMPLE_CONFIG)
+
+
+@pytest.fixture
+def broker() -> Iterator[PrivateBroker]:
+    with PrivateBroker() as b:
+        yield b
+
+
+@dataclass
+class SimulatedTable:
+    """The daemon on simulated devices, with a backend listening; restartable."""
+
+    config: TableConfig
+    sim: ShufflerSimulator
+    backend: ReferenceBackend
+    broker: PrivateBroker
+    daemon: Daemon = field(init=False)
+    inputs: MockTableInputs = field(init=False)
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.daemon = Daemon(self.config)
+        self.inputs = MockTableInputs(self.daemon.pin_factory, self.config.gpio)
+        self._task = asyncio.create_task(self.daemon.run(), name="daemon-under-test")
+        async with asyncio.timeout(10):
+            await self.daemon.ready.wait()
+
+    async def stop(self) -> None:
+        """Stop the daemon the way a power cut would: mid-whatever, no goodbye."""
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    @property
+    def state(self) -> TableState:
+        assert self.daemon.state is not None
+        return self.daemon.state
+
+    async def wait_phase(self, phase: Phase, timeout_s: float = 10) -> None:
+        await self.daemon.wait_until(lambda s: s.phase is phase, timeout_s)
+
+    async def settle_time(self) -> None:
+        """Long enough for a chip to count as resting (debounce) plus the loop's turn."""
+        await asyncio.sleep(self.config.gpio.chip_present_ms / 1000 + 0.15)
+
+    async def place_wagers(self, *seats: int) -> None:
+        for seat in seats:
+            self.inputs.place_chip(seat)
+        await self.settle_time()
+
+    async def lock(self) -> None:
+        self.inputs.press_lockout()
+        await self.wait_phase(Phase.LOCKED)
+
+    async def dealer(self, **request: object) -> dict[str, object]:
+        return await asyncio.to_thread(control.call, self.config.storage.socket_path, request)
+
+    async def wait_backend_caught_up(self, timeout_s: float = 15) -> None:
+        assert self.daemon.store is not None
+        store = self.daemon.store
+        await self.backend.wait_for(
+            lambda: self.backend.last_contiguous_seq >= store.last_seq, timeout_s
+        )
+
+
+@pytest.fixture
+async def table(broker: PrivateBroker, tmp_path: Path) -> AsyncIterator[SimulatedTable]:
+    sim = ShufflerSimulator(shuffle_ms=50, rng=random.Random(1))
+    port = sim.open_pty()
+    base = load_config(EXAMPLE_CONFIG)
+    cfg = simulated_config(base, port=port, broker=broker, data_dir=tmp_path / "data")
+    cfg = cfg.model_copy(update={"gpio": cfg.gpio.model_copy(update={"chip_present_ms": 40})})
+    backend = ReferenceBackend(
+        broker.host, broker.port, site=cfg.table.site_id, table=cfg.table.table_id
+    )
+    backend_task = asyncio.create_task(backend.run(), name="backend-under-test")
+    t = SimulatedTable(cfg, sim, backend, broker)
+    await t.start()
+    try:
+        yield t
+    finally:
+        await t.stop()
+        backend_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await backend_task
+        sim.close()

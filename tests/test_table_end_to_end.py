@@ -1,0 +1,220 @@
+"""The whole table: daemon, shuffler on a real pty, mock GPIO pins, a real Mosquitto, SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiomqtt
+
+from tablectl import cli
+from tablectl.relay import topic_root
+from tablectl.table import Phase
+
+from .conftest import SimulatedTable
+
+
+def events_of(table: SimulatedTable, type_: str) -> list[dict[str, object]]:
+    return [e["data"] for e in table.backend.events.values() if e["type"] == type_]
+
+
+async def test_full_round_with_two_progressive_wagers(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    meter_before = table.state.meter
+    await table.place_wagers(2, 5)
+    assert table.state.wagers == {2: 100, 5: 100}
+    assert table.inputs.light_is_on(2) and table.inputs.light_is_on(5)
+    assert not table.inputs.light_is_on(1)
+
+    await table.lock()
+    # 14.5% of $1, twice: 29 cents, exactly (649a.12(e)(3)).
+    assert table.state.meter.units - meter_before.units == 2 * 100 * 1450
+    reply = await table.dealer(cmd="settle", hands={"5": "AsKsQs", "2": "2h3h4h"})
+    assert reply["ok"], reply
+    meter_at_hit = meter_before.cents + 29
+
+    await table.wait_backend_caught_up()
+    (locked,) = [d for d in events_of(table, "round.locked") if d["round_id"] == 1]
+    assert locked["accepted_wagers"] == 2 and locked["seats"] == [2, 5]
+    hits = {d["seat"]: d for d in events_of(table, "jackpot.hit")}
+    assert hits[5]["amount_cents"] == meter_at_hit and hits[5]["basis"] == "100%-of-meter"
+    assert hits[2]["amount_cents"] == 70 * 100  # straight flush, paytable A: 70 for 1
+    assert [(d["seat"], d["amount_cents"]) for d in events_of(table, "envy.bonus")] == [
+        (2, 10_000)  # seat 2 envies seat 5's ace-king-queen of spades
+    ]
+    # Settled seats go dark; the meter restarted at the reset amount, retained for signs.
+    assert not table.inputs.light_is_on(2) and not table.inputs.light_is_on(5)
+    assert table.state.meter.cents == 100_000
+    await table.backend.wait_for(
+        lambda: table.backend.meters["progressive"]["amount_cents"] == 100_000
+    )
+    assert table.backend.status == {"status": "online", "boot_id": table.daemon.boot_id}
+
+
+async def test_chip_after_lockout_is_not_recognised(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(1)
+    await table.lock()
+    meter = table.state.meter
+    await table.place_wagers(4)  # rests long enough, but after "no more bets"
+    assert table.state.wagers == {1: 100}
+    assert table.state.meter == meter
+    assert not table.inputs.light_is_on(4)
+    assert table.state.counters["wagers_rejected"] == 1
+    await table.wait_backend_caught_up()
+    assert events_of(table, "wager.rejected") == [
+        {"round_id": 1, "seat": 4, "reason": "after-lockout"}
+    ]
+
+
+async def test_chip_resting_across_lockout_is_not_recognised(table: SimulatedTable) -> None:
+    """A chip placed just before the button but not yet settled must not count."""
+    await table.wait_phase(Phase.BETTING)
+    table.inputs.place_chip(3)
+    table.inputs.press_lockout()  # within the chip's debounce window
+    await table.wait_phase(Phase.LOCKED)
+    await table.settle_time()
+    assert table.state.wagers == {}
+    assert table.state.counters["wagers_rejected"] == 1
+
+
+async def test_miscount_blocks_the_table_until_a_new_deck(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(1)
+    await table.lock()
+    await table.daemon.wait_until(lambda s: s.deck_ready, 5)  # deck B shuffled during play
+    table.sim.remove_card()
+    assert (await table.dealer(cmd="settle", hands={"1": "2c7d9h"}))["ok"]
+    # Round 2 opened on deck B; deck A is shuffled now and counts 51.
+    await table.daemon.wait_until(lambda s: s.blocked is not None, 5)
+    assert table.state.blocked == "deck-miscount:51"
+    await table.place_wagers(2)
+    await table.lock()
+    assert (await table.dealer(cmd="settle", hands={"2": "2c7d9h"}))["ok"]
+    await asyncio.sleep(0.3)
+    assert table.state.phase is Phase.CLOSED  # 649a.5(b): no round without a counted deck
+    status = await table.dealer(cmd="status")
+    assert status["data"]["blocked"] == "deck-miscount:51"  # type: ignore[index]
+
+    table.sim.load_full_deck()
+    assert (await table.dealer(cmd="new-deck"))["ok"]
+    await table.wait_phase(Phase.BETTING)
+    await table.wait_backend_caught_up()
+    (irregularity,) = events_of(table, "irregularity")
+    assert irregularity["rule"] == "649a.5(b)" and irregularity["card_count"] == 51
+
+
+async def test_shuffler_jam_needs_a_reshuffle(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    table.sim.knobs.jam_next_shuffle = True
+    await table.lock()  # deck B's shuffle was asked for at round open; wait for its fault
+    await table.daemon.wait_until(lambda s: s.shuffler_fault == "jam", 5)
+    assert (await table.dealer(cmd="settle", hands={}))["ok"]
+    await asyncio.sleep(0.3)
+    assert table.state.phase is Phase.CLOSED  # 649a.13(e): no round until reshuffled
+    assert (await table.dealer(cmd="reshuffle"))["ok"]
+    await table.wait_phase(Phase.BETTING)
+
+
+async def test_broker_restart_loses_no_event(table: SimulatedTable) -> None:
+    backend = table.backend
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(1, 2)
+    await table.lock()
+    await table.wait_backend_caught_up()
+    before = table.daemon.store.last_seq  # type: ignore[union-attr]
+
+    table.broker.stop()
+    assert (await table.dealer(cmd="settle", hands={"1": "AsKsQs", "2": "5d5c5h"}))["ok"]
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(3)
+    await table.lock()
+    assert (await table.dealer(cmd="void", reason="shoe-jam"))["ok"]
+    after = table.daemon.store.last_seq  # type: ignore[union-attr]
+    assert after > before + 5  # journaled while the broker was down
+    table.broker.start()
+
+    await table.wait_backend_caught_up(timeout_s=30)
+    seqs = sorted(backend.events)
+    assert seqs == list(range(1, seqs[-1] + 1)) and seqs[-1] >= after  # no gap, no loss
+    journal = table.daemon.store.rows_after(0, limit=seqs[-1])  # type: ignore[union-attr]
+    assert [backend.events[r.seq]["event_id"] for r in journal] == [r.event_id for r in journal]
+    hit = next(d for d in events_of(table, "jackpot.hit") if d["seat"] == 1)
+    assert hit["basis"] == "100%-of-meter"
+
+
+async def test_daemon_restart_keeps_the_meter_exactly(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(1, 3, 6)
+    await table.lock()
+    meter = table.state.meter
+    assert meter.carry == 3 * 100 * 1450 % 10_000  # the half cents are carried, not lost
+    last_seq = table.daemon.store.last_seq  # type: ignore[union-attr]
+    boot = table.daemon.boot_id
+
+    await table.stop()
+    await table.start()
+    assert table.daemon.boot_id != boot
+    assert table.state.meter == meter
+    assert table.state.phase is Phase.LOCKED and table.state.wagers == {1: 100, 3: 100, 6: 100}
+    assert table.daemon.store.last_seq >= last_seq  # type: ignore[union-attr]
+    assert table.daemon.store.verify_chain() is None  # type: ignore[union-attr]
+    assert (await table.dealer(cmd="settle", hands={"1": "2c7d9h", "3": "2d7c9s", "6": "3c8d9c"}))[
+        "ok"
+    ]
+    await table.wait_backend_caught_up()
+    seqs = sorted(table.backend.events)
+    assert seqs == list(range(1, seqs[-1] + 1))
+
+
+async def test_restart_while_betting_comes_back_locked_out(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(2)
+    await table.stop()
+    await table.start()
+    await table.wait_phase(Phase.LOCKED)  # lock-out is the safe state
+    assert table.state.wagers == {2: 100}
+    await table.wait_backend_caught_up()
+    causes = [d["cause"] for d in events_of(table, "round.locked")]
+    assert causes == ["power-up"]
+
+
+async def test_status_cli_reads_the_running_daemon(table: SimulatedTable, capsys: object) -> None:
+    await table.wait_phase(Phase.BETTING)
+    sock = str(table.config.storage.socket_path)
+    code = await asyncio.to_thread(cli.main, ["status", "--socket", sock, "--json"])
+    assert code == 0
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    status = json.loads(out)
+    assert status["phase"] == "betting" and status["accepting_wagers"] is True
+    assert status["shuffler"]["link"] == "up"
+    assert status["meter"]["cents"] == 100_000
+
+    code = await asyncio.to_thread(cli.main, ["dealer", "new-deck", "--socket", sock])
+    assert code == 1  # refused: no deck is waiting to be replaced
+    assert "no deck is waiting" in capsys.readouterr().err  # type: ignore[attr-defined]
+
+
+async def test_malformed_mqtt_commands_are_counted_and_survived(table: SimulatedTable) -> None:
+    await table.wait_phase(Phase.BETTING)
+    root = topic_root(table.config.table.site_id, table.config.table.table_id)
+    host, port = table.config.mqtt.host, table.config.mqtt.port
+    async with aiomqtt.Client(host, port) as client:
+        await client.subscribe(f"{root}/res/#", qos=1)
+        await client.publish(f"{root}/cmd/replay", b"{not json", qos=1)
+        await client.publish(f"{root}/cmd/replay", json.dumps({"from_seq": "x"}), qos=1)
+        await client.publish(f"{root}/ack", json.dumps({"acked_through_seq": True}), qos=1)
+        await client.publish(f"{root}/cmd/launch", json.dumps({"correlation_id": "c1"}), qos=1)
+        async with asyncio.timeout(5):
+            async for message in client.messages:
+                reply = json.loads(message.payload)  # type: ignore[arg-type]
+                assert reply == {
+                    "correlation_id": "c1",
+                    "status": "error",
+                    "data": None,
+                    "error": "unknown command 'launch'; known: replay, resync",
+                }
+                break
+    assert table.daemon.relay.counters.malformed_inbound == 4
+    await table.place_wagers(1)  # still running
+    assert table.state.wagers == {1: 100}
