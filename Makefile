@@ -46,7 +46,7 @@ test: check mosquitto
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.lockout_latency
+	$(BIN)/python bench/lockout_latency.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

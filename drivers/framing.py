@@ -64,26 +64,38 @@ class FrameParser:
     _last_byte_ms: int | None = None
 
     def feed(self, data: bytes, now_ms: int | None = None) -> list[Frame]:
+        """Frames completed by these bytes. now_ms (monotonic) enables the inter-byte gap rule."""
+        frames: list[Frame] = []
         if (
             now_ms is not None
             and self._buf
             and self._last_byte_ms is not None
             and now_ms - self._last_byte_ms > INTER_BYTE_GAP_MS
         ):
-            # A partial frame went silent: whatever comes next starts afresh.
-            self.counters.gap_aborts += 1
-            self.counters.bytes_dropped += len(self._buf)
-            self._buf.clear()
+            frames += self._abandon_partial()
         if now_ms is not None:
             self._last_byte_ms = now_ms
         self.counters.bytes_in += len(data)
         self._buf += data
-        frames: list[Frame] = []
         while True:
             frame = self._next_frame()
             if frame is None:
                 return frames
             frames.append(frame)
+
+    def _abandon_partial(self) -> list[Frame]:
+        """The line went quiet mid-frame: that start byte was false (or the frame is lost).
+
+        Rescan what followed it, since a false header with a long length can hide whole
+        valid frames; whatever is still incomplete after that is dropped.
+        """
+        self.counters.gap_aborts += 1
+        frames: list[Frame] = []
+        while self._buf:
+            self._drop(1)
+            while (frame := self._next_frame()) is not None:
+                frames.append(frame)
+        return frames
 
     def _drop(self, n: int) -> None:
         del self._buf[:n]

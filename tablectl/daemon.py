@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from tablectl.drivers.gpio import TableGpio, make_pin_factory
-from tablectl.drivers.link import LinkError
-from tablectl.drivers.shuffler import ShufflerDriver
 
 from tablectl import sdnotify
 from tablectl.config import TableConfig
 from tablectl.control import ControlServer
+from tablectl.drivers.gpio import TableGpio, make_pin_factory
+from tablectl.drivers.link import LinkError
+from tablectl.drivers.shuffler import ShufflerDriver
 from tablectl.journal import Store
 from tablectl.relay import Relay
 from tablectl.table import (

@@ -1,0 +1,118 @@
+"""Lock-out latency: GPIO edge -> acceptance closed, through the real daemon.
+
+The edge is driven from a worker thread (as gpiozero's callbacks arrive), passes the
+thread hand-off, the event queue and the pure core, and is timed when the core's state says
+no more wagers are accepted. The baseline, in the same run, is the bare thread -> event-loop
+hand-off (call_soon_threadsafe), so the figures compare across machines as ratios.
+
+Run: .venv/bin/python bench/lockout_latency.py [--samples N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.demo import simulated_config
+from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import MockTableInputs
+
+from tablectl import logs
+from tablectl.config import load_config
+from tablectl.daemon import Daemon
+from tablectl.table import Effect, Event, LockoutPressed, Phase, Settle, TableState
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def baseline(samples: int) -> list[float]:
+    loop = asyncio.get_running_loop()
+    out: list[float] = []
+    for _ in range(samples):
+        done: asyncio.Future[int] = loop.create_future()
+
+        def from_thread(fut: asyncio.Future[int] = done) -> int:
+            t0 = time.perf_counter_ns()
+            loop.call_soon_threadsafe(lambda: fut.set_result(time.perf_counter_ns()))
+            return t0
+
+        t0 = await asyncio.to_thread(from_thread)
+        out.append((await done - t0) / 1000)
+    return out
+
+
+async def lockout(samples: int) -> list[float]:
+    # No broker is needed for the measurement, but the relay is part of the daemon's load.
+    with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
+        cfg = simulated_config(
+            load_config(REPO / "config" / "demo.toml"),
+            port=sim.open_pty(),
+            broker=broker,
+            data_dir=Path(tmp),
+        )
+        daemon = Daemon(cfg)
+        inputs = MockTableInputs(daemon.pin_factory, cfg.gpio)
+        closed_at: list[int] = []
+
+        def observe(event: Event, state: TableState, effects: list[Effect]) -> None:
+            if isinstance(event, LockoutPressed) and state.phase is Phase.LOCKED:
+                closed_at.append(time.perf_counter_ns())
+
+        daemon.observers.append(observe)
+        task = asyncio.create_task(daemon.run())
+        await daemon.ready.wait()
+        out: list[float] = []
+        for _ in range(samples):
+            await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+
+            def press() -> int:
+                t0 = time.perf_counter_ns()
+                inputs.press_lockout()
+                return t0
+
+            t0 = await asyncio.to_thread(press)
+            await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
+            out.append((closed_at[-1] - t0) / 1000)
+            await asyncio.sleep(cfg.gpio.lockout_debounce_ms / 1000)
+            await daemon.submit(Settle(hands={}))
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sim.close()
+        return out
+
+
+async def main(samples: int) -> None:
+    base = await baseline(samples)
+    lock = await lockout(samples)
+    print(f"samples: {samples}")
+    for name, values in (("thread hand-off (baseline)", base), ("lock-out edge -> closed", lock)):
+        print(
+            f"{name:<28} p50 {percentile(values, 50):8.1f} us   p99 {percentile(values, 99):8.1f} us"
+            f"   mean {statistics.fmean(values):8.1f} us"
+        )
+    print(
+        f"ratio to baseline            p50 {percentile(lock, 50) / percentile(base, 50):8.1f} x"
+        f"    p99 {percentile(lock, 99) / percentile(base, 99):8.1f} x"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=300)
+    args = parser.parse_args()
+    logs.configure("ERROR")
+    asyncio.run(main(args.samples))

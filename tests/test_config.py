@@ -1,0 +1,140 @@
+"""Config validation: every error names the field and, for regulatory limits, the rule."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tablectl import cli
+from tablectl.config import ConfigError, load_config
+
+from .conftest import EXAMPLE_CONFIG
+
+
+def write_variant(tmp_path: Path, *replacements: tuple[str, str]) -> Path:
+    text = EXAMPLE_CONFIG.read_text()
+    for pattern, new in replacements:
+        text, n = re.subn(pattern, new, text, count=1, flags=re.MULTILINE)
+        assert n == 1, f"example config has no line matching {pattern!r}"
+    path = tmp_path / "table.toml"
+    path.write_text(text)
+    return path
+
+
+def errors_of(path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return info.value.errors
+
+
+def test_example_config_is_valid() -> None:
+    cfg = load_config(EXAMPLE_CONFIG)
+    assert cfg.progressive.wager == 100
+    assert cfg.progressive.rate_of_progression_percent == 1450  # basis points, exact
+    assert cfg.progressive.reset_amount == 100_000
+
+
+@pytest.mark.parametrize(
+    ("replacements", "expected"),
+    [
+        (
+            [(r"^rate_of_progression_percent = .*$", 'rate_of_progression_percent = "13.99"')],
+            "progressive: Value error, rate_of_progression_percent 13.99% is below the 14% "
+            "minimum for paytable A (649a.12(e)(3))",
+        ),
+        (
+            [(r"^paytable = .*$", 'paytable = "B"')],
+            "progressive: Value error, rate_of_progression_percent 14.5% is below the 20% "
+            "minimum for paytable B (649a.12(e)(3))",
+        ),
+        (
+            [(r"^reset_amount = .*$", 'reset_amount = "999.99"')],
+            "progressive.reset_amount: $999.99 is below the $1,000.00 minimum initial and "
+            "reset amount of 649a.12(e)(3)",
+        ),
+        (
+            [(r"^seats = 6", "seats = 8")],
+            "table.seats: Input should be less than or equal to 7",
+        ),
+        (
+            [(r"^wager = .*$", 'wager = "2.00"')],
+            "progressive.wager: the Progressive Payout Wager must be $1 or $5: 649a.12(e)(5) "
+            "defines Envy Bonuses for those two amounts only",
+        ),
+        (
+            [(r"^initial_amount = .*$", "initial_amount = 1000.5")],
+            'progressive.initial_amount: write money as a quoted decimal such as "1000.00" '
+            "or whole dollars, not 1000.5",
+        ),
+        (
+            [(r"^baudrate = 115200", 'baudrate = 115200\nparity = "N"')],
+            "shuffler.parity: unknown key (not part of the configuration schema)",
+        ),
+    ],
+)
+def test_bad_config_names_field_and_rule(
+    tmp_path: Path, replacements: list[tuple[str, str]], expected: str
+) -> None:
+    errors = errors_of(write_variant(tmp_path, *replacements))
+    assert [e.replace("Value error, ", "") for e in errors] == [
+        expected.replace("Value error, ", "")
+    ]
+
+
+def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
+    path = write_variant(
+        tmp_path,
+        (r"^seats = 6", "seats = 0"),
+        (r"^reset_amount = .*$", 'reset_amount = "10"'),
+        (r"^lockout_pin = 16", "lockout_pin = 16\nbounce = 3"),
+    )
+    errors = errors_of(path)
+    assert len(errors) == 3
+    assert {e.split(":")[0] for e in errors} == {
+        "table.seats",
+        "progressive.reset_amount",
+        "gpio.bounce",
+    }
+
+
+def test_one_sensor_per_seat(tmp_path: Path) -> None:
+    path = write_variant(tmp_path, (r"^seats = 6", "seats = 5"))
+    (error,) = errors_of(path)
+    assert "649a.2(c)(1)" in error and "gpio.seat_sensor_pins lists 6 pins for 5 seats" in error
+
+
+def test_config_check_exits_2_listing_the_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_variant(tmp_path, (r"^paytable = .*$", 'paytable = "C"'))
+    assert cli.main(["config", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "progressive.paytable: Input should be 'A' or 'B'" in err
+    assert cli.main(["config", "check", str(EXAMPLE_CONFIG)]) == 0
+
+
+def test_run_with_bad_config_starts_nothing(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    path = write_variant(
+        tmp_path,
+        (r"^rate_of_progression_percent = .*$", 'rate_of_progression_percent = "10"'),
+        (r"^data_dir = .*$", f'data_dir = "{data_dir}"'),
+    )
+    exe = Path(sys.executable).with_name("tablectl")
+    proc = subprocess.run(
+        [exe, "run", "--config", str(path)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert proc.returncode == 2
+    assert "649a.12(e)(3)" in proc.stderr
+    assert not data_dir.exists()  # no database, no socket: nothing started
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    assert errors_of(tmp_path / "missing.toml")[0].startswith("cannot read")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[table\n")
+    assert errors_of(bad)[0].startswith("not valid TOML")
