@@ -100,10 +100,9 @@ async def main(samples: int) -> None:
     lock = await lockout(samples)
     print(f"samples: {samples}")
     for name, values in (("thread hand-off (baseline)", base), ("lock-out edge -> closed", lock)):
-        print(
-            f"{name:<28} p50 {percentile(values, 50):8.1f} us   p99 {percentile(values, 99):8.1f} us"
-            f"   mean {statistics.fmean(values):8.1f} us"
-        )
+        p50, p99 = percentile(values, 50), percentile(values, 99)
+        mean = statistics.fmean(values)
+        print(f"{name:<28} p50 {p50:8.1f} us   p99 {p99:8.1f} us   mean {mean:8.1f} us")
     print(
         f"ratio to baseline            p50 {percentile(lock, 50) / percentile(base, 50):8.1f} x"
         f"    p99 {percentile(lock, 99) / percentile(base, 99):8.1f} x"
