@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             from tablectl.daemon import Daemon
 
             config = load_config(args.config)
-            asyncio.run(Daemon(config).run())
+            asyncio.run(Daemon(config).serve())
             return EXIT_OK
         if args.verb == "demo":
             from tablectl.simulators import demo

@@ -9,6 +9,7 @@ new state and journal rows are committed in one transaction *before* its effects
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -137,6 +138,19 @@ class Daemon:
             if self.gpio:
                 self.gpio.close()
             store.close()
+
+    async def serve(self) -> None:
+        """run() until SIGTERM or SIGINT, then stop in order (the CLI's `run`)."""
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await self.run()
+        except asyncio.CancelledError:
+            sdnotify.notify("STOPPING=1")
+            log.info("tablectl stopped", table=self.config.table.table_id)
 
     async def _consume(self) -> None:
         assert self.store is not None and self.state is not None

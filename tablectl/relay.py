@@ -103,13 +103,27 @@ class Relay:
                     self.connected = True
                     self.counters.connects += 1
                     log.info("mqtt connected", broker=f"{self._config.host}:{self._config.port}")
-                    await self._session(client)
+                    try:
+                        await self._session(client)
+                    except asyncio.CancelledError:
+                        await self._say_offline(client)
+                        raise
             except aiomqtt.MqttError as exc:
                 level = log.warning if backoff.first_failure else log.debug
                 level("mqtt unavailable; journaling continues", error=str(exc))
             finally:
                 self.connected = False
             await asyncio.sleep(backoff.next_delay())
+
+    async def _say_offline(self, client: aiomqtt.Client) -> None:
+        """On an orderly stop; the broker's last-will covers every other way of going."""
+        try:
+            async with asyncio.timeout(1):
+                await client.publish(
+                    f"{self._root}/status", self._status("offline"), qos=1, retain=True
+                )
+        except (TimeoutError, aiomqtt.MqttError) as exc:
+            log.warning("could not say offline; the last-will will", error=str(exc))
 
     async def _session(self, client: aiomqtt.Client) -> None:
         await client.subscribe(f"{self._root}/ack", qos=1)

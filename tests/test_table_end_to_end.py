@@ -218,3 +218,29 @@ async def test_malformed_mqtt_commands_are_counted_and_survived(table: Simulated
     assert table.daemon.relay.counters.malformed_inbound == 4
     await table.place_wagers(1)  # still running
     assert table.state.wagers == {1: 100}
+
+
+async def test_broker_down_at_start_delays_but_loses_nothing(table: SimulatedTable) -> None:
+    await table.stop()
+    table.broker.stop()
+    await table.start()  # the daemon starts and plays with no broker at all
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(4)
+    await table.lock()
+    assert (await table.dealer(cmd="settle", hands={"4": "QhQdQs"}))["ok"]
+    assert not table.daemon.relay.connected
+    table.broker.start()
+    await table.wait_backend_caught_up(timeout_s=30)
+    seqs = sorted(table.backend.events)
+    assert seqs == list(range(1, seqs[-1] + 1))
+    assert [d["amount_cents"] for d in events_of(table, "jackpot.hit")] == [60 * 100]
+
+
+async def test_sensor_edges_from_another_thread(table: SimulatedTable) -> None:
+    """gpiozero calls back on its own threads; edges must reach the loop intact."""
+    await table.wait_phase(Phase.BETTING)
+    await asyncio.gather(*(asyncio.to_thread(table.inputs.place_chip, s) for s in (1, 3, 6)))
+    await table.settle_time()
+    assert table.state.wagers == {1: 100, 3: 100, 6: 100}
+    await asyncio.to_thread(table.inputs.press_lockout)
+    await table.wait_phase(Phase.LOCKED)

@@ -1,0 +1,104 @@
+"""`tablectl run` as systemd runs it: a separate process, READY and WATCHDOG, orderly stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import tomllib
+from pathlib import Path
+
+import aiomqtt
+from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.shuffler import ShufflerSimulator
+
+from tablectl.relay import topic_root
+
+from .conftest import EXAMPLE_CONFIG
+
+TABLECTL = Path(sys.executable).with_name("tablectl")
+
+
+def table_toml(tmp_path: Path, shuffler_port: str, broker: PrivateBroker) -> Path:
+    text = EXAMPLE_CONFIG.read_text()
+    for old, new in [
+        ('port = "/dev/ttyUSB0"', f'port = "{shuffler_port}"'),
+        ('backend = "native"', 'backend = "mock"'),
+        ("port = 1883", f"port = {broker.port}"),
+        ('data_dir = "/var/lib/tablectl"', f'data_dir = "{tmp_path / "data"}"'),
+        (
+            'control_socket = "/run/tablectl/control.sock"',
+            f'control_socket = "{tmp_path / "c.sock"}"',
+        ),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "table.toml"
+    path.write_text(text)
+    tomllib.loads(text)
+    return path
+
+
+async def test_daemon_notifies_systemd_and_stops_in_order(
+    tmp_path: Path, broker: PrivateBroker
+) -> None:
+    sim = ShufflerSimulator(shuffle_ms=20)
+    config = table_toml(tmp_path, sim.open_pty(), broker)
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.setblocking(False)
+    env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "400000"}
+    root = topic_root("pa-demo-casino", "tcp-07")
+    async with aiomqtt.Client(broker.host, broker.port) as watcher:
+        await watcher.subscribe(f"{root}/status", qos=1)
+        proc = await asyncio.create_subprocess_exec(
+            str(TABLECTL),
+            "run",
+            "--config",
+            str(config),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        loop = asyncio.get_running_loop()
+        try:
+            messages: list[bytes] = []
+            async with asyncio.timeout(15):
+                while not any(b"WATCHDOG=1" in m for m in messages):
+                    messages.append(await loop.sock_recv(notify, 4096))
+            assert messages[0].startswith(b"READY=1")
+
+            status = await asyncio.create_subprocess_exec(
+                str(TABLECTL),
+                "status",
+                "--config",
+                str(config),
+                "--json",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            out, _ = await status.communicate()
+            assert status.returncode == 0
+            assert json.loads(out)["table"] == "tcp-07"
+
+            statuses = []
+            async with asyncio.timeout(10):
+                async for message in watcher.messages:
+                    statuses.append(json.loads(message.payload)["status"])
+                    if statuses[-1] == "online":
+                        break
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(10):
+                assert await proc.wait() == 0
+                async for message in watcher.messages:
+                    if json.loads(message.payload)["status"] == "offline":
+                        break
+            assert not (tmp_path / "c.sock").exists()  # the control socket is cleaned up
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            notify.close()
+            sim.close()
