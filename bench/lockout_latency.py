@@ -1,9 +1,12 @@
 """Lock-out latency: GPIO edge -> acceptance closed, through the real daemon.
 
-The edge is driven from a worker thread (as gpiozero's callbacks arrive), passes the
-thread hand-off, the event queue and the pure core, and is timed when the core's state says
-no more wagers are accepted. The baseline, in the same run, is the bare thread -> event-loop
-hand-off (call_soon_threadsafe), so the figures compare across machines as ratios.
+The edge is driven from a worker thread (as gpiozero's callbacks arrive) and timed twice:
+- queued: the lock-out event is in the table's single FIFO queue. From here on no chip can
+  be recognised, since every later chip event is behind it in the same queue;
+- closed: the core's state says no more wagers are accepted. This also waits for whatever
+  step was being committed (SQLite synchronous=FULL, about a millisecond) when the edge came.
+The baseline, in the same run, is the bare thread -> event-loop hand-off
+(call_soon_threadsafe), so the figures compare across machines as ratios.
 
 Run: .venv/bin/python bench/lockout_latency.py [--samples N]
 """
@@ -53,7 +56,7 @@ async def baseline(samples: int) -> list[float]:
     return out
 
 
-async def lockout(samples: int) -> list[float]:
+async def lockout(samples: int) -> tuple[list[float], list[float]]:
     # No broker is needed for the measurement, but the relay is part of the daemon's load.
     with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
@@ -66,6 +69,15 @@ async def lockout(samples: int) -> list[float]:
         daemon = Daemon(cfg)
         inputs = MockTableInputs(daemon.pin_factory, cfg.gpio)
         closed_at: list[int] = []
+        queued_at: list[int] = []
+        post = daemon.post
+
+        def timed_post(event: Event) -> None:
+            if isinstance(event, LockoutPressed):
+                queued_at.append(time.perf_counter_ns())
+            post(event)
+
+        daemon.post = timed_post  # type: ignore[method-assign]
 
         def observe(event: Event, state: TableState, effects: list[Effect]) -> None:
             if isinstance(event, LockoutPressed) and state.phase is Phase.LOCKED:
@@ -74,7 +86,8 @@ async def lockout(samples: int) -> list[float]:
         daemon.observers.append(observe)
         task = asyncio.create_task(daemon.run())
         await daemon.ready.wait()
-        out: list[float] = []
+        closed: list[float] = []
+        queued: list[float] = []
         for _ in range(samples):
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
 
@@ -85,28 +98,33 @@ async def lockout(samples: int) -> list[float]:
 
             t0 = await asyncio.to_thread(press)
             await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
-            out.append((closed_at[-1] - t0) / 1000)
+            closed.append((closed_at[-1] - t0) / 1000)
+            queued.append((queued_at[-1] - t0) / 1000)
             await asyncio.sleep(cfg.gpio.lockout_debounce_ms / 1000)
             await daemon.submit(Settle(hands={}))
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sim.close()
-        return out
+        return queued, closed
 
 
 async def main(samples: int) -> None:
     base = await baseline(samples)
-    lock = await lockout(samples)
+    queued, lock = await lockout(samples)
     print(f"samples: {samples}")
-    for name, values in (("thread hand-off (baseline)", base), ("lock-out edge -> closed", lock)):
+    for name, values in (
+        ("thread hand-off (baseline)", base),
+        ("lock-out edge -> queued", queued),
+        ("lock-out edge -> closed", lock),
+    ):
         p50, p99 = percentile(values, 50), percentile(values, 99)
         mean = statistics.fmean(values)
         print(f"{name:<28} p50 {p50:8.1f} us   p99 {p99:8.1f} us   mean {mean:8.1f} us")
-    print(
-        f"ratio to baseline            p50 {percentile(lock, 50) / percentile(base, 50):8.1f} x"
-        f"    p99 {percentile(lock, 99) / percentile(base, 99):8.1f} x"
-    )
+    for name, values in (("queued", queued), ("closed", lock)):
+        r50 = percentile(values, 50) / percentile(base, 50)
+        r99 = percentile(values, 99) / percentile(base, 99)
+        print(f"ratio {name} / baseline       p50 {r50:8.1f} x    p99 {r99:8.1f} x")
 
 
 if __name__ == "__main__":
