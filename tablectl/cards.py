@@ -1,9 +1,9 @@
-"""Playing cards and the Three Card Poker ranking of 649a.6. Pure."""
+"""Playing cards: parsing, printing, the 52-card deck. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from typing import Protocol
 
 RANKS = "23456789TJQKA"
 SUITS = "cdhs"
@@ -41,37 +41,12 @@ def full_deck() -> tuple[Card, ...]:
     return tuple(Card(rank, suit) for suit in SUITS for rank in range(2, 15))
 
 
-class ThreeCardCategory(IntEnum):
-    """649a.6(b): higher value ranks higher."""
-
-    HIGH_CARD = 0
-    PAIR = 1
-    FLUSH = 2
-    STRAIGHT = 3
-    THREE_OF_A_KIND = 4
-    STRAIGHT_FLUSH = 5
+class RandomSource(Protocol):
+    def shuffle(self, x: list[Card]) -> None: ...
 
 
-def three_card_category(cards: tuple[Card, ...]) -> ThreeCardCategory:
-    """Rank a Three Card Poker hand (649a.6): A-2-3 is the lowest straight, A-K-Q the highest."""
-    if len(cards) != 3 or len(set(cards)) != 3:
-        raise ValueError("a Three Card Poker hand is three different cards")
-    ranks = sorted(c.rank for c in cards)
-    flush = len({c.suit for c in cards}) == 1
-    straight = (ranks[2] - ranks[0] == 2 and len(set(ranks)) == 3) or ranks == [2, 3, 14]
-    if straight and flush:
-        return ThreeCardCategory.STRAIGHT_FLUSH
-    if len(set(ranks)) == 1:
-        return ThreeCardCategory.THREE_OF_A_KIND
-    if straight:
-        return ThreeCardCategory.STRAIGHT
-    if flush:
-        return ThreeCardCategory.FLUSH
-    if len(set(ranks)) == 2:
-        return ThreeCardCategory.PAIR
-    return ThreeCardCategory.HIGH_CARD
-
-
-def is_mini_royal(cards: tuple[Card, ...]) -> bool:
-    """Ace, king and queen of one suit."""
-    return sorted(c.rank for c in cards) == [12, 13, 14] and len({c.suit for c in cards}) == 1
+def shuffled_deck(rng: RandomSource) -> list[Card]:
+    """A shuffled 52-card deck; pass random.SystemRandom() in play, a seeded Random in tests."""
+    deck = list(full_deck())
+    rng.shuffle(deck)
+    return deck

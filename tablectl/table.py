@@ -19,7 +19,7 @@ from tablectl.progressive import (
     Meter,
     ProgressivePayout,
     contribution_units,
-    settle_progressive,
+    settle_tcp_progressive,
 )
 
 DECK_SIZE = 52
@@ -402,7 +402,7 @@ def _validate_settle(rules: Rules, s: TableState, event: Settle) -> None:
 
 def _settle(rules: Rules, s: TableState, event: Settle, fx: list[Effect]) -> TableState:
     _validate_settle(rules, s, event)
-    meter, payouts = settle_progressive(
+    meter, payouts = settle_tcp_progressive(
         paytable=rules.paytable,
         seats=rules.seats,
         reset_cents=rules.reset_cents,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tablectl.cards import parse_cards
-from tablectl.progressive import Meter, ProgressiveHand, settlement_order
+from tablectl.paytables import Hand
+from tablectl.progressive import Meter, settlement_order
 from tablectl.table import (
     ChipSensed,
     Effect,
@@ -199,7 +200,7 @@ def test_only_the_highest_hand_pays() -> None:
     state = locked_with(3)
     _, effects = run([hands(s3="AhKhQh")], state=state)
     (hit,) = journal(effects, "jackpot.hit")
-    assert hit["hand"] == ProgressiveHand.MINI_ROYAL.value and hit["amount_cents"] == 50_000
+    assert hit["hand"] == Hand.MINI_ROYAL.value and hit["amount_cents"] == 50_000
 
 
 def test_paytable_b_pays_no_straight() -> None:

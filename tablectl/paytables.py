@@ -1,0 +1,338 @@
+"""Every paytable of the regulations, as data, each citing its section. Pure.
+
+"N to 1" pays the winnings on top of the returned wager; "N for 1" includes the wager
+(the wager is collected at "no more bets", 649a.8(b)); fixed amounts and shares of the
+progressive meter are what they say. A paytable lists hands highest first; a hand pays only
+its highest listed class (649a.12(e)(2), 653a.12(d)(2)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+
+
+class Hand(StrEnum):
+    """Paying hand classes across the three games."""
+
+    SUPER_ROYAL_DIAMONDS = "super-royal-of-diamonds"
+    SUPER_ROYAL = "super-royal"
+    ROYAL_FLUSH = "royal-flush"
+    MINI_ROYAL_SPADES = "ace-king-queen-of-spades"
+    MINI_ROYAL = "ace-king-queen-suited"
+    STRAIGHT_FLUSH = "straight-flush"
+    FOUR_OF_A_KIND = "four-of-a-kind"
+    FULL_HOUSE = "full-house"
+    FLUSH = "flush"
+    STRAIGHT = "straight"
+    THREE_OF_A_KIND = "three-of-a-kind"
+    TWO_PAIR = "two-pair"
+    PAIR_TENS_OR_BETTER = "pair-of-tens-or-better"
+    PAIR = "pair"
+
+
+class PayKind(StrEnum):
+    TO = "to"  # winnings = wager x odds, the wager returned besides
+    FOR = "for"  # the player receives wager x odds in all
+    AMOUNT = "amount"  # a fixed amount in cents
+    METER = "meter"  # a share of the progressive meter
+    PUSH = "push"  # the wager is returned
+
+
+@dataclass(frozen=True, slots=True)
+class Pay:
+    kind: PayKind
+    odds: Fraction = Fraction(0)  # TO and FOR: the odds; METER: the share of the meter
+    cents: int = 0  # AMOUNT
+
+    def __str__(self) -> str:
+        if self.kind is PayKind.AMOUNT:
+            return f"${self.cents // 100:,}"
+        if self.kind is PayKind.METER:
+            return f"{self.odds * 100}% of meter"
+        if self.kind is PayKind.PUSH:
+            return "push"
+        o = self.odds
+        return f"{o.numerator} {self.kind.value} {o.denominator}"
+
+
+def to(numerator: int, denominator: int = 1) -> Pay:
+    return Pay(PayKind.TO, Fraction(numerator, denominator))
+
+
+def for_(odds: int) -> Pay:
+    return Pay(PayKind.FOR, Fraction(odds))
+
+
+def dollars(amount: int) -> Pay:
+    return Pay(PayKind.AMOUNT, cents=amount * 100)
+
+
+def meter(percent: int) -> Pay:
+    return Pay(PayKind.METER, Fraction(percent, 100))
+
+
+PUSH = Pay(PayKind.PUSH)
+
+
+@dataclass(frozen=True, slots=True)
+class Paytable:
+    game: str
+    wager: str
+    letter: str
+    rule: str
+    pays: dict[Hand, Pay]
+
+    def pay_for(self, hands: list[Hand]) -> tuple[Hand, Pay] | None:
+        """The highest listed class among those the hand makes (hands: highest first)."""
+        for hand in hands:
+            if hand in self.pays:
+                return hand, self.pays[hand]
+        return None
+
+
+H = Hand
+TCP, UTH, LIR = "three-card-poker", "ultimate-texas-holdem", "let-it-ride"
+PAYTABLES: dict[tuple[str, str, str], Paytable] = {}
+
+
+def _add(game: str, wager: str, rule: str, columns: dict[str, dict[Hand, Pay]]) -> None:
+    for letter, pays in columns.items():
+        PAYTABLES[game, wager, letter] = Paytable(game, wager, letter, rule, pays)
+
+
+def _cols(rows: list[tuple[Hand, list[Pay | None]]], letters: str) -> dict[str, dict[Hand, Pay]]:
+    return {
+        letter: {hand: pays[i] for hand, pays in rows if pays[i] is not None}  # type: ignore[misc]
+        for i, letter in enumerate(letters)
+    }
+
+
+# --- Three Card Poker (2012 text) -------------------------------------------------------
+
+_add(
+    TCP,
+    "ante-bonus",
+    "649a.12(b)",
+    _cols(
+        [
+            (H.STRAIGHT_FLUSH, [to(5), to(5), to(4)]),
+            (H.THREE_OF_A_KIND, [to(4), to(3), to(3)]),
+            (H.STRAIGHT, [to(1), to(1), to(1)]),
+        ],
+        "ABC",
+    ),
+)
+
+# 649a.12(c): the Ante Bonus of the 649a.7(e) version.
+_add(
+    TCP,
+    "ante-bonus-649a7e",
+    "649a.12(c)",
+    _cols(
+        [
+            (H.MINI_ROYAL_SPADES, [to(50), to(50), to(50)]),
+            (H.MINI_ROYAL, [to(5), to(50), to(10)]),
+            (H.STRAIGHT_FLUSH, [to(4), to(8), to(6)]),
+            (H.THREE_OF_A_KIND, [to(3), to(6), to(3)]),
+            (H.STRAIGHT, [to(1), to(1), to(1)]),
+        ],
+        "ABC",
+    ),
+)
+
+_add(
+    TCP,
+    "pair-plus",
+    "649a.12(d)",
+    _cols(
+        [
+            (H.STRAIGHT_FLUSH, [to(35), to(40), to(40), to(40), to(40)]),
+            (H.THREE_OF_A_KIND, [to(25), to(30), to(30), to(30), to(25)]),
+            (H.STRAIGHT, [to(6), to(5), to(6), to(6), to(6)]),
+            (H.FLUSH, [to(4), to(4), to(3), to(4), to(4)]),
+            (H.PAIR, [to(1), to(1), to(1), to(1), to(1)]),
+        ],
+        "ABCDE",
+    ),
+)
+
+_add(
+    TCP,
+    "progressive",
+    "649a.12(e)",
+    _cols(
+        [
+            (H.MINI_ROYAL_SPADES, [meter(100), meter(100)]),
+            (H.MINI_ROYAL, [for_(500), for_(500)]),
+            (H.STRAIGHT_FLUSH, [for_(70), for_(100)]),
+            (H.THREE_OF_A_KIND, [for_(60), for_(90)]),
+            (H.STRAIGHT, [for_(6), None]),
+        ],
+        "AB",
+    ),
+)
+
+_add(
+    TCP,
+    "six-card-bonus",
+    "649a.12(f)",
+    _cols(
+        [
+            (H.SUPER_ROYAL_DIAMONDS, [None, None, None, None, dollars(1_000_000)]),
+            (H.SUPER_ROYAL, [None, None, None, None, dollars(100_000)]),
+            (H.ROYAL_FLUSH, [to(1000)] * 5),
+            (H.STRAIGHT_FLUSH, [to(200)] * 5),
+            (H.FOUR_OF_A_KIND, [to(50), to(100), to(100), to(50), to(50)]),
+            (H.FULL_HOUSE, [to(25), to(20), to(20), to(25), to(20)]),
+            (H.FLUSH, [to(20), to(15), to(15), to(15), to(15)]),
+            (H.STRAIGHT, [to(10), to(9), to(10), to(10), to(10)]),
+            (H.THREE_OF_A_KIND, [to(5), to(8), to(7), to(5), to(5)]),
+        ],
+        "ABCDE",
+    ),
+)
+
+# 649a.12(e)(5): Envy Bonus by the receiving player's Progressive Payout Wager (cents).
+TCP_ENVY_CENTS = {
+    100: {H.MINI_ROYAL_SPADES: 10_000, H.MINI_ROYAL: 2_500},
+    500: {H.MINI_ROYAL_SPADES: 50_000, H.MINI_ROYAL: 12_500},
+}
+
+# --- Ultimate Texas Hold 'Em (653a.12, 2012 text) -------------------------------------
+
+_add(
+    UTH,
+    "blind",
+    "653a.12(b)",
+    _cols(
+        [
+            (H.ROYAL_FLUSH, [to(500), to(500)]),
+            (H.STRAIGHT_FLUSH, [to(50), to(50)]),
+            (H.FOUR_OF_A_KIND, [to(10), to(10)]),
+            (H.FULL_HOUSE, [to(3), to(3)]),
+            (H.FLUSH, [to(3, 2), to(3, 2)]),
+            (H.STRAIGHT, [to(1), PUSH]),
+        ],
+        "AB",
+    ),
+)
+
+_add(
+    UTH,
+    "trips",
+    "653a.12(c)",
+    _cols(
+        [
+            (H.ROYAL_FLUSH, [to(50)] * 4),
+            (H.STRAIGHT_FLUSH, [to(40)] * 4),
+            (H.FOUR_OF_A_KIND, [to(30), to(30), to(30), to(20)]),
+            (H.FULL_HOUSE, [to(9), to(8), to(8), to(7)]),
+            (H.FLUSH, [to(7), to(6), to(7), to(6)]),
+            (H.STRAIGHT, [to(4), to(5), to(4), to(5)]),
+            (H.THREE_OF_A_KIND, [to(3)] * 4),
+        ],
+        "ABCD",
+    ),
+)
+
+_add(
+    UTH,
+    "progressive",
+    "653a.12(d)",
+    {
+        "A": {
+            H.ROYAL_FLUSH: meter(100),
+            H.STRAIGHT_FLUSH: meter(10),
+            H.FOUR_OF_A_KIND: for_(300),
+            H.FULL_HOUSE: for_(50),
+            H.FLUSH: for_(40),
+            H.STRAIGHT: for_(30),
+            H.THREE_OF_A_KIND: for_(9),
+        }
+    },
+)
+
+# 653a.12(d)(5).
+UTH_ENVY_CENTS = {
+    100: {H.ROYAL_FLUSH: 100_000, H.STRAIGHT_FLUSH: 30_000},
+    500: {H.ROYAL_FLUSH: 500_000, H.STRAIGHT_FLUSH: 150_000},
+}
+
+# --- Let It Ride (643a.12, 2011 text) ----------------------------------------------------
+
+_add(
+    LIR,
+    "base",
+    "643a.12(a)",
+    _cols(
+        [
+            (H.ROYAL_FLUSH, [to(1000), to(500)]),
+            (H.STRAIGHT_FLUSH, [to(200), to(200)]),
+            (H.FOUR_OF_A_KIND, [to(50), to(50)]),
+            (H.FULL_HOUSE, [to(11), to(11)]),
+            (H.FLUSH, [to(8), to(8)]),
+            (H.STRAIGHT, [to(5), to(5)]),
+            (H.THREE_OF_A_KIND, [to(3), to(3)]),
+            (H.TWO_PAIR, [to(2), to(2)]),
+            (H.PAIR_TENS_OR_BETTER, [to(1), to(1)]),
+        ],
+        "AB",
+    ),
+)
+
+# 643a.12(b): fixed amounts; a $0 entry pays nothing, so it is left out.
+_add(
+    LIR,
+    "bonus",
+    "643a.12(b)",
+    _cols(
+        [
+            (H.ROYAL_FLUSH, [dollars(25_000), dollars(20_000), dollars(20_000)]),
+            (H.STRAIGHT_FLUSH, [dollars(2_500), dollars(2_000), dollars(2_000)]),
+            (H.FOUR_OF_A_KIND, [dollars(400), dollars(200), dollars(100)]),
+            (H.FULL_HOUSE, [dollars(200), dollars(75), dollars(75)]),
+            (H.FLUSH, [dollars(50), dollars(50), dollars(50)]),
+            (H.STRAIGHT, [dollars(25), dollars(25), dollars(25)]),
+            (H.THREE_OF_A_KIND, [dollars(5), dollars(5), dollars(9)]),
+            (H.TWO_PAIR, [None, dollars(4), dollars(6)]),
+            (H.PAIR_TENS_OR_BETTER, [None, dollars(1), None]),
+        ],
+        "ABC",
+    ),
+)
+
+_add(
+    LIR,
+    "three-card-bonus",
+    "643a.12(c)",
+    _cols(
+        [
+            (H.MINI_ROYAL, [to(40), to(40), to(40), to(50), to(50), to(50)]),
+            (H.STRAIGHT_FLUSH, [to(40)] * 6),
+            (H.THREE_OF_A_KIND, [to(30)] * 6),
+            (H.STRAIGHT, [to(6), to(5), to(6), to(6), to(5), to(6)]),
+            (H.FLUSH, [to(4), to(4), to(3), to(4), to(4), to(3)]),
+            (H.PAIR, [to(1)] * 6),
+        ],
+        "ABCDEF",
+    ),
+)
+
+
+def paytable(game: str, wager: str, letter: str) -> Paytable:
+    """Look a paytable up; the error lists what exists."""
+    try:
+        return PAYTABLES[game, wager, letter]
+    except KeyError:
+        games = sorted({g for g, _, _ in PAYTABLES})
+        if game not in games:
+            raise KeyError(f"unknown game {game!r}; one of {games}") from None
+        wagers = sorted({w for g, w, _ in PAYTABLES if g == game})
+        if wager not in wagers:
+            raise KeyError(f"unknown wager {wager!r} for {game}; one of {wagers}") from None
+        letters = sorted(p for g, w, p in PAYTABLES if (g, w) == (game, wager))
+        raise KeyError(
+            f"unknown paytable {letter!r} for {game} {wager}; one of {letters}"
+        ) from None
