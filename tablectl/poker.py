@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from itertools import combinations, combinations_with_replacement
 
-from tablectl.cards import SUITS, Card
+from tablectl.cards import Card, full_deck
 
 CATEGORY_SHIFT = 20  # five tie-break ranks of 4 bits each sit below the category
 THREE_CATEGORY_SHIFT = 12
@@ -121,9 +121,7 @@ def card_code(card: Card) -> int:
     return 1 << (16 + r) | SUIT_BITS[card.suit] | r << 8 | PRIMES[r]
 
 
-DECK_CODES: tuple[int, ...] = tuple(
-    card_code(Card(rank, suit)) for rank in range(2, 15) for suit in SUITS
-)  # index = (rank - 2) * 4 + suit index: the order enumerations use
+DECK_CODES: tuple[int, ...] = tuple(card_code(c) for c in full_deck())  # in full_deck()'s order
 
 
 def eval5(c1: int, c2: int, c3: int, c4: int, c5: int) -> int:

@@ -1,0 +1,298 @@
+"""Settlement straight from the text of 649a.11, 653a.11 and 643a.11."""
+
+from __future__ import annotations
+
+import pytest
+
+from tablectl.cards import parse_cards
+from tablectl.paytables import Hand
+from tablectl.progressive import EnvyBonus, Meter, ProgressivePayout
+from tablectl.settlement import (
+    LirRules,
+    LirSeat,
+    Outcome,
+    ProgressiveBasis,
+    Settlement,
+    TcpRules,
+    TcpSeat,
+    UthRules,
+    UthSeat,
+    settle_let_it_ride,
+    settle_three_card_poker,
+    settle_ultimate_texas_holdem,
+)
+
+C = parse_cards
+
+
+def nets(s: Settlement, seat: int) -> dict[str, tuple[Outcome, int]]:
+    return {k: (r.outcome, r.net_cents) for k, r in s.for_seat(seat).items()}
+
+
+# --- Three Card Poker ---------------------------------------------------------------------
+
+
+def test_tcp_dealer_below_queen_high_pays_ante_and_pushes_play() -> None:
+    """649a.11(c)(3)(i)."""
+    s = settle_three_card_poker(
+        TcpRules(seats=3), [TcpSeat(2, C("9h7c4d"), ante=1000, play=True)], C("JsTd8c")
+    )
+    assert nets(s, 2) == {"ante": (Outcome.WIN, 1000), "play": (Outcome.PUSH, 0)}
+
+
+def test_tcp_qualifying_dealer_beats_tie_and_loses() -> None:
+    dealer = C("QsTd8c")
+    players = [
+        TcpSeat(1, C("KhKc2d"), ante=500, play=True),
+        TcpSeat(2, C("QdTh8s"), ante=500, play=True),  # equal: returned (ii)(C)
+        TcpSeat(3, C("Jc9c7h"), ante=500, play=True),
+    ]
+    s = settle_three_card_poker(TcpRules(seats=3), players, dealer)
+    assert nets(s, 1) == {"ante": (Outcome.WIN, 500), "play": (Outcome.WIN, 500)}
+    assert nets(s, 2) == {"ante": (Outcome.PUSH, 0), "play": (Outcome.PUSH, 0)}
+    assert nets(s, 3) == {"ante": (Outcome.LOSE, -500), "play": (Outcome.LOSE, -500)}
+    assert [r.seat for r in s.results][:2] == [3, 3]  # from the dealer's right
+
+
+def test_tcp_ante_bonus_is_paid_even_when_the_dealer_wins() -> None:
+    """649a.12(b): a straight loses to the dealer's trips but still earns the bonus."""
+    s = settle_three_card_poker(
+        TcpRules(seats=1, ante_bonus="A"),
+        [TcpSeat(1, C("4h5c6d"), ante=100, play=True)],
+        C("9s9d9c"),
+    )
+    assert nets(s, 1) == {
+        "ante": (Outcome.LOSE, -100),
+        "play": (Outcome.LOSE, -100),
+        "ante-bonus": (Outcome.WIN, 100),
+    }
+
+
+def test_tcp_fold_forfeits_ante_and_pair_plus_but_not_six_card_bonus() -> None:
+    """649a.11(b)(1), (3)."""
+    rules = TcpRules(seats=2, six_card_bonus="A")
+    player = TcpSeat(1, C("2h2c7d"), ante=100, play=False, pair_plus=100, six_card_bonus=100)
+    s = settle_three_card_poker(rules, [player], C("2s2d7s"))  # six cards: 2222 + 77
+    assert nets(s, 1) == {
+        "ante": (Outcome.FORFEIT, -100),
+        "pair-plus": (Outcome.FORFEIT, -100),
+        "six-card-bonus": (Outcome.WIN, 50 * 100),
+    }
+
+
+def test_tcp_pair_plus_pays_whatever_the_dealer_has() -> None:
+    s = settle_three_card_poker(
+        TcpRules(seats=1, pair_plus="D"), [TcpSeat(1, C("5h6h7h"), pair_plus=200)], C("AsAdAc")
+    )
+    assert nets(s, 1) == {"pair-plus": (Outcome.WIN, 40 * 200)}
+
+
+def test_tcp_super_royal_only_on_paytable_e() -> None:
+    player, dealer = C("AdKdQd"), C("JdTd9d")
+    s = settle_three_card_poker(
+        TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=100)], dealer
+    )
+    assert s.for_seat(1)["six-card-bonus"].net_cents == 1_000_000_00
+    assert s.for_seat(1)["six-card-bonus"].hand is Hand.SUPER_ROYAL_DIAMONDS
+    s = settle_three_card_poker(
+        TcpRules(seats=1, six_card_bonus="D"), [TcpSeat(1, player, six_card_bonus=100)], dealer
+    )
+    assert s.for_seat(1)["six-card-bonus"].hand is Hand.ROYAL_FLUSH
+    assert s.for_seat(1)["six-card-bonus"].net_cents == 1000 * 100
+
+
+@pytest.mark.parametrize(
+    ("wager", "spades", "other"), [(100, 10_000, 2_500), (500, 50_000, 12_500)]
+)
+def test_tcp_envy_bonuses_at_one_and_five_dollars(wager: int, spades: int, other: int) -> None:
+    """649a.12(e)(5): one bonus per other qualifying hand; none for one's own or the dealer's."""
+    rules = TcpRules(seats=4, progressive="A")
+    players = [
+        TcpSeat(1, C("AsKsQs"), ante=100, play=True, progressive=wager),
+        TcpSeat(2, C("AhKhQh"), ante=100, play=True, progressive=wager),
+        TcpSeat(3, C("2c7d9h"), ante=100, play=False, progressive=wager),  # folded: still envies
+        TcpSeat(4, C("3c8d4h"), ante=100, play=True),  # no progressive wager: no envy
+    ]
+    s = settle_three_card_poker(rules, players, C("AdKdQd"), Meter(cents=250_000))
+    envy = sorted(
+        (p.seat, p.for_seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus)
+    )
+    assert envy == [(1, 2, other), (2, 1, spades), (3, 1, spades), (3, 2, other)]
+    hits = [(p.seat, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)]
+    assert hits == [(2, 500 * wager), (1, 250_000)]
+    assert s.meter == Meter(cents=100_000)
+
+
+# --- Ultimate Texas Hold 'Em ---------------------------------------------------------------
+
+
+def test_uth_blind_pushes_on_a_win_below_a_straight() -> None:
+    """653a.11(h)(2)(ii): the Blind is returned when the winning hand is below the table."""
+    s = settle_ultimate_texas_holdem(
+        UthRules(seats=1),
+        [UthSeat(1, C("AhAc"), ante=500, play_multiple=4)],
+        board=C("Ks9d5c3h2s"),
+        dealer=C("KcQd"),
+    )
+    assert nets(s, 1) == {
+        "ante": (Outcome.WIN, 500),
+        "blind": (Outcome.PUSH, 0),
+        "play": (Outcome.WIN, 2000),
+    }
+
+
+def test_uth_non_qualifying_dealer_returns_the_ante() -> None:
+    """653a.11(h)(1): below a pair the Ante is returned; Blind and Play as in (h)(2)."""
+    s = settle_ultimate_texas_holdem(
+        UthRules(seats=2, blind="A"),
+        [
+            UthSeat(1, C("6h7h"), ante=100, play_multiple=1),
+            UthSeat(2, C("Jc3c"), ante=100, play_multiple=2),
+        ],
+        board=C("8s9dTc2h4s"),
+        dealer=C("AcQd"),
+    )
+    assert nets(s, 1) == {
+        "ante": (Outcome.PUSH, 0),
+        "blind": (Outcome.WIN, 100),
+        "play": (Outcome.WIN, 100),
+    }
+    assert nets(s, 2) == {
+        "ante": (Outcome.PUSH, 0),
+        "blind": (Outcome.LOSE, -100),
+        "play": (Outcome.LOSE, -200),
+    }
+
+
+def test_uth_blind_three_to_two_and_trips_for_a_folded_player() -> None:
+    s = settle_ultimate_texas_holdem(
+        UthRules(seats=2, blind="B", trips="A"),
+        [
+            UthSeat(1, C("AhJh"), ante=200, play_multiple=3),
+            UthSeat(2, C("9s9c"), ante=100, play_multiple=0, trips=100),
+        ],
+        board=C("2h5h9h9dKc"),
+        dealer=C("QdQs"),
+    )
+    assert nets(s, 1)["blind"] == (Outcome.WIN, 300)  # flush: 3 to 2
+    assert nets(s, 2) == {
+        "ante": (Outcome.FORFEIT, -100),
+        "blind": (Outcome.FORFEIT, -100),
+        "trips": (Outcome.WIN, 30 * 100),  # four nines, paid although folded (653a.11(f)(2)(i))
+    }
+
+
+def test_uth_royal_on_the_board_pays_each_progressive_at_its_turn() -> None:
+    """653a.12(d)(4), 2012 five-card basis: the first paid takes the meter, the next the reset."""
+    rules = UthRules(
+        seats=6, progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN, reset_cents=1_000_000
+    )
+    players = [
+        UthSeat(s, hole, ante=100, play_multiple=1, progressive=100)
+        for s, hole in ((2, C("2c3d")), (5, C("4h5s")))
+    ]
+    s = settle_ultimate_texas_holdem(
+        rules, players, board=C("AsKsQsJsTs"), dealer=C("9c8d"), meter=Meter(cents=3_456_789)
+    )
+    hits = [(p.seat, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)]
+    assert hits == [(5, 3_456_789), (2, 1_000_000)]
+    assert s.meter == Meter(cents=1_000_000)
+    envy = sorted((p.seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus))
+    assert envy == [(2, 100_000), (5, 100_000)]
+    assert nets(s, 5)["play"] == (Outcome.PUSH, 0)  # everyone, dealer too, plays the board
+
+
+def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
+    rules = UthRules(seats=4, progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN)
+    players = [
+        UthSeat(1, C("AhKh"), ante=100, play_multiple=4, progressive=500),
+        UthSeat(4, C("9h8h"), ante=100, play_multiple=4, progressive=100),
+    ]
+    s = settle_ultimate_texas_holdem(
+        rules,
+        players,
+        board=C("QhJhTh2c3d"),
+        dealer=C("4s4d"),
+        meter=Meter(cents=2_000_000, carry=1234),
+    )
+    hits = [
+        (p.seat, p.hand, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)
+    ]
+    assert hits == [(4, Hand.STRAIGHT_FLUSH, 200_000), (1, Hand.ROYAL_FLUSH, 1_800_000)]
+    assert s.meter == Meter(cents=1_000_000, carry=1234)
+    envy = sorted(
+        (p.seat, p.for_seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus)
+    )
+    assert envy == [(1, 4, 150_000), (4, 1, 100_000)]  # $5 wager envies a SF: $1,500
+
+
+def test_uth_2019_progressive_uses_two_cards_and_the_flop() -> None:
+    rules = UthRules(seats=1, progressive_basis=ProgressiveBasis.TWO_CARDS_AND_FLOP)
+    player = UthSeat(1, C("7c7d"), ante=100, play_multiple=1, progressive=100)
+    # Trips only come with the turn: on the flop alone the hand is a pair.
+    s = settle_ultimate_texas_holdem(
+        rules, [player], board=C("2s5hKd7h9c"), dealer=C("3c4c"), meter=Meter(cents=1_000_000)
+    )
+    assert s.progressive == []
+    s = settle_ultimate_texas_holdem(
+        rules, [player], board=C("7h5hKd2s9c"), dealer=C("3c4c"), meter=Meter(cents=1_000_000)
+    )
+    assert [(p.hand, p.amount_cents) for p in s.progressive] == [(Hand.THREE_OF_A_KIND, 900)]
+
+
+def test_uth_payout_limit_spares_the_progressive() -> None:
+    rules = UthRules(
+        seats=1,
+        trips="A",
+        payout_limit_cents=5_000_000,
+        progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN,
+    )
+    player = UthSeat(1, C("AsKs"), ante=10_000, play_multiple=4, trips=100_000, progressive=100)
+    s = settle_ultimate_texas_holdem(
+        rules, [player], board=C("QsJsTs2d3c"), dealer=C("2h2c"), meter=Meter(cents=9_000_000)
+    )
+    total = sum(r.net_cents for r in s.for_seat(1).values())
+    assert total == 5_000_000  # 653a.12(e)
+    assert s.for_seat(1)["trips"].note == "payout limited to $50,000"
+    assert [p.amount_cents for p in s.progressive] == [9_000_000]
+
+
+# --- Let It Ride ---------------------------------------------------------------------------
+
+
+def test_lir_both_bets_withdrawn() -> None:
+    """643a.11(b), (d): withdrawn bets are simply returned; Bet 3 is settled."""
+    s = settle_let_it_ride(
+        LirRules(seats=2),
+        [
+            LirSeat(1, C("2c7d9h"), bet=500, withdraw_bet_1=True, withdraw_bet_2=True),
+            LirSeat(2, C("TcTd4h"), bet=500, withdraw_bet_1=True, withdraw_bet_2=True),
+        ],
+        community=C("Ks3s"),
+    )
+    assert nets(s, 1) == {
+        "bet-1": (Outcome.WITHDRAWN, 0),
+        "bet-2": (Outcome.WITHDRAWN, 0),
+        "bet-3": (Outcome.LOSE, -500),
+    }
+    assert nets(s, 2)["bet-3"] == (Outcome.WIN, 500)  # a pair of tens pays 1 to 1
+
+
+def test_lir_pays_every_bet_that_rides_and_the_bonuses() -> None:
+    s = settle_let_it_ride(
+        LirRules(seats=1, base="B", bonus="B", three_card_bonus="D"),
+        [LirSeat(1, C("AhKhQh"), bet=100, bonus=100, three_card_bonus=100)],
+        community=C("JhTh"),
+    )
+    assert nets(s, 1) == {
+        "bet-1": (Outcome.WIN, 500 * 100),
+        "bet-2": (Outcome.WIN, 500 * 100),
+        "bet-3": (Outcome.WIN, 500 * 100),
+        "bonus": (Outcome.WIN, 20_000_00),
+        "three-card-bonus": (Outcome.WIN, 50 * 100),
+    }
+
+
+def test_one_deck_means_no_card_twice() -> None:
+    with pytest.raises(ValueError, match="same card"):
+        settle_let_it_ride(LirRules(seats=1), [LirSeat(1, C("AhKhQh"), bet=100)], C("AhTh"))
