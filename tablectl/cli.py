@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     settle.add_argument("--fold", action="append", type=int, default=[], metavar="SEAT")
     socket_args(settle)
     void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
-    void.add_argument("reason", help="shoe-jam, shoe-failed-to-deal, cards-face-up, ...")
+    void.add_argument(
+        "reason", help="shoe-jam, cards-face-up, wrong-card-count, dealer-card-exposed"
+    )
     socket_args(void)
     for name, text in (
         ("new-deck", "a new deck replaces one that miscounted (649a.5(b))"),

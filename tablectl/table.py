@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tablectl.cards import Card
 from tablectl.config import TableConfig
+from tablectl.irregularities import Irregularity, NotApplicable, Ruling, rule_on
+from tablectl.paytables import TCP
 from tablectl.progressive import (
     EnvyBonus,
     Meter,
@@ -23,6 +25,15 @@ from tablectl.progressive import (
 )
 
 DECK_SIZE = 52
+
+
+def _ruling(what: Irregularity) -> Ruling | None:
+    try:
+        return rule_on(TCP, what, face_up_cards=2)
+    except NotApplicable:
+        return None
+
+
 METER_ID = "progressive"
 
 
@@ -482,13 +493,11 @@ def _settle(rules: Rules, s: TableState, event: Settle, fx: list[Effect]) -> Tab
     )
 
 
+# Reasons a dealer may give for a void, each with the rule that voids the round.
 VOID_RULES = {
-    "shoe-jam": "649a.13(f)",
-    "shoe-failed-to-deal": "649a.13(f)",
-    "cards-face-up": "649a.13(a)",
-    "wrong-card-count": "649a.13(c)",
-    "dealer-card-exposed": "649a.13(d)",
-    "misdeal": "649a.10(f)",
+    what.value: ruling.rule
+    for what in Irregularity
+    if (ruling := _ruling(what)) is not None and ruling.void_round
 }
 
 
