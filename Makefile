@@ -47,6 +47,7 @@ test: check mosquitto
 
 bench: $(STAMP)
 	$(BIN)/python bench/lockout_latency.py
+	$(BIN)/python bench/evaluator.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -66,6 +66,19 @@ def _parser() -> argparse.ArgumentParser:
     ):
         socket_args(dealer_sub.add_parser(name, help=text))
 
+    pay = sub.add_parser("paytable", help="paytable tools")
+    pay_sub = pay.add_subparsers(dest="paytable_verb", required=True)
+    rep = pay_sub.add_parser(
+        "report",
+        help="hand counts, probabilities, return and house edge, by exhaustive enumeration",
+    )
+    rep.add_argument(
+        "--game", required=True, help="three-card-poker, ultimate-texas-holdem, let-it-ride"
+    )
+    rep.add_argument("--wager", required=True, help="e.g. pair-plus, ante-play, trips, base")
+    rep.add_argument("--paytable", required=True, help="the paytable's letter, e.g. A")
+    rep.add_argument("--json", action="store_true")
+
     demo = sub.add_parser("demo", help="run the daemon on simulated devices with a backend")
     demo.add_argument("--rounds", type=int, default=6)
     demo.add_argument("--config", type=Path, default=Path("config/demo.toml"))
@@ -143,6 +156,37 @@ def _talk(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _paytable_report(args: argparse.Namespace) -> int:
+    from tablectl.report import ReportError, report
+
+    try:
+        result = report(args.game, args.wager, args.paytable)
+    except ReportError as exc:
+        print(f"tablectl: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    data = result.as_json()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    print(
+        f"{data['game']} {data['wager']}, paytable {data['paytable']} ({data['rule']}): "
+        f"{data['hands']:,} hands enumerated"
+    )
+    print(f"  {'hand':<52} {'count':>13} {'probability':>12} {'pays':>14} {'return':>10}")
+    for c in data["categories"]:
+        print(
+            f"  {c['hand']:<52} {c['count']:>13,} {c['probability']:>12.8f} {c['pays']:>14} "
+            f"{c['return']:>+10.6f}"
+        )
+    print(
+        f"  expected return {data['expected_return']:+.6f} per unit; "
+        f"house edge {data['house_edge']:.4%}"
+    )
+    if "element_of_risk" in data:
+        print(f"  element of risk {data['element_of_risk']:.4%}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.verb in ("run", "demo"):
@@ -155,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{config.table.seats} seats, paytable {config.progressive.paytable})"
             )
             return EXIT_OK
+        if args.verb == "paytable":
+            return _paytable_report(args)
         if args.verb == "run":
             from tablectl.daemon import Daemon
 

@@ -1,0 +1,141 @@
+"""Paytable reports: exact counts, and house edges that match the published figures."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from fractions import Fraction
+
+import pytest
+
+from tablectl import cli
+from tablectl.poker import FiveCardCategory
+from tablectl.report import best_five_counts, report
+
+F = FiveCardCategory
+
+
+def counts(game: str, wager: str, letter: str) -> dict[str, int]:
+    return {c.hand: c.count for c in report(game, wager, letter).categories}
+
+
+def test_pair_plus_counts_all_22100_hands() -> None:
+    assert counts("three-card-poker", "pair-plus", "D") == {
+        "straight-flush": 48,
+        "three-of-a-kind": 52,
+        "straight": 720,
+        "flush": 1_096,
+        "pair": 3_744,
+        "no paying hand": 16_440,
+    }
+
+
+@pytest.mark.parametrize(
+    ("game", "wager", "letter", "edge"),
+    [
+        ("three-card-poker", "pair-plus", "D", "0.0232"),  # 40-30-6-4-1
+        ("three-card-poker", "ante-play", "A", "0.0337"),  # Ante Bonus 5-4-1
+        ("let-it-ride", "base", "A", "0.0351"),
+        ("ultimate-texas-holdem", "trips", "B", "0.0190"),  # 50-40-30-8-6-5-3
+        ("let-it-ride", "three-card-bonus", "A", "0.0232"),
+    ],
+)
+def test_house_edges_match_published_figures(game: str, wager: str, letter: str, edge: str) -> None:
+    got = report(game, wager, letter).house_edge
+    assert abs(got - Fraction(edge)) < Fraction(1, 20_000), float(got)
+
+
+def test_element_of_risk() -> None:
+    assert (
+        round(float(report("three-card-poker", "ante-play", "A").element_of_risk or 0), 4) == 0.0201
+    )
+    assert round(float(report("let-it-ride", "base", "A").element_of_risk or 0), 4) == 0.0286
+
+
+def test_ante_play_counts_every_player_dealer_pair() -> None:
+    r = report("three-card-poker", "ante-play", "A")
+    outcome_rows = [c for c in r.categories if not c.hand.startswith("ante bonus")]
+    assert sum(c.count for c in outcome_rows) == 22_100 * 18_424 == r.hands
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (
+            6,
+            {
+                F.ROYAL_FLUSH: 188,
+                F.STRAIGHT_FLUSH: 1_656,
+                F.FOUR_OF_A_KIND: 14_664,
+                F.FULL_HOUSE: 165_984,
+                F.FLUSH: 205_792,
+                F.STRAIGHT: 361_620,
+                F.THREE_OF_A_KIND: 732_160,
+                F.TWO_PAIR: 2_532_816,
+                F.PAIR: 9_730_740,
+                F.HIGH_CARD: 6_612_900,
+            },
+        ),
+        (
+            7,
+            {
+                F.ROYAL_FLUSH: 4_324,
+                F.STRAIGHT_FLUSH: 37_260,
+                F.FOUR_OF_A_KIND: 224_848,
+                F.FULL_HOUSE: 3_473_184,
+                F.FLUSH: 4_047_644,
+                F.STRAIGHT: 6_180_020,
+                F.THREE_OF_A_KIND: 6_461_620,
+                F.TWO_PAIR: 31_433_400,
+                F.PAIR: 58_627_800,
+                F.HIGH_CARD: 23_294_460,
+            },
+        ),
+    ],
+)
+def test_best_five_of_six_and_seven_counts(n: int, expected: dict[F, int]) -> None:
+    by_category: Counter[F] = Counter()
+    for value, count in best_five_counts(n).items():
+        by_category[F(value >> 20)] += count
+    assert by_category == expected
+
+
+def test_six_card_bonus_e_counts_the_super_royals() -> None:
+    c = counts("three-card-poker", "six-card-bonus", "E")
+    assert (c["super-royal-of-diamonds"], c["super-royal"], c["royal-flush"]) == (1, 3, 184)
+    assert sum(c.values()) == 20_358_520
+
+
+def test_report_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "paytable",
+        "report",
+        "--game",
+        "three-card-poker",
+        "--wager",
+        "pair-plus",
+        "--paytable",
+        "D",
+        "--json",
+    ]
+    assert cli.main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert round(data["house_edge"], 4) == 0.0232
+    assert {c["hand"] for c in data["categories"]} >= {"straight-flush", "pair"}
+    assert sum(c["probability"] for c in data["categories"]) == pytest.approx(1)
+
+
+@pytest.mark.parametrize(
+    ("game", "wager", "letter", "message"),
+    [
+        ("poker", "pair-plus", "A", "choose one of: let-it-ride, three-card-poker"),
+        ("let-it-ride", "pair-plus", "A", "choose one of: base, bonus, three-card-bonus"),
+        ("ultimate-texas-holdem", "trips", "E", "choose one of: A, B, C, D"),
+    ],
+)
+def test_unknown_choices_exit_2_naming_the_valid_ones(
+    capsys: pytest.CaptureFixture[str], game: str, wager: str, letter: str, message: str
+) -> None:
+    args = ["paytable", "report", "--game", game, "--wager", wager, "--paytable", letter]
+    assert cli.main(args) == 2
+    assert message in capsys.readouterr().err
