@@ -336,3 +336,43 @@ def paytable(game: str, wager: str, letter: str) -> Paytable:
         raise KeyError(
             f"unknown paytable {letter!r} for {game} {wager}; one of {letters}"
         ) from None
+
+
+def parse_pay(text: str) -> Pay:
+    """ "500 to 1", "3 to 2", "50 for 1", "$1,000", "push" or "10% of meter"."""
+    words = text.strip().lower().split()
+    try:
+        if words == ["push"]:
+            return PUSH
+        if len(words) == 1 and words[0].startswith("$"):
+            return dollars(int(words[0][1:].replace(",", "")))
+        if len(words) == 3 and words[1] in ("to", "for"):
+            n, d = int(words[0].replace(",", "")), int(words[2])
+            return to(n, d) if words[1] == "to" else Pay(PayKind.FOR, Fraction(n, d))
+        if len(words) == 3 and words[0].endswith("%") and words[1:] == ["of", "meter"]:
+            return meter(int(words[0][:-1]))
+    except ValueError:
+        pass
+    raise ValueError(
+        f"{text!r} is not a payout: write '500 to 1', '3 to 2', '50 for 1', '$1,000' or 'push'"
+    )
+
+
+def operator_paytable(game: str, wager: str, rule: str, pays: dict[str, str]) -> Paytable:
+    """A paytable the regulations leave to the certificate holder's Rules Submission.
+
+    Ultimate Texas Hold 'Em's Bad Beat Bonus (653a.12(g)) and Six Card Bonus (653a.12(f))
+    are cited by the 2019 text of 653a.11 but their tables are not in the regulations we
+    carry, so they have no default: the operator supplies them, highest hand first.
+    """
+    table: dict[Hand, Pay] = {}
+    for name, text in pays.items():
+        try:
+            hand = Hand(name)
+        except ValueError:
+            valid = ", ".join(h.value for h in Hand)
+            raise ValueError(f"{wager}: unknown hand {name!r}; one of {valid}") from None
+        table[hand] = parse_pay(text)
+    if not table:
+        raise ValueError(f"{wager}: an operator paytable needs at least one paying hand")
+    return Paytable(game, wager, "operator", rule, table)

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tablectl.cards import Card
-from tablectl.hands import five_card_classes, six_card_bonus_classes, three_card_classes
+from tablectl.hands import (
+    five_card_classes,
+    five_card_classes_of_value,
+    six_card_bonus_classes,
+    three_card_classes,
+)
 from tablectl.paytables import (
     LIR,
     PAYTABLES,
@@ -27,8 +32,10 @@ from tablectl.paytables import (
     Paytable,
 )
 from tablectl.poker import (
+    CATEGORY_SHIFT,
     DEALER_QUALIFIES_TCP,
     DEALER_QUALIFIES_UTH,
+    FiveCardCategory,
     five_card_value,
     three_card_value,
 )
@@ -246,6 +253,9 @@ class UthSeat:
     play_multiple: int = 0  # 4 or 3 before the flop, 2 after it, 1 at the river, 0 folded
     trips: int = 0
     progressive: int = 0
+    bad_beat: int = 0  # 2019 text, 653a.11(j)
+    six_card_bonus: int = 0  # 2019 text, 653a.11(m), on six_card_cards
+    six_card_cards: tuple[Card, ...] = ()  # the four additional Six Card Bonus cards
 
     @property
     def blind(self) -> int:
@@ -260,6 +270,32 @@ class UthRules:
     progressive_basis: ProgressiveBasis | None = None
     reset_cents: int = 1_000_000
     payout_limit_cents: int | None = None  # 653a.12(e): at least $50,000 where set
+    # Operator-supplied (paytables.operator_paytable): no default exists in the regulations.
+    bad_beat: Paytable | None = None
+    six_card_bonus: Paytable | None = None
+
+
+class MissingPaytable(ValueError):
+    """A wager was placed whose paytable the operator has not supplied."""
+
+
+def _operator_table(table: Paytable | None, wager: str) -> Paytable:
+    if table is None:
+        raise MissingPaytable(
+            f"a {wager} wager was placed but no {wager} paytable is configured: the "
+            "regulations leave it to the Rules Submission, so it has no default"
+        )
+    return table
+
+
+def _bad_beat(seat: int, cents: int, table: Paytable, player: int, dealer: int) -> WagerResult:
+    """653a.11(j) (2019): a three-of-a-kind or better that loses, on either side."""
+    trips = FiveCardCategory.THREE_OF_A_KIND << CATEGORY_SHIFT
+    if player >= trips and dealer > player:
+        return _paytable_wager(seat, "bad-beat", cents, table, five_card_classes_of_value(player))
+    if dealer >= trips and player > dealer:
+        return _paytable_wager(seat, "bad-beat", cents, table, five_card_classes_of_value(dealer))
+    return _lose(seat, "bad-beat", cents)
 
 
 UTH_LIMITED_WAGERS = {"ante", "blind", "play", "trips"}
@@ -277,6 +313,8 @@ def settle_ultimate_texas_holdem(
     if any(p.play_multiple not in (0, 1, 2, 3, 4) for p in players):
         raise ValueError("a Play Wager is 4x or 3x, 2x, or 1x the Ante (653a.11(b), (d), (f))")
     _check_cards([board, dealer, *(p.hole for p in players)])
+    for extra in players:
+        _check_cards([board, dealer, extra.hole, extra.six_card_cards])
     dealer_value = five_card_value([*dealer, *board])
     qualifies = dealer_value >= DEALER_QUALIFIES_UTH
     blind_table = PAYTABLES[UTH, "blind", rules.blind]
@@ -325,6 +363,17 @@ def settle_ultimate_texas_holdem(
                 ]
         if p.trips:  # 653a.11(i): paid whatever the hand against the dealer's
             seat_results.append(_paytable_wager(seat, "trips", p.trips, trips_table, classes))
+        if p.bad_beat and p.play_multiple:
+            table = _operator_table(rules.bad_beat, "bad-beat")
+            seat_results.append(_bad_beat(seat, p.bad_beat, table, value, dealer_value))
+        if p.six_card_bonus:  # 653a.11(m): the player's two cards and four more
+            table = _operator_table(rules.six_card_bonus, "six-card-bonus")
+            if len(p.six_card_cards) != 4:
+                raise ValueError("the Six Card Bonus needs the four additional cards")
+            six = five_card_classes([*p.hole, *p.six_card_cards])
+            seat_results.append(
+                _paytable_wager(seat, "six-card-bonus", p.six_card_bonus, table, six)
+            )
         _apply_limit(seat_results, UTH_LIMITED_WAGERS, rules.payout_limit_cents)
         out.results += seat_results
     if rules.progressive_basis and meter is not None:

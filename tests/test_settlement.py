@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from tablectl.cards import parse_cards
-from tablectl.paytables import Hand
+from tablectl.paytables import Hand, operator_paytable
 from tablectl.progressive import EnvyBonus, Meter, ProgressivePayout
 from tablectl.settlement import (
     LirRules,
     LirSeat,
+    MissingPaytable,
     Outcome,
     ProgressiveBasis,
     Settlement,
@@ -296,3 +297,54 @@ def test_lir_pays_every_bet_that_rides_and_the_bonuses() -> None:
 def test_one_deck_means_no_card_twice() -> None:
     with pytest.raises(ValueError, match="same card"):
         settle_let_it_ride(LirRules(seats=1), [LirSeat(1, C("AhKhQh"), bet=100)], C("AhTh"))
+
+
+BAD_BEAT = operator_paytable(
+    "ultimate-texas-holdem",
+    "bad-beat",
+    "653a.12(g), Rules Submission",
+    {"four-of-a-kind": "500 to 1", "full-house": "50 to 1", "three-of-a-kind": "8 to 1"},
+)
+
+
+def test_uth_bad_beat_pays_the_losing_hand_on_either_side() -> None:
+    """653a.11(j), 2019 text."""
+    rules = UthRules(seats=2, bad_beat=BAD_BEAT)
+    players = [
+        UthSeat(1, C("5c5d"), ante=100, play_multiple=1, bad_beat=100),  # trips, loses
+        UthSeat(2, C("JhJd"), ante=100, play_multiple=1, bad_beat=100),
+    ]  # full house wins
+    s = settle_ultimate_texas_holdem(rules, players, board=C("5hJc9s9d2c"), dealer=C("9c9h"))
+    assert nets(s, 1)["bad-beat"] == (Outcome.WIN, 5000)  # 55599 full house loses to quads
+    assert nets(s, 2)["bad-beat"] == (Outcome.WIN, 5000)  # so does JJJ99
+    s = settle_ultimate_texas_holdem(rules, players, board=C("5hJc8s2d3c"), dealer=C("9c9h"))
+    assert nets(s, 1)["bad-beat"] == (Outcome.LOSE, -100)  # trips beat a pair: no bad beat
+    s = settle_ultimate_texas_holdem(rules, players, board=C("5hJc9s2d3c"), dealer=C("9c9h"))
+    assert nets(s, 1)["bad-beat"] == (Outcome.WIN, 800)  # player's trips lost to the dealer's
+    assert nets(s, 2)["bad-beat"] == (Outcome.WIN, 800)  # beat the dealer's trips of nines
+
+
+def test_uth_operator_paytables_have_no_default() -> None:
+    player = UthSeat(1, C("5c5d"), ante=100, play_multiple=1, bad_beat=100)
+    with pytest.raises(MissingPaytable, match="no bad-beat paytable is configured"):
+        settle_ultimate_texas_holdem(UthRules(seats=1), [player], C("5hJc9s2d3c"), C("9c9h"))
+    with pytest.raises(ValueError, match="unknown hand 'quads'"):
+        operator_paytable("ultimate-texas-holdem", "bad-beat", "x", {"quads": "500 to 1"})
+    with pytest.raises(ValueError, match="is not a payout"):
+        operator_paytable("ultimate-texas-holdem", "bad-beat", "x", {"flush": "lots"})
+
+
+def test_uth_six_card_bonus_uses_the_four_extra_cards() -> None:
+    table = operator_paytable(
+        "ultimate-texas-holdem",
+        "six-card-bonus",
+        "653a.12(f)",
+        {"flush": "$50", "three-of-a-kind": "5 to 1"},
+    )
+    player = UthSeat(
+        1, C("Ah2h"), ante=100, play_multiple=0, six_card_bonus=100, six_card_cards=C("5h9hKh3c")
+    )
+    s = settle_ultimate_texas_holdem(
+        UthRules(seats=1, six_card_bonus=table), [player], board=C("2c3d4s8d9c"), dealer=C("TcJd")
+    )
+    assert nets(s, 1)["six-card-bonus"] == (Outcome.WIN, 5000)
