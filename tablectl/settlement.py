@@ -166,12 +166,28 @@ class TcpSeat:
 @dataclass(frozen=True, slots=True)
 class TcpRules:
     seats: int
-    ante_bonus: str = "A"  # 649a.12(b), or of 649a.12(c) with variant_649a7e
-    variant_649a7e: bool = False
+    ante_bonus: str = "A"  # 649a.12(b), or of 649a.12(c) with a 649a.7(e) version
+    variant_649a7e: int | None = None  # 1, 2 or 3: which 649a.7(e) paragraph applies
     pair_plus: str = "A"
     progressive: str | None = None
     six_card_bonus: str | None = None
     reset_cents: int = 100_000
+
+
+def check_tcp_wagers(rules: TcpRules, player: TcpSeat) -> None:
+    """649a.7(e): the Ante that a Pair Plus Wager requires in the version the table offers."""
+    ante, pp, seat = player.ante, player.pair_plus, player.seat
+    if rules.variant_649a7e == 1 and pp and ante < pp:
+        raise ValueError(f"seat {seat}: the Ante must be at least the Pair Plus (649a.7(e)(1))")
+    if rules.variant_649a7e == 2 and pp and 2 * ante < pp:
+        raise ValueError(
+            f"seat {seat}: the Ante must be at least half the Pair Plus (649a.7(e)(2))"
+        )
+    if rules.variant_649a7e == 3 and (not ante or not pp or max(ante, pp) > 5 * min(ante, pp)):
+        raise ValueError(
+            f"seat {seat}: Ante and Pair Plus are both required, neither more than five times "
+            "the other (649a.7(e)(3))"
+        )
 
 
 def settle_three_card_poker(
@@ -181,9 +197,11 @@ def settle_three_card_poker(
     meter: Meter | None = None,
 ) -> Settlement:
     _check_cards([dealer, *(p.cards for p in players)])
+    for player in players:
+        check_tcp_wagers(rules, player)
     dealer_value = three_card_value(dealer)
     qualifies = dealer_value >= DEALER_QUALIFIES_TCP
-    bonus_name = "ante-bonus-649a7e" if rules.variant_649a7e else "ante-bonus"
+    bonus_name = "ante-bonus" if rules.variant_649a7e is None else "ante-bonus-649a7e"
     ante_bonus = PAYTABLES[TCP, bonus_name, rules.ante_bonus]
     pair_plus = PAYTABLES[TCP, "pair-plus", rules.pair_plus]
     by_seat = {p.seat: p for p in players}

@@ -348,3 +348,33 @@ def test_uth_six_card_bonus_uses_the_four_extra_cards() -> None:
         UthRules(seats=1, six_card_bonus=table), [player], board=C("2c3d4s8d9c"), dealer=C("TcJd")
     )
     assert nets(s, 1)["six-card-bonus"] == (Outcome.WIN, 5000)
+
+
+@pytest.mark.parametrize(
+    ("variant", "ante", "pair_plus", "ok"),
+    [
+        (1, 100, 100, True),
+        (1, 100, 200, False),
+        (2, 100, 200, True),
+        (2, 100, 300, False),
+        (3, 100, 500, True),
+        (3, 100, 600, False),
+        (3, 0, 100, False),
+    ],
+)
+def test_tcp_649a7e_ante_to_pair_plus_rules(
+    variant: int, ante: int, pair_plus: int, ok: bool
+) -> None:
+    rules = TcpRules(seats=1, variant_649a7e=variant)
+    seat = TcpSeat(1, C("2c7d9h"), ante=ante, play=bool(ante), pair_plus=pair_plus)
+    if ok:
+        settle_three_card_poker(rules, [seat], C("3c8d4h"))
+    else:
+        with pytest.raises(ValueError, match=r"649a\.7\(e\)"):
+            settle_three_card_poker(rules, [seat], C("3c8d4h"))
+
+
+def test_tcp_649a7e_ante_bonus_pays_the_spades_mini_royal() -> None:
+    rules = TcpRules(seats=1, variant_649a7e=1, ante_bonus="B")
+    s = settle_three_card_poker(rules, [TcpSeat(1, C("AsKsQs"), ante=100, play=True)], C("2c7d9h"))
+    assert nets(s, 1)["ante-bonus"] == (Outcome.WIN, 50 * 100)  # 649a.12(c)
