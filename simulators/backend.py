@@ -13,7 +13,7 @@ from typing import Any
 
 import aiomqtt
 
-from tablectl.relay import topic_root
+from tablectl.relay import mqtt_call, topic_root
 
 
 class ReferenceBackend:
@@ -49,16 +49,18 @@ class ReferenceBackend:
             try:
                 async with aiomqtt.Client(self._host, self._port) as client:
                     for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
-                        await client.subscribe(f"{self.root}/{sub}", qos=1)
-                    await client.publish(
-                        f"{self.root}/cmd/replay",
-                        json.dumps(
-                            {
-                                "from_seq": self.last_contiguous_seq + 1,
-                                "correlation_id": "backend-reconnect",
-                            }
-                        ),
-                        qos=1,
+                        await mqtt_call(client.subscribe(f"{self.root}/{sub}", qos=1))
+                    await mqtt_call(
+                        client.publish(
+                            f"{self.root}/cmd/replay",
+                            json.dumps(
+                                {
+                                    "from_seq": self.last_contiguous_seq + 1,
+                                    "correlation_id": "backend-reconnect",
+                                }
+                            ),
+                            qos=1,
+                        )
                     )
                     async for message in client.messages:
                         await self._receive(client, str(message.topic), message.payload)
@@ -78,11 +80,13 @@ class ReferenceBackend:
                 self.events[seq] = body
                 if self._on_event:
                     self._on_event(body)
-            await client.publish(
-                f"{self.root}/ack",
-                json.dumps({"acked_through_seq": self.last_contiguous_seq}),
-                qos=1,
-                retain=True,
+            await mqtt_call(
+                client.publish(
+                    f"{self.root}/ack",
+                    json.dumps({"acked_through_seq": self.last_contiguous_seq}),
+                    qos=1,
+                    retain=True,
+                )
             )
         elif sub.startswith("meter/"):
             self.meters[body["meter_id"]] = body

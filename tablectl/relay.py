@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiomqtt
 import structlog
@@ -22,6 +22,7 @@ from tablectl.config import MqttSection
 from tablectl.journal import JournalRow, Store
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,6 +36,22 @@ class RelayCounters:
 
 def topic_root(site: str, table: str) -> str:
     return f"tablectl/v1/{site}/{table}"
+
+
+async def mqtt_call(operation: Awaitable[T]) -> T:
+    """Await an aiomqtt operation without losing a cancellation.
+
+    aiomqtt waits with asyncio.wait_for, which on Python 3.11 can swallow a cancellation that
+    lands as the operation completes (fixed in 3.12): the task runs on although it was told
+    to stop, and a shutdown waits on it for ever. A cancellation requested during the call
+    that did not come out of it is raised here.
+    """
+    task = asyncio.current_task()
+    before = task.cancelling() if task is not None else 0
+    result = await operation
+    if task is not None and task.cancelling() > before:
+        raise asyncio.CancelledError
+    return result
 
 
 class Relay:
@@ -96,9 +113,13 @@ class Relay:
 
     async def run(self) -> None:
         backoff = Backoff(initial_s=0.5, max_s=self._config.reconnect_max_s)
+        task = asyncio.current_task()
         while True:
             try:
+                before = task.cancelling() if task else 0
                 async with self._client() as client:
+                    if task and task.cancelling() > before:
+                        raise asyncio.CancelledError  # swallowed while connecting (mqtt_call)
                     backoff.reset()
                     self.connected = True
                     self.counters.connects += 1
@@ -119,17 +140,21 @@ class Relay:
         """On an orderly stop; the broker's last-will covers every other way of going."""
         try:
             async with asyncio.timeout(1):
-                await client.publish(
-                    f"{self._root}/status", self._status("offline"), qos=1, retain=True
+                await mqtt_call(
+                    client.publish(
+                        f"{self._root}/status", self._status("offline"), qos=1, retain=True
+                    )
                 )
         except (TimeoutError, aiomqtt.MqttError) as exc:
             log.warning("could not say offline; the last-will will", error=str(exc))
 
     async def _session(self, client: aiomqtt.Client) -> None:
-        await client.subscribe(f"{self._root}/ack", qos=1)
-        await client.subscribe(f"{self._root}/cmd/+", qos=1)
+        await mqtt_call(client.subscribe(f"{self._root}/ack", qos=1))
+        await mqtt_call(client.subscribe(f"{self._root}/cmd/+", qos=1))
         await self._publish_birth(client)
-        await client.publish(f"{self._root}/status", self._status("online"), qos=1, retain=True)
+        await mqtt_call(
+            client.publish(f"{self._root}/status", self._status("online"), qos=1, retain=True)
+        )
         # Everything a backend has not acknowledged goes out again, with the same ids.
         self._cursor = self._store.acked_through_seq
         try:
@@ -143,13 +168,17 @@ class Relay:
     async def _publish_birth(self, client: aiomqtt.Client) -> None:
         birth = self._birth()
         birth.update(last_seq=self._store.last_seq, acked_through_seq=self._store.acked_through_seq)
-        await client.publish(f"{self._root}/birth", json.dumps(birth), qos=1, retain=True)
+        await mqtt_call(
+            client.publish(f"{self._root}/birth", json.dumps(birth), qos=1, retain=True)
+        )
         for meter in birth.get("meters", []):
             await self._publish_meter(client, meter)
 
     async def _publish_meter(self, client: aiomqtt.Client, meter: dict[str, Any]) -> None:
-        await client.publish(
-            f"{self._root}/meter/{meter['meter_id']}", json.dumps(meter), qos=1, retain=True
+        await mqtt_call(
+            client.publish(
+                f"{self._root}/meter/{meter['meter_id']}", json.dumps(meter), qos=1, retain=True
+            )
         )
 
     async def _outbound(self, client: aiomqtt.Client) -> None:
@@ -181,7 +210,7 @@ class Relay:
     async def _publish_row(self, client: aiomqtt.Client, row: JournalRow) -> None:
         replay = row.seq <= self._high_water
         payload = json.dumps(row.envelope(self._site, self._table, replay=replay))
-        await client.publish(f"{self._root}/evt", payload, qos=1)
+        await mqtt_call(client.publish(f"{self._root}/evt", payload, qos=1))
         self.counters.published += 1
         self.counters.replayed += replay
 
@@ -190,7 +219,9 @@ class Relay:
         while True:
             health = self._health()
             if health != last:
-                await client.publish(f"{self._root}/health", json.dumps(health), qos=1, retain=True)
+                await mqtt_call(
+                    client.publish(f"{self._root}/health", json.dumps(health), qos=1, retain=True)
+                )
                 last = health
             await asyncio.sleep(2)
 
@@ -237,4 +268,4 @@ class Relay:
         else:
             self.counters.malformed_inbound += 1
             reply.update(status="error", error=f"unknown command {name!r}; known: replay, resync")
-        await client.publish(f"{self._root}/res/{name}", json.dumps(reply), qos=1)
+        await mqtt_call(client.publish(f"{self._root}/res/{name}", json.dumps(reply), qos=1))

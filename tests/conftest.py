@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +66,14 @@ class SimulatedTable:
         """Stop the daemon the way a power cut would: mid-whatever, no goodbye."""
         assert self._task is not None
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        try:
+            async with asyncio.timeout(15):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+        except TimeoutError:
+            for task in asyncio.all_tasks():  # say where it is stuck, then fail
+                task.print_stack(file=sys.stderr)
+            raise
 
     @property
     def state(self) -> TableState:
