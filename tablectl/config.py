@@ -24,34 +24,27 @@ from pydantic import (
 from tablectl.progressive import MIN_RATE_BP, MIN_RESET_CENTS, PROGRESSIVE_WAGERS_CENTS
 
 
-def _to_cents(value: object) -> int:
-    """Money is written as a string ("1000.00") or whole dollars (1000); never a float."""
+def _scaled_decimal(value: object, scale: int, what: str, example: str) -> int:
+    """A decimal written as a string or a whole number (never a float), times scale, exactly."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(
-            f'write money as a quoted decimal such as "1000.00" or whole dollars, not {value!r}'
-        )
+        raise ValueError(f"write {what} as a quoted decimal such as {example}, not {value!r}")
     try:
-        dollars = Decimal(value)
+        scaled = Decimal(value) * scale
     except InvalidOperation:
-        raise ValueError(f"{value!r} is not an amount of money") from None
-    cents = dollars * 100
-    if cents != cents.to_integral_value():
-        raise ValueError(f"{value!r} has fractions of a cent")
-    return int(cents)
+        raise ValueError(f"{value!r} is not {what}") from None
+    if scaled != scaled.to_integral_value():
+        raise ValueError(f"{value!r} is more precise than {what} can be ({example})")
+    return int(scaled)
+
+
+def _to_cents(value: object) -> int:
+    """Money: "1000.00" or whole dollars (1000), held as integer cents."""
+    return _scaled_decimal(value, 100, "money", '"1000.00" or whole dollars')
 
 
 def _to_basis_points(value: object) -> int:
-    """A percentage with at most two decimals ("14.25"), stored as basis points."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f'write the percentage as a quoted decimal such as "14.5", not {value!r}')
-    try:
-        percent = Decimal(value)
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a percentage") from None
-    bp = percent * 100
-    if bp != bp.to_integral_value():
-        raise ValueError(f"{value!r} has more than two decimals")
-    return int(bp)
+    """A percentage with at most two decimals ("14.25"), held as basis points."""
+    return _scaled_decimal(value, 100, "a percentage", '"14.5"')
 
 
 Cents = Annotated[int, BeforeValidator(_to_cents)]

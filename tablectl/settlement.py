@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol, TypeVar
 
 from tablectl.cards import Card
 from tablectl.hands import (
@@ -116,6 +117,20 @@ def _paytable_wager(
     return _win(seat, name, cents, won[1], won[0])
 
 
+class _Seated(Protocol):
+    @property
+    def seat(self) -> int: ...
+
+
+S = TypeVar("S", bound=_Seated)
+
+
+def _in_settlement_order(seats: int, players: Sequence[S]) -> list[S]:
+    """649a.11(c), 653a.11(h), 643a.11(f): from the dealer's right, counter-clockwise."""
+    by_seat = {p.seat: p for p in players}
+    return [by_seat[seat] for seat in settlement_order(seats) if seat in by_seat]
+
+
 def _check_cards(groups: Sequence[Sequence[Card]]) -> None:
     seen: set[Card] = set()
     for cards in groups:
@@ -204,12 +219,9 @@ def settle_three_card_poker(
     bonus_name = "ante-bonus" if rules.variant_649a7e is None else "ante-bonus-649a7e"
     ante_bonus = PAYTABLES[TCP, bonus_name, rules.ante_bonus]
     pair_plus = PAYTABLES[TCP, "pair-plus", rules.pair_plus]
-    by_seat = {p.seat: p for p in players}
     out = Settlement(meter=meter)
-    for seat in settlement_order(rules.seats):
-        p = by_seat.get(seat)
-        if p is None:
-            continue
+    for p in _in_settlement_order(rules.seats, players):
+        seat = p.seat
         classes = three_card_classes(p.cards)
         folded = p.ante > 0 and not p.play
         if p.ante and folded:
@@ -337,12 +349,9 @@ def settle_ultimate_texas_holdem(
     qualifies = dealer_value >= DEALER_QUALIFIES_UTH
     blind_table = PAYTABLES[UTH, "blind", rules.blind]
     trips_table = PAYTABLES[UTH, "trips", rules.trips]
-    by_seat = {p.seat: p for p in players}
     out = Settlement(meter=meter)
-    for seat in settlement_order(rules.seats):
-        p = by_seat.get(seat)
-        if p is None:
-            continue
+    for p in _in_settlement_order(rules.seats, players):
+        seat = p.seat
         value = five_card_value([*p.hole, *board])
         classes = five_card_classes([*p.hole, *board])
         seat_results: list[WagerResult] = []
@@ -443,12 +452,9 @@ def settle_let_it_ride(
         raise ValueError("Let It Ride: three cards each and two community cards")
     _check_cards([community, *(p.cards for p in players)])
     base = PAYTABLES[LIR, "base", rules.base]
-    by_seat = {p.seat: p for p in players}
     out = Settlement()
-    for seat in settlement_order(rules.seats):
-        p = by_seat.get(seat)
-        if p is None:
-            continue
+    for p in _in_settlement_order(rules.seats, players):
+        seat = p.seat
         classes = five_card_classes([*p.cards, *community])
         seat_results: list[WagerResult] = []
         for name, withdrawn in (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tablectl.cards import parse_cards
@@ -78,15 +80,7 @@ def test_a_counted_deck_opens_betting_and_a_chip_is_acknowledged() -> None:
 
 
 def test_one_deck_is_shuffled_only_between_rounds() -> None:
-    one_deck = Rules(
-        seats=7,
-        wager_cents=100,
-        paytable="A",
-        rate_bp=1450,
-        initial_cents=100_000,
-        reset_cents=100_000,
-        decks=1,
-    )
+    one_deck = replace(RULES, decks=1)
     state, effects = run([*OPEN, ChipSensed(1, True), LockoutPressed()], rules=one_deck)
     assert effects.count(RequestShuffle()) == 1
     _, effects = run([hands(s1="2c7d9h")], rules=one_deck, state=state)
@@ -171,15 +165,7 @@ def test_meter_pays_100_percent_then_resets_and_envy_goes_to_the_others() -> Non
 
 
 def test_five_dollar_wager_gets_the_five_dollar_envy_bonus() -> None:
-    rules = Rules(
-        seats=7,
-        wager_cents=500,
-        paytable="A",
-        rate_bp=1400,
-        initial_cents=100_000,
-        reset_cents=100_000,
-        decks=2,
-    )
+    rules = replace(RULES, wager_cents=500, rate_bp=1400)
     state = locked_with(1, 3, rules=rules)
     _, effects = run([hands(s1="AdKdQd", s3="2c7d9h")], rules=rules, state=state)
     assert [(e["seat"], e["amount_cents"]) for e in journal(effects, "envy.bonus")] == [(3, 12_500)]
@@ -204,15 +190,7 @@ def test_only_the_highest_hand_pays() -> None:
 
 
 def test_paytable_b_pays_no_straight() -> None:
-    rules = Rules(
-        seats=7,
-        wager_cents=100,
-        paytable="B",
-        rate_bp=2000,
-        initial_cents=100_000,
-        reset_cents=100_000,
-        decks=2,
-    )
+    rules = replace(RULES, paytable="B", rate_bp=2000)
     state = locked_with(3, 4, rules=rules)
     _, effects = run([hands(s3="4c5d6h", s4="9s9d9c")], rules=rules, state=state)
     assert [(h["seat"], h["amount_cents"]) for h in journal(effects, "jackpot.hit")] == [(4, 9_000)]
