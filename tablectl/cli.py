@@ -66,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     ):
         socket_args(dealer_sub.add_parser(name, help=text))
 
+    journal = sub.add_parser("journal", help="read the table's event journal (daemon may run)")
+    journal_sub = journal.add_subparsers(dest="journal_verb", required=True)
+    verify = journal_sub.add_parser("verify", help="check the hash chain: no row edited or lost")
+    verify.add_argument("--config", type=Path, required=True)
+    tail = journal_sub.add_parser("tail", help="the last journal rows")
+    tail.add_argument("--config", type=Path, required=True)
+    tail.add_argument("-n", type=int, default=20)
+    tail.add_argument("--json", action="store_true")
+
     pay = sub.add_parser("paytable", help="paytable tools")
     pay_sub = pay.add_subparsers(dest="paytable_verb", required=True)
     rep = pay_sub.add_parser(
@@ -156,6 +165,51 @@ def _talk(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _journal(args: argparse.Namespace) -> int:
+    from tablectl.journal import Store
+
+    path = load_config(args.config).storage.database
+    if not path.exists():
+        print(f"tablectl: no journal at {path}", file=sys.stderr)
+        return EXIT_REFUSED
+    store = Store(path, boot_id="cli")
+    try:
+        if args.journal_verb == "verify":
+            broken = store.verify_chain()
+            if broken is not None:
+                print(
+                    f"tablectl: journal {path} does not chain at seq {broken}: a row was "
+                    "edited, removed or inserted",
+                    file=sys.stderr,
+                )
+                return EXIT_REFUSED
+            print(
+                f"journal {path}: intact, {store.last_seq} rows, "
+                f"acknowledged through seq {store.acked_through_seq}"
+            )
+            return EXIT_OK
+        rows = store.rows_after(max(0, store.last_seq - args.n), limit=args.n)
+        for row in rows:
+            if args.json:
+                print(
+                    json.dumps(
+                        {
+                            "seq": row.seq,
+                            "event_id": row.event_id,
+                            "ts": row.ts,
+                            "type": row.type,
+                            "data": row.data,
+                        }
+                    )
+                )
+            else:
+                brief = " ".join(f"{k}={v}" for k, v in row.data.items())
+                print(f"{row.seq:>8} {row.ts} {row.type:<22} {brief}")
+        return EXIT_OK
+    finally:
+        store.close()
+
+
 def _paytable_report(args: argparse.Namespace) -> int:
     from tablectl.report import ReportError, report
 
@@ -199,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{config.table.seats} seats, paytable {config.progressive.paytable})"
             )
             return EXIT_OK
+        if args.verb == "journal":
+            return _journal(args)
         if args.verb == "paytable":
             return _paytable_report(args)
         if args.verb == "run":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -62,3 +63,29 @@ def test_acks_only_move_forward_and_never_past_the_journal(tmp_path: Path) -> No
     assert store.record_ack(2) and store.acked_through_seq == 2
     assert not store.record_ack(1) and store.acked_through_seq == 2
     assert not store.record_ack(9) and store.acked_through_seq == 2
+
+
+def test_journal_cli_verifies_and_tails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tablectl import cli
+
+    from .conftest import EXAMPLE_CONFIG
+
+    config = tmp_path / "table.toml"
+    data_dir = tmp_path / "data"
+    config.write_text(
+        EXAMPLE_CONFIG.read_text().replace(
+            'data_dir = "/var/lib/tablectl"', f'data_dir = "{data_dir}"'
+        )
+    )
+    assert cli.main(["journal", "verify", "--config", str(config)]) == 1  # nothing yet
+    store = Store(data_dir / "tablectl.sqlite3", boot_id="b1")
+    store.commit("{}", [("round.opened", {"round_id": 1}), ("wager.accepted", {"seat": 2})])
+    store.close()
+    assert cli.main(["journal", "verify", "--config", str(config)]) == 0
+    assert "intact, 2 rows" in capsys.readouterr().out
+    assert cli.main(["journal", "tail", "--config", str(config), "-n", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["type"] == "wager.accepted"
+    with sqlite3.connect(data_dir / "tablectl.sqlite3") as db:
+        db.execute("DELETE FROM journal WHERE seq = 1")
+    assert cli.main(["journal", "verify", "--config", str(config)]) == 1
+    assert "does not chain at seq 2" in capsys.readouterr().err
