@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
+from functools import cache
 from itertools import combinations, combinations_with_replacement
+from math import prod
 
 from tablectl.cards import Card, full_deck
 
@@ -134,8 +136,42 @@ def eval5(c1: int, c2: int, c3: int, c4: int, c5: int) -> int:
     return _PRODUCT[(c1 & 0xFF) * (c2 & 0xFF) * (c3 & 0xFF) * (c4 & 0xFF) * (c5 & 0xFF)]
 
 
+def rank_only_value(ranks: Sequence[int]) -> int:
+    """Value of five ranks that make no flush, from the same tables."""
+    bits = 0
+    product = 1
+    for r in ranks:
+        bits |= 1 << (r - 2)
+        product *= PRIMES[r - 2]
+    return _UNIQUE[bits] or _PRODUCT[product]
+
+
+@cache
+def _seven_without_flush() -> dict[int, int]:
+    """Best five of seven ranks, keyed by the ranks' prime product (built once, about 1 s)."""
+    table = {}
+    for ranks in combinations_with_replacement(range(2, 15), 7):
+        if max(Counter(ranks).values()) <= 4:
+            key = prod(PRIMES[r - 2] for r in ranks)
+            table[key] = max(rank_only_value(five) for five in combinations(ranks, 5))
+    return table
+
+
+def prepare_seven_card_evaluation() -> None:
+    """Build the seven-card rank table now (about a second) rather than at the first hand."""
+    _seven_without_flush()
+
+
 def best_of(codes: Sequence[int]) -> int:
     """Value of the best five-card hand among five to seven cards (653a.11(g), 649a.11(c)(6))."""
+    if len(codes) == 7:
+        suits = [c & 0xF000 for c in codes]
+        if max(map(suits.count, set(suits))) < 5:
+            # No flush possible: the best hand depends on the ranks alone.
+            key = 1
+            for c in codes:
+                key *= c & 0xFF
+            return _seven_without_flush()[key]
     return max(eval5(*five) for five in combinations(codes, 5))
 
 

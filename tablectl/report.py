@@ -31,12 +31,10 @@ from tablectl.hands import five_card_classes_of_value, three_card_classes
 from tablectl.paytables import LIR, PAYTABLES, TCP, UTH, Hand, Pay, PayKind, Paytable, paytable
 from tablectl.poker import (
     _FLUSH,
-    _PRODUCT,
-    _UNIQUE,
     DEALER_QUALIFIES_TCP,
     DECK_CODES,
-    PRIMES,
     eval5,
+    rank_only_value,
     three_card_value,
 )
 
@@ -141,14 +139,6 @@ def _three_card_report(table: Paytable) -> Report:
 # --- best five of 5, 6 or 7 cards ---------------------------------------------------------
 
 
-def _rank_value(ranks: tuple[int, ...]) -> int:
-    """Value of five ranks with no flush, from the evaluator's own tables."""
-    bits = 0
-    for r in ranks:
-        bits |= 1 << (r - 2)
-    return _UNIQUE[bits] or _PRODUCT[prod(PRIMES[r - 2] for r in ranks)]
-
-
 def _straight_flush_value(suited: tuple[int, ...]) -> int:
     """Best five of five or more ranks all of one suit."""
     return max(_FLUSH[sum(1 << (r - 2) for r in five)] for five in combinations(suited, 5))
@@ -185,7 +175,7 @@ def _best_five_counts(n: int) -> tuple[tuple[int, int], ...]:
         flushes = 4 * sum(poly[5:])
         if total == flushes:
             continue
-        best = max(_rank_value(five) for five in combinations(multiset, 5))
+        best = max(rank_only_value(five) for five in combinations(multiset, 5))
         values[best] += total - flushes
     return tuple(values.items())
 
