@@ -190,6 +190,13 @@ async def test_status_cli_reads_the_running_daemon(table: SimulatedTable, capsys
     assert status["shuffler"]["link"] == "up"
     assert status["meter"]["cents"] == 100_000
 
+    code = await asyncio.to_thread(cli.main, ["status", "--socket", sock])
+    assert code == 0
+    text = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert "table tcp-07 (pa-demo-casino)  round 1  phase betting  accepting wagers: yes" in text
+    assert "meter progressive: $1,000.00" in text
+    assert "shuffler: link up" in text
+
     code = await asyncio.to_thread(cli.main, ["dealer", "new-deck", "--socket", sock])
     assert code == 1  # refused: no deck is waiting to be replaced
     assert "no deck is waiting" in capsys.readouterr().err  # type: ignore[attr-defined]
