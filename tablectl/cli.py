@@ -258,10 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "paytable":
             return _paytable_report(args)
         if args.verb == "run":
-            from tablectl.daemon import Daemon
+            from tablectl.daemon import Daemon, StartupError
 
             config = load_config(args.config)
-            asyncio.run(Daemon(config).serve())
+            try:
+                asyncio.run(Daemon(config).serve())
+            except StartupError as exc:
+                print(f"tablectl: {exc}", file=sys.stderr)
+                return EXIT_REFUSED
             return EXIT_OK
         if args.verb == "demo":
             from tablectl.simulators import demo

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from gpiozero.exc import GPIOZeroError
 
 from tablectl import sdnotify
 from tablectl.config import TableConfig
@@ -44,6 +45,11 @@ from tablectl.table import (
 )
 
 log = structlog.get_logger(__name__)
+
+
+class StartupError(Exception):
+    """The daemon cannot start on this machine; the message says what to change."""
+
 
 StepObserver = Callable[[Event, TableState, list[Effect]], None]
 
@@ -113,16 +119,22 @@ class Daemon:
         )
         control = ControlServer(cfg.storage.socket_path, self)
         try:
+            self.gpio = TableGpio(
+                cfg.gpio,
+                on_chip=lambda seat, present: self.post(ChipSensed(seat, present)),
+                on_lockout=lambda: self.post(LockoutPressed()),
+                pin_factory=self.pin_factory,
+            )
+        except GPIOZeroError as exc:
+            store.close()
+            raise StartupError(
+                f'GPIO unavailable: {exc} (without GPIO hardware, set gpio.backend = "mock")'
+            ) from exc
+        try:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp())
-                self.gpio = TableGpio(
-                    cfg.gpio,
-                    on_chip=lambda seat, present: self.post(ChipSensed(seat, present)),
-                    on_lockout=lambda: self.post(LockoutPressed()),
-                    pin_factory=self.pin_factory,
-                )
                 for seat in range(1, cfg.table.seats + 1):
                     self.gpio.set_light(seat, seat in self.state.wagers)
                 await control.start()

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import aiomqtt
+import pytest
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
 
@@ -102,3 +103,35 @@ async def test_daemon_notifies_systemd_and_stops_in_order(
                 await proc.wait()
             notify.close()
             sim.close()
+
+
+def _machine_has_gpio() -> bool:
+    import warnings
+
+    from gpiozero import Device
+    from gpiozero.exc import BadPinFactory
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            Device._default_pin_factory()
+        except BadPinFactory:
+            return False
+    return True
+
+
+@pytest.mark.skipif(_machine_has_gpio(), reason="this machine has GPIO hardware")
+async def test_native_gpio_without_hardware_is_a_clear_error(
+    tmp_path: Path, broker: PrivateBroker
+) -> None:
+    sim = ShufflerSimulator()
+    config = table_toml(tmp_path, sim.open_pty(), broker)
+    config.write_text(config.read_text().replace('backend = "mock"', 'backend = "native"'))
+    proc = await asyncio.create_subprocess_exec(
+        str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(30):
+        _, err = await proc.communicate()
+    sim.close()
+    assert proc.returncode == 1
+    assert "GPIO unavailable" in err.decode() and 'gpio.backend = "mock"' in err.decode()
