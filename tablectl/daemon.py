@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -96,7 +97,10 @@ class Daemon:
 
     async def run(self) -> None:
         cfg = self.config
-        self.store = store = Store(cfg.storage.database, boot_id=self.boot_id)
+        try:
+            self.store = store = Store(cfg.storage.database, boot_id=self.boot_id)
+        except (OSError, sqlite3.Error) as exc:
+            raise StartupError(f"cannot open the journal {cfg.storage.database}: {exc}") from exc
         saved = store.get("table_state")
         self.state = (
             TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)

@@ -135,3 +135,18 @@ async def test_native_gpio_without_hardware_is_a_clear_error(
     sim.close()
     assert proc.returncode == 1
     assert "GPIO unavailable" in err.decode() and 'gpio.backend = "mock"' in err.decode()
+
+
+async def test_unwritable_data_dir_is_a_clear_error(tmp_path: Path, broker: PrivateBroker) -> None:
+    sim = ShufflerSimulator()
+    config = table_toml(tmp_path, sim.open_pty(), broker)
+    (tmp_path / "blocker").write_text("a file where the data directory should be")
+    config.write_text(config.read_text().replace(str(tmp_path / "data"), str(tmp_path / "blocker")))
+    proc = await asyncio.create_subprocess_exec(
+        str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(30):
+        _, err = await proc.communicate()
+    sim.close()
+    assert proc.returncode == 1
+    assert "cannot open the journal" in err.decode()
