@@ -93,6 +93,10 @@ class TableGpio:
         if self._press.press(at_ms):
             self._on_lockout()
 
+    def resting_chips(self) -> list[int]:
+        """Seats whose chip has rested past the debounce time and is still there."""
+        return [seat for seat, deb in enumerate(self._debouncers, start=1) if deb.stable]
+
     def set_light(self, seat: int, on: bool) -> None:
         light = self._lights[seat - 1]
         light.on() if on else light.off()

@@ -134,6 +134,7 @@ async def play(rounds: int, config_path: Path, seed: int = 7) -> int:
                 players.place_chip(late)  # too late: never recognised (649a.2(c)(2))
                 await asyncio.sleep(cfg.gpio.chip_present_ms / 1000 + 0.05)
                 players.remove_chip(late)
+                await asyncio.sleep(cfg.gpio.chip_present_ms / 1000 + 0.05)  # lifted for good
                 tally.late_chips += 1
                 if round_no == MISCOUNT_ROUND:
                     sim.remove_card()
@@ -169,8 +170,12 @@ async def play(rounds: int, config_path: Path, seed: int = 7) -> int:
         envies = [e for e in backend.events.values() if e["type"] == "envy.bonus"]
         print("\nsummary", flush=True)
         print(f"  rounds played        {tally.rounds}")
-        accepted = sum(e["type"] == "wager.accepted" for e in backend.events.values())
-        print(f"  wagers accepted      {accepted}")
+        booked = sum(
+            e["data"]["accepted_wagers"]
+            for e in backend.events.values()
+            if e["type"] == "round.locked"
+        )
+        print(f"  wagers at lock-out   {booked}")
         print(
             f"  late chips refused   {status['counters'].get('wagers_rejected', 0)} "
             f"of {tally.late_chips} placed after lock-out"

@@ -37,6 +37,7 @@ from tablectl.table import (
     LockoutPressed,
     PowerUp,
     Rejected,
+    ReportRestingChips,
     RequestShuffle,
     Rules,
     SeatLight,
@@ -207,6 +208,9 @@ class Daemon:
                 self.gpio.set_light(effect.seat, effect.on)
             elif isinstance(effect, RequestShuffle):
                 self._tasks.create_task(self._request_shuffle(), name="shuffle-request")
+            elif isinstance(effect, ReportRestingChips):
+                for seat in self.gpio.resting_chips():
+                    self.post(ChipSensed(seat, True))
 
     async def _request_shuffle(self) -> None:
         await self.shuffler.wait_link_up()

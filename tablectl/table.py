@@ -167,7 +167,12 @@ class RequestShuffle:
     pass
 
 
-Effect = Journal | SeatLight | RequestShuffle
+@dataclass(frozen=True, slots=True)
+class ReportRestingChips:
+    """Betting opened: report chips already resting on sensors, placed before it opened."""
+
+
+Effect = Journal | SeatLight | RequestShuffle | ReportRestingChips
 
 
 class Rejected(Exception):
@@ -287,6 +292,7 @@ def _advance(rules: Rules, s: TableState, fx: list[Effect]) -> TableState:
             }
         )
         fx.append(Journal("round.opened", {"round_id": s.round_id}))
+        fx.append(ReportRestingChips())
     # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
     decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
     if usable and not s.deck_ready and not s.shuffle_requested and decks_free > 0:

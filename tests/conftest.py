@@ -93,8 +93,11 @@ class SimulatedTable:
         await self.settle_time()
 
     async def lock(self) -> None:
+        """The lock-out button; then the dealer collects the progressive chips (649a.8(b))."""
         self.inputs.press_lockout()
         await self.wait_phase(Phase.LOCKED)
+        for seat in self.state.wagers:
+            self.inputs.remove_chip(seat)
 
     async def dealer(self, **request: object) -> dict[str, object]:
         return await asyncio.to_thread(control.call, self.config.storage.socket_path, request)

@@ -19,6 +19,7 @@ from tablectl.table import (
     Phase,
     PowerUp,
     Rejected,
+    ReportRestingChips,
     RequestShuffle,
     ReshuffleRequested,
     Rules,
@@ -77,6 +78,11 @@ def test_a_counted_deck_opens_betting_and_a_chip_is_acknowledged() -> None:
     assert SeatLight(3, True) in effects
     # 649a.3(b)(2): the second deck is shuffled while the first is in play.
     assert effects.count(RequestShuffle()) == 2
+
+
+def test_opening_a_round_recognises_chips_already_resting() -> None:
+    _, effects = run(OPEN)
+    assert ReportRestingChips() in effects  # placed before betting opened: before "no more bets"
 
 
 def test_one_deck_is_shuffled_only_between_rounds() -> None:

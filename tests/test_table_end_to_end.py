@@ -251,3 +251,17 @@ async def test_sensor_edges_from_another_thread(table: SimulatedTable) -> None:
     assert table.state.wagers == {1: 100, 3: 100, 6: 100}
     await asyncio.to_thread(table.inputs.press_lockout)
     await table.wait_phase(Phase.LOCKED)
+
+
+async def test_chip_resting_before_betting_opens_counts_when_it_opens(
+    table: SimulatedTable,
+) -> None:
+    """A chip on the circle before the round opens is a wager placed before "no more bets"."""
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(1)
+    await table.lock()
+    await table.place_wagers(5)  # too late for round 1 (refused), but it stays for round 2
+    assert table.state.wagers == {1: 100}
+    assert (await table.dealer(cmd="settle", hands={"1": "2c7d9h"}))["ok"]
+    await table.daemon.wait_until(lambda s: s.round_id == 2 and s.wagers == {5: 100}, 10)
+    assert table.inputs.light_is_on(5)
