@@ -187,6 +187,19 @@ class ShufflerSimulator:
         self._write = self._write_master
         return os.ttyname(slave)
 
+    async def serve_tcp(self, host: str = "127.0.0.1", port: int = 0) -> asyncio.Server:
+        """Serve on TCP, for a driver configured with port = "socket://HOST:PORT"."""
+
+        async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self._write = writer.write  # the latest connection is the host
+            try:
+                while data := await reader.read(4096):
+                    self.receive(data)
+            finally:
+                writer.close()
+
+        return await asyncio.start_server(connected, host, port)
+
     def _write_master(self, data: bytes) -> None:
         if self._master_fd is not None:
             os.write(self._master_fd, data)

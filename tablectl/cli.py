@@ -88,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--paytable", required=True, help="the paytable's letter, e.g. A")
     rep.add_argument("--json", action="store_true")
 
+    simulate = sub.add_parser("simulate", help="run a device simulator for a daemon to talk to")
+    sim_sub = simulate.add_subparsers(dest="device", required=True)
+    shuffler = sim_sub.add_parser("shuffler", help="the card shuffler, on a pty or TCP")
+    shuffler.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help='serve on TCP (daemon: port = "socket://HOST:PORT"); default: a new pseudo-terminal',
+    )
+    shuffler.add_argument(
+        "--cards", type=int, default=52, help="cards in its deck (51: a miscount)"
+    )
+
     demo = sub.add_parser("demo", help="run the daemon on simulated devices with a backend")
     demo.add_argument("--rounds", type=int, default=6)
     demo.add_argument("--config", type=Path, default=Path("config/demo.toml"))
@@ -162,6 +174,24 @@ def _talk(args: argparse.Namespace) -> int:
         print(json.dumps(reply["data"], indent=2, sort_keys=True))
     else:
         _print_status(reply["data"])
+    return EXIT_OK
+
+
+async def _simulate_shuffler(args: argparse.Namespace) -> int:
+    from tablectl.simulators.shuffler import ShufflerSimulator
+
+    sim = ShufflerSimulator()
+    while len(sim.deck) > max(0, args.cards):
+        sim.remove_card()
+    if args.listen:
+        host, _, port = args.listen.rpartition(":")
+        server = await sim.serve_tcp(host or "127.0.0.1", int(port))
+        print(f"shuffler simulator on socket://{args.listen}", flush=True)
+        async with server:
+            await server.serve_forever()
+    else:
+        print(f"shuffler simulator on {sim.open_pty()}", flush=True)
+        await asyncio.Event().wait()
     return EXIT_OK
 
 
@@ -253,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{config.table.seats} seats, paytable {config.progressive.paytable})"
             )
             return EXIT_OK
+        if args.verb == "simulate":
+            return asyncio.run(_simulate_shuffler(args))
         if args.verb == "journal":
             return _journal(args)
         if args.verb == "paytable":

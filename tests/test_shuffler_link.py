@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import serial_asyncio_fast
 from tablectl.drivers.link import Link, NakError
 from tablectl.drivers.protocol import MsgType
 from tablectl.drivers.shuffler import ShufflerDriver
+from tablectl.simulators.broker import free_port
 from tablectl.simulators.shuffler import ShufflerSimulator
 
 from tablectl.config import ShufflerSection
@@ -152,3 +155,58 @@ async def test_silent_device_takes_the_link_down() -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sim.close()
+
+
+async def test_driver_reaches_a_simulator_over_tcp() -> None:
+    """The same frames over socket:// (a simulator in another process, or on another host)."""
+    sim = ShufflerSimulator(shuffle_ms=20)
+    server = await sim.serve_tcp()
+    port = server.sockets[0].getsockname()[1]
+    events: asyncio.Queue[Event] = asyncio.Queue()
+    driver = ShufflerDriver(ShufflerSection(port=f"socket://127.0.0.1:{port}"), events.put_nowait)
+    task = asyncio.create_task(driver.run())
+    try:
+        async with asyncio.timeout(5):
+            await driver.wait_link_up()
+            await driver.shuffle()
+            assert await events.get() == ShuffleStarted()
+            assert await events.get() == ShuffleCompleted(52)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        server.close()
+
+
+async def test_simulate_command_serves_a_shuffler_in_another_process() -> None:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("tablectl")),
+        "simulate",
+        "shuffler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--cards",
+        "51",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    events: asyncio.Queue[Event] = asyncio.Queue()
+    driver = ShufflerDriver(ShufflerSection(port=f"socket://127.0.0.1:{port}"), events.put_nowait)
+    task = None
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(10):
+            assert b"socket://127.0.0.1" in await proc.stdout.readline()
+        task = asyncio.create_task(driver.run())
+        async with asyncio.timeout(10):
+            await driver.wait_link_up()
+            await driver.shuffle()
+            assert await events.get() == ShuffleStarted()
+            assert await events.get() == ShuffleCompleted(51)  # the deck it was given
+    finally:
+        if task:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        proc.terminate()
+        await proc.wait()
