@@ -14,6 +14,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,8 @@ class Daemon:
         self._stepped = asyncio.Event()
         self.started_at = time.time()
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
+        # Every database write happens here, one at a time, in order.
+        self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._tasks: asyncio.TaskGroup | None = None
         self.gpio: TableGpio | None = None
         self.store: Store | None = None
@@ -121,6 +124,7 @@ class Daemon:
             store=store,
             birth=self.birth,
             health=self.health,
+            record_ack=self._record_ack,
         )
         control = ControlServer(cfg.storage.socket_path, self)
         try:
@@ -154,6 +158,8 @@ class Daemon:
             await control.close()
             if self.gpio:
                 self.gpio.close()
+            # A commit under way finishes (it is one transaction) before the database closes.
+            self._journal_thread.shutdown(wait=True)
             store.close()
 
     async def serve(self) -> None:
@@ -183,7 +189,10 @@ class Daemon:
                 observer(sub.event, new_state, effects)
             entries = [(e.type, e.data) for e in effects if isinstance(e, Journal)]
             if entries or new_state != self.state:
-                self.store.commit(new_state.model_dump_json(), entries)
+                # In the journal thread: the loop keeps taking edges while this one fsyncs.
+                await asyncio.get_running_loop().run_in_executor(
+                    self._journal_thread, self.store.commit, new_state.model_dump_json(), entries
+                )
             self.state = new_state
             for entry in entries:
                 log.info(entry[0], **entry[1])
@@ -211,6 +220,12 @@ class Daemon:
             elif isinstance(effect, ReportRestingChips):
                 for seat in self.gpio.resting_chips():
                     self.post(ChipSensed(seat, True))
+
+    async def _record_ack(self, seq: int) -> bool:
+        assert self.store is not None
+        return await asyncio.get_running_loop().run_in_executor(
+            self._journal_thread, self.store.record_ack, seq
+        )
 
     async def _request_shuffle(self) -> None:
         await self.shuffler.wait_link_up()

@@ -73,13 +73,18 @@ def _utc_now() -> datetime:
 
 
 class Store:
-    """One table's database. Not thread-safe: owned by the daemon's event loop."""
+    """One table's database.
+
+    The daemon commits from one journal thread while its event loop reads; SQLite in
+    serialized mode (sqlite3.threadsafety == 3) makes one connection safe to share, and
+    readers only ever see rows up to the last completed commit.
+    """
 
     def __init__(
         self, path: Path, *, boot_id: str, clock: Callable[[], datetime] = _utc_now
     ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we light a seat or publish (nothing is lost).
         self._db.execute("PRAGMA synchronous=FULL")
@@ -141,10 +146,11 @@ class Store:
         return rows
 
     def rows_after(self, seq: int, limit: int = 100) -> list[JournalRow]:
+        """Committed rows after seq: never one of a commit still in progress."""
         cur = self._db.execute(
             "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
-            "WHERE seq > ? ORDER BY seq LIMIT ?",
-            (seq, limit),
+            "WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (seq, self._last_seq, limit),
         )
         return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
 

@@ -65,6 +65,7 @@ class Relay:
         store: Store,
         birth: Callable[[], dict[str, Any]],
         health: Callable[[], dict[str, Any]],
+        record_ack: Callable[[int], Awaitable[bool]],
     ) -> None:
         self._config = config
         self._site, self._table = site, table
@@ -72,6 +73,7 @@ class Relay:
         self._store = store
         self._birth = birth
         self._health = health
+        self._record_ack = record_ack  # persisted where the journal is written
         self._root = topic_root(site, table)
         self._wake = asyncio.Event()
         self._cursor = 0  # last seq handed to the broker on this connection
@@ -233,18 +235,18 @@ class Relay:
                 if not isinstance(body, dict):
                     raise ValueError("payload is not a JSON object")
                 if topic == f"{self._root}/ack":
-                    self._on_ack(body)
+                    await self._on_ack(body)
                 else:
                     await self._on_command(client, topic.rsplit("/", 1)[-1], body)
             except (ValueError, TypeError, KeyError) as exc:
                 self.counters.malformed_inbound += 1
                 log.warning("malformed mqtt message ignored", topic=topic, error=str(exc))
 
-    def _on_ack(self, body: dict[str, Any]) -> None:
+    async def _on_ack(self, body: dict[str, Any]) -> None:
         seq = body["acked_through_seq"]
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise ValueError("acked_through_seq must be an integer")
-        if self._store.record_ack(seq):
+        if await self._record_ack(seq):
             self.counters.acks += 1
 
     async def _on_command(self, client: aiomqtt.Client, name: str, body: dict[str, Any]) -> None:
