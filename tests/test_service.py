@@ -120,6 +120,16 @@ def _machine_has_gpio() -> bool:
     return True
 
 
+async def run_until_it_exits(config: Path) -> tuple[int | None, str]:
+    """`tablectl run` that is expected to refuse to start: its exit code and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(30):
+        _, err = await proc.communicate()
+    return proc.returncode, err.decode()
+
+
 @pytest.mark.skipif(_machine_has_gpio(), reason="this machine has GPIO hardware")
 async def test_native_gpio_without_hardware_is_a_clear_error(
     tmp_path: Path, broker: PrivateBroker
@@ -127,14 +137,10 @@ async def test_native_gpio_without_hardware_is_a_clear_error(
     sim = ShufflerSimulator()
     config = table_toml(tmp_path, sim.open_pty(), broker)
     config.write_text(config.read_text().replace('backend = "mock"', 'backend = "native"'))
-    proc = await asyncio.create_subprocess_exec(
-        str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.PIPE
-    )
-    async with asyncio.timeout(30):
-        _, err = await proc.communicate()
+    code, err = await run_until_it_exits(config)
     sim.close()
-    assert proc.returncode == 1
-    assert "GPIO unavailable" in err.decode() and 'gpio.backend = "mock"' in err.decode()
+    assert code == 1
+    assert "GPIO unavailable" in err and 'gpio.backend = "mock"' in err
 
 
 async def test_unwritable_data_dir_is_a_clear_error(tmp_path: Path, broker: PrivateBroker) -> None:
@@ -142,11 +148,7 @@ async def test_unwritable_data_dir_is_a_clear_error(tmp_path: Path, broker: Priv
     config = table_toml(tmp_path, sim.open_pty(), broker)
     (tmp_path / "blocker").write_text("a file where the data directory should be")
     config.write_text(config.read_text().replace(str(tmp_path / "data"), str(tmp_path / "blocker")))
-    proc = await asyncio.create_subprocess_exec(
-        str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.PIPE
-    )
-    async with asyncio.timeout(30):
-        _, err = await proc.communicate()
+    code, err = await run_until_it_exits(config)
     sim.close()
-    assert proc.returncode == 1
-    assert "cannot open the journal" in err.decode()
+    assert code == 1
+    assert "cannot open the journal" in err
