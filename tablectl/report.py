@@ -263,8 +263,7 @@ def _ante_play_report(bonus: Paytable) -> Report:
     ]
     ev = total_ev / len(hands)
     average_wager = 1 + Fraction(played, len(hands))
-    report = Report(TCP, "ante-play", bonus.letter, f"649a.11(c), {bonus.rule}", pairs, [], ev)
-    report.categories = cats
+    report = Report(TCP, "ante-play", bonus.letter, f"649a.11(c), {bonus.rule}", pairs, cats, ev)
     report.element_of_risk = -ev / average_wager
     report.extra = {
         "play_frequency": played / len(hands),
