@@ -15,9 +15,9 @@ from collections.abc import Callable
 from treys import Card as TreysCard
 from treys import Evaluator
 
-from tablectl.cards import full_deck
-from tablectl.poker import DECK_CODES, best_of, eval5, prepare_seven_card_evaluation
-from tablectl.report import report
+from tablectl.analysis.report import report
+from tablectl.rules.cards import full_deck
+from tablectl.rules.poker import DECK_CODES, best_of, eval5, prepare_seven_card_evaluation
 
 
 def rate(label: str, run: Callable[[], None], count: int, repeat: int = 3) -> float:

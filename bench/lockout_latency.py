@@ -27,10 +27,10 @@ from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import MockTableInputs
 
-from tablectl import logs
 from tablectl.config import load_config
-from tablectl.daemon import Daemon
-from tablectl.table import Effect, Event, LockoutPressed, Phase, Settle, TableState
+from tablectl.core.round import Effect, Event, LockoutPressed, Phase, Settle, TableState
+from tablectl.service.daemon import Daemon
+from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
 

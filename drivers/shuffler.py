@@ -19,15 +19,15 @@ from tablectl.drivers.protocol import (
     encode_poll,
 )
 
-from tablectl.backoff import Backoff
 from tablectl.config import ShufflerSection
-from tablectl.table import (
+from tablectl.core.round import (
     Event,
     ShuffleCompleted,
     ShufflerFault,
     ShufflerRebooted,
     ShuffleStarted,
 )
+from tablectl.util.backoff import Backoff
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiomqtt
 
-from tablectl.relay import mqtt_call, topic_root
+from tablectl.mqtt.relay import mqtt_call, topic_root
 
 
 class ReferenceBackend:

@@ -20,10 +20,10 @@ from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import MockTableInputs
 
-from tablectl import control
 from tablectl.config import TableConfig, load_config
-from tablectl.daemon import Daemon
-from tablectl.table import Phase
+from tablectl.control import client as control
+from tablectl.core.round import Phase
+from tablectl.service.daemon import Daemon
 
 DEFAULT_CONFIG = Path("config/demo.toml")  # the repository's demo table
 
@@ -80,7 +80,7 @@ async def _wait_phase(daemon: Daemon, phase: Phase, timeout_s: float = 20) -> No
 
 
 def _deal(rng: random.Random, seats: list[int], scripted: dict[int, str]) -> dict[int, str]:
-    from tablectl.cards import full_deck, parse_cards
+    from tablectl.rules.cards import full_deck, parse_cards
 
     used = {c for cards in scripted.values() for c in parse_cards(cards)}
     deck = [c for c in full_deck() if c not in used]

@@ -30,7 +30,7 @@ from tablectl.drivers.protocol import (
     encode_status,
 )
 
-from tablectl.cards import Card, full_deck
+from tablectl.rules.cards import Card, full_deck
 
 log = structlog.get_logger(__name__)
 MAX_EVENTS_PER_STATUS = 20

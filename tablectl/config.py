@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from tablectl.progressive import MIN_RATE_BP, MIN_RESET_CENTS, PROGRESSIVE_WAGERS_CENTS
+from tablectl.rules.progressive import MIN_RATE_BP, MIN_RESET_CENTS, PROGRESSIVE_WAGERS_CENTS
 
 
 def _scaled_decimal(value: object, scale: int, what: str, example: str) -> int:

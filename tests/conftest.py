@@ -17,10 +17,11 @@ from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import MockTableInputs
 
-from tablectl import control, logs
 from tablectl.config import TableConfig, load_config
-from tablectl.daemon import Daemon
-from tablectl.table import Phase, TableState
+from tablectl.control import client as control
+from tablectl.core.round import Phase, TableState
+from tablectl.service.daemon import Daemon
+from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_CONFIG = REPO / "config" / "three-card-poker.toml"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tablectl.debounce import PresenceDebouncer, PressDebouncer
+from tablectl.drivers.gpio.debounce import PresenceDebouncer, PressDebouncer
 
 
 def test_chip_counts_only_after_resting_for_the_hold_time() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tablectl.irregularities import Irregularity, NotApplicable, Ruling, rule_on
-from tablectl.paytables import LIR, TCP, UTH
+from tablectl.rules.irregularities import Irregularity, NotApplicable, Ruling, rule_on
+from tablectl.rules.paytables import LIR, TCP, UTH
 
 Irr = Irregularity
 VOID = {"void_round": True, "return_wagers": True, "reshuffle": True}

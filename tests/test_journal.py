@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.journal import Store
+from tablectl.store.journal import Store
 
 
 def test_commit_appends_rows_and_state_together(tmp_path: Path) -> None:

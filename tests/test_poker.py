@@ -10,8 +10,8 @@ import pytest
 from treys import Card as TreysCard
 from treys import Evaluator
 
-from tablectl.cards import Card, full_deck, parse_cards, shuffled_deck
-from tablectl.poker import (
+from tablectl.rules.cards import Card, full_deck, parse_cards, shuffled_deck
+from tablectl.rules.poker import (
     DEALER_QUALIFIES_TCP,
     DECK_CODES,
     FiveCardCategory,

@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 from tablectl import cli
-from tablectl.poker import FiveCardCategory
-from tablectl.report import best_five_counts, report
+from tablectl.analysis.report import best_five_counts, report
+from tablectl.rules.poker import FiveCardCategory
 
 F = FiveCardCategory
 

@@ -16,7 +16,7 @@ import pytest
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
 
-from tablectl.relay import topic_root
+from tablectl.mqtt.relay import topic_root
 
 from .conftest import EXAMPLE_CONFIG
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tablectl.cards import parse_cards
-from tablectl.paytables import Hand, operator_paytable
-from tablectl.progressive import EnvyBonus, Meter, ProgressivePayout
-from tablectl.settlement import (
+from tablectl.rules.cards import parse_cards
+from tablectl.rules.paytables import Hand, operator_paytable
+from tablectl.rules.progressive import EnvyBonus, Meter, ProgressivePayout
+from tablectl.rules.settlement import (
     LirRules,
     LirSeat,
     MissingPaytable,

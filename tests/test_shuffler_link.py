@@ -18,7 +18,7 @@ from tablectl.simulators.broker import free_port
 from tablectl.simulators.shuffler import ShufflerSimulator
 
 from tablectl.config import ShufflerSection
-from tablectl.table import (
+from tablectl.core.round import (
     Event,
     ShuffleCompleted,
     ShufflerFault,

@@ -6,10 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from tablectl.cards import parse_cards
-from tablectl.paytables import Hand
-from tablectl.progressive import Meter, settlement_order
-from tablectl.table import (
+from tablectl.core.round import (
     ChipSensed,
     Effect,
     Event,
@@ -31,6 +28,9 @@ from tablectl.table import (
     VoidRound,
     step,
 )
+from tablectl.rules.cards import parse_cards
+from tablectl.rules.paytables import Hand
+from tablectl.rules.progressive import Meter, settlement_order
 
 RULES = Rules(
     seats=7,

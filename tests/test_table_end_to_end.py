@@ -8,8 +8,8 @@ import json
 import aiomqtt
 
 from tablectl import cli
-from tablectl.relay import topic_root
-from tablectl.table import Phase
+from tablectl.core.round import Phase
+from tablectl.mqtt.relay import topic_root
 
 from .conftest import SimulatedTable
 

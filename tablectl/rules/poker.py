@@ -18,7 +18,7 @@ from functools import cache
 from itertools import combinations, combinations_with_replacement
 from math import prod
 
-from tablectl.cards import Card, full_deck
+from tablectl.rules.cards import Card, full_deck
 
 CATEGORY_SHIFT = 20  # five tie-break ranks of 4 bits each sit below the category
 THREE_CATEGORY_SHIFT = 12

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from tablectl.cards import Card
-from tablectl.hands import three_card_classes
-from tablectl.paytables import PAYTABLES, TCP, TCP_ENVY_CENTS, Hand, PayKind, Paytable
+from tablectl.rules.cards import Card
+from tablectl.rules.hands import three_card_classes
+from tablectl.rules.paytables import PAYTABLES, TCP, TCP_ENVY_CENTS, Hand, PayKind, Paytable
 
 # Rates are whole basis points (hundredths of a percent); a contribution's exact value is
 # wager_cents * rate_bp ten-thousandths of a cent.

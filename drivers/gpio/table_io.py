@@ -1,7 +1,7 @@
 """Seat sensors, seat lights and the lock-out button, on gpiozero.
 
 gpiozero calls back on its own threads; each edge is stamped there and handed to the event
-loop with call_soon_threadsafe. Debounce timing runs on the loop (tablectl.debounce).
+loop with call_soon_threadsafe. Debounce timing runs on the loop (tablectl.drivers.gpio.debounce).
 With backend "mock" the pins are gpiozero's MockFactory, driven by simulators and tests.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 import structlog
 from gpiozero import LED, DigitalInputDevice
 from gpiozero.pins.mock import MockFactory
+from tablectl.drivers.gpio.debounce import PresenceDebouncer, PressDebouncer
 from tablectl.drivers.link import monotonic_ms
 
 from tablectl.config import GpioSection
-from tablectl.debounce import PresenceDebouncer, PressDebouncer
 
 log = structlog.get_logger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tablectl.paytables import LIR, TCP, UTH
+from tablectl.rules.paytables import LIR, TCP, UTH
 
 SECTION = {TCP: "649a.13", UTH: "653a.13", LIR: "643a.13"}
 

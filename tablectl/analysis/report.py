@@ -26,10 +26,20 @@ from itertools import combinations, combinations_with_replacement
 from math import comb, prod
 from typing import Any
 
-from tablectl.cards import full_deck
-from tablectl.hands import five_card_classes_of_value, three_card_classes
-from tablectl.paytables import LIR, PAYTABLES, TCP, UTH, Hand, Pay, PayKind, Paytable, paytable
-from tablectl.poker import (
+from tablectl.rules.cards import full_deck
+from tablectl.rules.hands import five_card_classes_of_value, three_card_classes
+from tablectl.rules.paytables import (
+    LIR,
+    PAYTABLES,
+    TCP,
+    UTH,
+    Hand,
+    Pay,
+    PayKind,
+    Paytable,
+    paytable,
+)
+from tablectl.rules.poker import (
     _FLUSH,
     DEALER_QUALIFIES_TCP,
     DECK_CODES,

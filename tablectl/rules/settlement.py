@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
-from tablectl.cards import Card
-from tablectl.hands import (
+from tablectl.rules.cards import Card
+from tablectl.rules.hands import (
     five_card_classes,
     five_card_classes_of_value,
     six_card_bonus_classes,
     three_card_classes,
 )
-from tablectl.paytables import (
+from tablectl.rules.paytables import (
     LIR,
     PAYTABLES,
     TCP,
@@ -32,7 +32,7 @@ from tablectl.paytables import (
     PayKind,
     Paytable,
 )
-from tablectl.poker import (
+from tablectl.rules.poker import (
     CATEGORY_SHIFT,
     DEALER_QUALIFIES_TCP,
     DEALER_QUALIFIES_UTH,
@@ -40,7 +40,7 @@ from tablectl.poker import (
     five_card_value,
     three_card_value,
 )
-from tablectl.progressive import (
+from tablectl.rules.progressive import (
     EnvyBonus,
     Meter,
     ProgressivePayout,

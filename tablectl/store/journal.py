@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tablectl.ids import uuid7
+from tablectl.util.ids import uuid7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (

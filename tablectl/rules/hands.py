@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tablectl.cards import Card
-from tablectl.paytables import Hand
-from tablectl.poker import (
+from tablectl.rules.cards import Card
+from tablectl.rules.paytables import Hand
+from tablectl.rules.poker import (
     FiveCardCategory,
     ThreeCardCategory,
     five_card_category,

@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tablectl.cards import Card
 from tablectl.config import TableConfig
-from tablectl.irregularities import Irregularity, NotApplicable, Ruling, rule_on
-from tablectl.paytables import TCP
-from tablectl.progressive import (
+from tablectl.rules.cards import Card
+from tablectl.rules.irregularities import Irregularity, NotApplicable, Ruling, rule_on
+from tablectl.rules.paytables import TCP
+from tablectl.rules.progressive import (
     EnvyBonus,
     Meter,
     ProgressivePayout,

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 import aiomqtt
 import structlog
 
-from tablectl.backoff import Backoff
 from tablectl.config import MqttSection
-from tablectl.journal import JournalRow, Store
+from tablectl.store.journal import JournalRow, Store
+from tablectl.util.backoff import Backoff
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

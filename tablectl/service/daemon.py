@@ -21,15 +21,9 @@ from typing import Any
 import structlog
 from gpiozero.exc import GPIOZeroError
 
-from tablectl import sdnotify
 from tablectl.config import TableConfig
-from tablectl.control import ControlServer
-from tablectl.drivers.gpio import TableGpio, make_pin_factory
-from tablectl.drivers.link import LinkError
-from tablectl.drivers.shuffler import ShufflerDriver
-from tablectl.journal import Store
-from tablectl.relay import Relay
-from tablectl.table import (
+from tablectl.control.server import ControlServer
+from tablectl.core.round import (
     METER_ID,
     ChipSensed,
     Effect,
@@ -46,6 +40,12 @@ from tablectl.table import (
     TableState,
     step,
 )
+from tablectl.drivers.gpio.table_io import TableGpio, make_pin_factory
+from tablectl.drivers.link import LinkError
+from tablectl.drivers.shuffler import ShufflerDriver
+from tablectl.mqtt.relay import Relay
+from tablectl.store.journal import Store
+from tablectl.util import sdnotify
 
 log = structlog.get_logger(__name__)
 

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tablectl import control, logs
 from tablectl.config import ConfigError, load_config
+from tablectl.control import client as control
+from tablectl.util import logs
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -196,7 +197,7 @@ async def _simulate_shuffler(args: argparse.Namespace) -> int:
 
 
 def _journal(args: argparse.Namespace) -> int:
-    from tablectl.journal import Store
+    from tablectl.store.journal import Store
 
     path = load_config(args.config).storage.database
     if not path.exists():
@@ -241,7 +242,7 @@ def _journal(args: argparse.Namespace) -> int:
 
 
 def _paytable_report(args: argparse.Namespace) -> int:
-    from tablectl.report import ReportError, report
+    from tablectl.analysis.report import ReportError, report
 
     try:
         result = report(args.game, args.wager, args.paytable)
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "paytable":
             return _paytable_report(args)
         if args.verb == "run":
-            from tablectl.daemon import Daemon, StartupError
+            from tablectl.service.daemon import Daemon, StartupError
 
             config = load_config(args.config)
             try:
