@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import parse_cards
 from tablectl.rules.paytables import Hand, operator_paytable
-from tablectl.rules.progressive import EnvyBonus, Meter, ProgressivePayout
+from tablectl.rules.progressive import EnvyBonus, ProgressivePayout
 from tablectl.rules.settlement import (
     LirRules,
     LirSeat,
@@ -114,14 +115,14 @@ def test_tcp_envy_bonuses_at_one_and_five_dollars(wager: int, spades: int, other
         TcpSeat(3, C("2c7d9h"), ante=100, play=False, progressive=wager),  # folded: still envies
         TcpSeat(4, C("3c8d4h"), ante=100, play=True),  # no progressive wager: no envy
     ]
-    s = settle_three_card_poker(rules, players, C("AdKdQd"), Meter(cents=250_000))
+    s = settle_three_card_poker(rules, players, C("AdKdQd"), LocalMeter(cents=250_000))
     envy = sorted(
         (p.seat, p.for_seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus)
     )
     assert envy == [(1, 2, other), (2, 1, spades), (3, 1, spades), (3, 2, other)]
     hits = [(p.seat, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)]
     assert hits == [(2, 500 * wager), (1, 250_000)]
-    assert s.meter == Meter(cents=100_000)
+    assert s.meter == LocalMeter(cents=100_000)
 
 
 # --- Ultimate Texas Hold 'Em ---------------------------------------------------------------
@@ -193,11 +194,11 @@ def test_uth_royal_on_the_board_pays_each_progressive_at_its_turn() -> None:
         for s, hole in ((2, C("2c3d")), (5, C("4h5s")))
     ]
     s = settle_ultimate_texas_holdem(
-        rules, players, board=C("AsKsQsJsTs"), dealer=C("9c8d"), meter=Meter(cents=3_456_789)
+        rules, players, board=C("AsKsQsJsTs"), dealer=C("9c8d"), meter=LocalMeter(cents=3_456_789)
     )
     hits = [(p.seat, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)]
     assert hits == [(5, 3_456_789), (2, 1_000_000)]
-    assert s.meter == Meter(cents=1_000_000)
+    assert s.meter == LocalMeter(cents=1_000_000)
     envy = sorted((p.seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus))
     assert envy == [(2, 100_000), (5, 100_000)]
     assert nets(s, 5)["play"] == (Outcome.PUSH, 0)  # everyone, dealer too, plays the board
@@ -214,13 +215,13 @@ def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
         players,
         board=C("QhJhTh2c3d"),
         dealer=C("4s4d"),
-        meter=Meter(cents=2_000_000, carry=1234),
+        meter=LocalMeter(cents=2_000_000, carry=1234),
     )
     hits = [
         (p.seat, p.hand, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)
     ]
     assert hits == [(4, Hand.STRAIGHT_FLUSH, 200_000), (1, Hand.ROYAL_FLUSH, 1_800_000)]
-    assert s.meter == Meter(cents=1_000_000, carry=1234)
+    assert s.meter == LocalMeter(cents=1_000_000, carry=1234)
     envy = sorted(
         (p.seat, p.for_seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus)
     )
@@ -232,11 +233,11 @@ def test_uth_2019_progressive_uses_two_cards_and_the_flop() -> None:
     player = UthSeat(1, C("7c7d"), ante=100, play_multiple=1, progressive=100)
     # Trips only come with the turn: on the flop alone the hand is a pair.
     s = settle_ultimate_texas_holdem(
-        rules, [player], board=C("2s5hKd7h9c"), dealer=C("3c4c"), meter=Meter(cents=1_000_000)
+        rules, [player], board=C("2s5hKd7h9c"), dealer=C("3c4c"), meter=LocalMeter(cents=1_000_000)
     )
     assert s.progressive == []
     s = settle_ultimate_texas_holdem(
-        rules, [player], board=C("7h5hKd2s9c"), dealer=C("3c4c"), meter=Meter(cents=1_000_000)
+        rules, [player], board=C("7h5hKd2s9c"), dealer=C("3c4c"), meter=LocalMeter(cents=1_000_000)
     )
     assert [(p.hand, p.amount_cents) for p in s.progressive] == [(Hand.THREE_OF_A_KIND, 900)]
 
@@ -250,7 +251,7 @@ def test_uth_payout_limit_spares_the_progressive() -> None:
     )
     player = UthSeat(1, C("AsKs"), ante=10_000, play_multiple=4, trips=100_000, progressive=100)
     s = settle_ultimate_texas_holdem(
-        rules, [player], board=C("QsJsTs2d3c"), dealer=C("2h2c"), meter=Meter(cents=9_000_000)
+        rules, [player], board=C("QsJsTs2d3c"), dealer=C("2h2c"), meter=LocalMeter(cents=9_000_000)
     )
     total = sum(r.net_cents for r in s.for_seat(1).values())
     assert total == 5_000_000  # 653a.12(e)

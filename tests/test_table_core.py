@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from tablectl.core.meters import LocalMeter
 from tablectl.core.round import (
     ChipSensed,
     Effect,
@@ -30,7 +31,7 @@ from tablectl.core.round import (
 )
 from tablectl.rules.cards import parse_cards
 from tablectl.rules.paytables import Hand
-from tablectl.rules.progressive import Meter, settlement_order
+from tablectl.rules.progressive import settlement_order
 
 RULES = Rules(
     seats=7,
@@ -112,9 +113,9 @@ def test_lockout_books_each_contribution_with_the_fraction_carried() -> None:
 
 
 def test_many_contributions_lose_nothing_to_rounding() -> None:
-    meter = Meter(cents=100_000)
+    meter = LocalMeter(cents=100_000)
     for _ in range(10_001):
-        meter = meter.add_units(100 * 1401)  # 14.01% of $1
+        meter = meter.contribute(100, 1401)[0]  # 14.01% of $1
     assert meter.units == 100_000 * 10_000 + 10_001 * 140_100
     assert meter.cents == 100_000 + 10_001 * 1401 // 100
 

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from tablectl.config import TableConfig
+from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.irregularities import Irregularity, NotApplicable, Ruling, rule_on
 from tablectl.rules.paytables import TCP
 from tablectl.rules.progressive import (
     EnvyBonus,
-    Meter,
     ProgressivePayout,
-    contribution_units,
     settle_tcp_progressive,
 )
 
@@ -195,7 +195,7 @@ class TableState(BaseModel):
     round_id: int = 0
     wagers: dict[int, int] = {}  # seat -> accepted Progressive Payout Wager, cents
     round_contribution_units: int = 0  # booked at lock-out; reversed exactly on a void
-    meter: Meter
+    meter: LocalMeter
     deck_ready: bool = False
     shuffle_requested: bool = False
     shuffler_fault: str | None = None  # 649a.13(e): cleared only by a reshuffle request
@@ -208,14 +208,14 @@ class TableState(BaseModel):
 
     @classmethod
     def initial(cls, rules: Rules) -> TableState:
-        return cls(meter=Meter(cents=rules.initial_cents))
+        return cls(meter=LocalMeter(cents=rules.initial_cents))
 
 
 def _count(state: TableState, name: str) -> dict[str, int]:
     return {**state.counters, name: state.counters.get(name, 0) + 1}
 
 
-def _meter_data(meter: Meter) -> dict[str, Any]:
+def _meter_data(meter: LocalMeter) -> dict[str, Any]:
     return {"meter_id": METER_ID, "meter_cents": meter.cents, "meter_carry": meter.carry}
 
 
@@ -348,8 +348,7 @@ def _lock(rules: Rules, s: TableState, fx: list[Effect], cause: str) -> TableSta
     meter = s.meter
     booked = 0
     for seat in seats:
-        units = contribution_units(s.wagers[seat], rules.rate_bp)
-        meter = meter.add_units(units)
+        meter, units = meter.contribute(s.wagers[seat], rules.rate_bp)
         booked += units
         fx.append(
             Journal(
@@ -450,7 +449,7 @@ def _settle(rules: Rules, s: TableState, event: Settle, fx: list[Effect]) -> Tab
                     )
                 )
                 if p.from_meter:
-                    reset = s.meter.reset_to(rules.reset_cents)
+                    reset = s.meter.pay_share(Fraction(1), rules.reset_cents)[0]
                     fx.append(
                         Journal(
                             "meter.reset",
@@ -513,7 +512,7 @@ def _void(s: TableState, reason: str, fx: list[Effect]) -> TableState:
         raise Rejected("no round in play to void")
     if reason not in VOID_RULES:
         raise Rejected(f"unknown void reason {reason!r}; one of {sorted(VOID_RULES)}")
-    meter = s.meter.add_units(-s.round_contribution_units)
+    meter = s.meter.reverse(s.round_contribution_units)
     fx.append(
         Journal(
             "round.voided",

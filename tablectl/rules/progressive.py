@@ -1,55 +1,22 @@
-"""Progressive meters and progressive payouts with Envy Bonuses. Pure.
+"""Progressive payouts with Envy Bonuses, settled in turn against a meter ledger. Pure.
 
-Money is integer cents. A contribution is wager x rate of progression; the part below one
-cent is carried forward in ten-thousandths of a cent, so no contribution is ever rounded away.
 Hits are paid in turn, each at the meter as it stands then (649a.12(e)(4), 653a.12(d)(4)).
+The meter itself is a ledger (tablectl.core.meters): settlement asks it to pay a share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
+from tablectl.core.meters import MeterLedger
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import three_card_classes
 from tablectl.rules.paytables import PAYTABLES, TCP, TCP_ENVY_CENTS, Hand, PayKind, Paytable
 
-# Rates are whole basis points (hundredths of a percent); a contribution's exact value is
-# wager_cents * rate_bp ten-thousandths of a cent.
-CARRY_DENOMINATOR = 10_000
-
-
-class Meter(BaseModel):
-    """A progressive meter: whole cents shown and paid, plus the carried fraction of a cent."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    cents: int
-    carry: int = 0  # ten-thousandths of a cent, 0 <= carry < CARRY_DENOMINATOR
-
-    @property
-    def units(self) -> int:
-        return self.cents * CARRY_DENOMINATOR + self.carry
-
-    @classmethod
-    def from_units(cls, units: int) -> Meter:
-        cents, carry = divmod(units, CARRY_DENOMINATOR)
-        return cls(cents=cents, carry=carry)
-
-    def add_units(self, units: int) -> Meter:
-        return Meter.from_units(self.units + units)
-
-    def reset_to(self, reset_cents: int) -> Meter:
-        """100% hit: the meter restarts at the reset amount; the carried fraction stays on it."""
-        return Meter(cents=reset_cents, carry=self.carry)
-
-
-def contribution_units(wager_cents: int, rate_bp: int) -> int:
-    """649a.12(e)(3): the rate of progression's share of one wager, exact."""
-    return wager_cents * rate_bp
-
+L = TypeVar("L", bound=MeterLedger)
 
 # 649a.12(e)(3): minimum rate of progression per paytable, in basis points.
 MIN_RATE_BP = {"A": 1400, "B": 2000}
@@ -62,8 +29,13 @@ class ProgressivePayout:
     seat: int
     hand: Hand
     amount_cents: int  # what the player receives (the wager was collected at lock-out)
-    from_meter: bool  # a share of the meter: not paid from the table inventory
+    share: Fraction | None  # of the meter (not paid from the table inventory), or None: odds
     meter_before_cents: int
+    meter_after_cents: int
+
+    @property
+    def from_meter(self) -> bool:
+        return self.share is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,42 +60,40 @@ def settle_progressive(
     envy_cents: Mapping[int, Mapping[Hand, int]],
     seats: int,
     reset_cents: int,
-    meter: Meter,
+    meter: L,
     wagers: Mapping[int, int],
     hands: Mapping[int, Sequence[Hand]],
     folded: frozenset[int] = frozenset(),
-) -> tuple[Meter, list[ProgressivePayout | EnvyBonus]]:
+    fold_forfeits: bool = True,
+) -> tuple[L, list[ProgressivePayout | EnvyBonus]]:
     """Pay each seat in turn at the meter as it stands then, with Envy Bonuses.
 
-    hands: each shown hand's classes, highest first. A folded Three Card Poker player
-    forfeits the Progressive Payout Wager but keeps Envy Bonus eligibility (649a.11(b)(2));
-    a folded hand is not shown, so it earns no one an Envy Bonus.
+    hands: each dealt hand's classes, highest first. A folded hand is never shown, so it
+    earns no one an Envy Bonus (649a.11(c)). A folded Three Card Poker player forfeits the
+    Progressive Payout Wager but keeps Envy Bonus eligibility (649a.11(b)(2)): fold_forfeits.
     """
     any_envy = {h for table in envy_cents.values() for h in table}
     envy_hands = {
         seat: next(h for h in classes if h in any_envy)
         for seat, classes in hands.items()
-        if any(h in any_envy for h in classes)
+        if seat not in folded and any(h in any_envy for h in classes)
     }
     payouts: list[ProgressivePayout | EnvyBonus] = []
     for seat in settlement_order(seats):
         wager = wagers.get(seat)
         if wager is None:
             continue
-        won = None if seat in folded else paytable.pay_for(list(hands.get(seat, [])))
+        forfeited = fold_forfeits and seat in folded
+        won = None if forfeited else paytable.pay_for(list(hands.get(seat, [])))
         if won is not None:
             hand, pay = won
+            before = meter.cents
             if pay.kind is PayKind.METER:
-                # A share of the meter; a 100% hit restarts it at the reset amount.
-                amount = meter.cents * pay.odds.numerator // pay.odds.denominator
-                payouts.append(ProgressivePayout(seat, hand, amount, True, meter.cents))
-                if pay.odds == 1:
-                    meter = meter.reset_to(reset_cents)
-                else:
-                    meter = meter.add_units(-amount * CARRY_DENOMINATOR)
+                meter, amount = meter.pay_share(pay.odds, reset_cents)
+                payouts.append(ProgressivePayout(seat, hand, amount, pay.odds, before, meter.cents))
             else:
                 amount = wager * pay.odds.numerator // pay.odds.denominator
-                payouts.append(ProgressivePayout(seat, hand, amount, False, meter.cents))
+                payouts.append(ProgressivePayout(seat, hand, amount, None, before, before))
         # One bonus per other player's qualifying hand, never for one's own (649a.11(c)(5)(v)).
         for other in settlement_order(seats):
             other_hand = envy_hands.get(other)
@@ -138,11 +108,11 @@ def settle_tcp_progressive(
     paytable: str,
     seats: int,
     reset_cents: int,
-    meter: Meter,
+    meter: L,
     wagers: Mapping[int, int],
     hands: Mapping[int, tuple[Card, ...]],
     folded: frozenset[int],
-) -> tuple[Meter, list[ProgressivePayout | EnvyBonus]]:
+) -> tuple[L, list[ProgressivePayout | EnvyBonus]]:
     """Three Card Poker's Progressive Payout Wager (649a.12(e)) on the players' three cards."""
     return settle_progressive(
         paytable=PAYTABLES[TCP, "progressive", paytable],

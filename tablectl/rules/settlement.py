@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
+from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import (
     five_card_classes,
@@ -42,7 +43,6 @@ from tablectl.rules.poker import (
 )
 from tablectl.rules.progressive import (
     EnvyBonus,
-    Meter,
     ProgressivePayout,
     settle_progressive,
     settle_tcp_progressive,
@@ -74,7 +74,7 @@ class WagerResult:
 class Settlement:
     results: list[WagerResult] = field(default_factory=list)
     progressive: list[ProgressivePayout | EnvyBonus] = field(default_factory=list)
-    meter: Meter | None = None
+    meter: LocalMeter | None = None
 
     def for_seat(self, seat: int) -> dict[str, WagerResult]:
         return {r.wager: r for r in self.results if r.seat == seat}
@@ -209,7 +209,7 @@ def settle_three_card_poker(
     rules: TcpRules,
     players: Sequence[TcpSeat],
     dealer: tuple[Card, ...],
-    meter: Meter | None = None,
+    meter: LocalMeter | None = None,
 ) -> Settlement:
     _check_cards([dealer, *(p.cards for p in players)])
     for player in players:
@@ -336,7 +336,7 @@ def settle_ultimate_texas_holdem(
     players: Sequence[UthSeat],
     board: tuple[Card, ...],
     dealer: tuple[Card, ...],
-    meter: Meter | None = None,
+    meter: LocalMeter | None = None,
 ) -> Settlement:
     if len(board) != 5 or len(dealer) != 2 or any(len(p.hole) != 2 for p in players):
         raise ValueError("Ultimate Texas Hold 'Em: two cards each and five on the board")

@@ -1,0 +1,88 @@
+"""Progressive meters behind one seam: what the round core needs of a meter ledger. Pure.
+
+The core never does arithmetic on a meter itself; it asks its ledger. `LocalMeter` is the
+ledger of a meter kept on this table PC. A linked, floor-wide meter will be another ledger
+with the same operations (its amounts reconciled with the floor system by the shell), added
+to `MeterState` without touching the core.
+
+Money is integer cents. A contribution is wager x rate of progression; the part below one
+cent is carried in ten-thousandths of a cent, so no contribution is ever rounded away.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Literal, Protocol, Self
+
+from pydantic import BaseModel, ConfigDict
+
+# Rates are whole basis points (hundredths of a percent): one contribution is exactly
+# wager_cents * rate_bp ten-thousandths of a cent.
+CARRY_DENOMINATOR = 10_000
+
+
+class MeterLedger(Protocol):
+    """The operations the core and settlement use; every one returns a new ledger."""
+
+    @property
+    def meter_id(self) -> str: ...
+
+    @property
+    def cents(self) -> int:
+        """The amount shown on the meter and paid from it, in whole cents."""
+        ...
+
+    def contribute(self, wager_cents: int, rate_bp: int) -> tuple[Self, int]:
+        """Book one wager's contribution; returns the ledger and the exact units booked."""
+        ...
+
+    def reverse(self, units: int) -> Self:
+        """Take back contributions exactly (a voided round returns its wagers)."""
+        ...
+
+    def pay_share(self, share: Fraction, reset_cents: int) -> tuple[Self, int]:
+        """Pay a share of the meter; returns the ledger it leaves and the cents paid.
+
+        A 100 % hit restarts the meter at the reset amount; a smaller share (UTH's 10 %
+        straight flush) leaves the rest on the meter: it is not a reset.
+        """
+        ...
+
+
+class LocalMeter(BaseModel):
+    """A meter kept on this table PC: whole cents plus the carried fraction of a cent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["local"] = "local"
+    meter_id: str = "progressive"
+    cents: int
+    carry: int = 0  # ten-thousandths of a cent, 0 <= carry < CARRY_DENOMINATOR
+
+    @property
+    def units(self) -> int:
+        return self.cents * CARRY_DENOMINATOR + self.carry
+
+    def _with_units(self, units: int) -> LocalMeter:
+        cents, carry = divmod(units, CARRY_DENOMINATOR)
+        return self.model_copy(update={"cents": cents, "carry": carry})
+
+    def contribute(self, wager_cents: int, rate_bp: int) -> tuple[LocalMeter, int]:
+        units = wager_cents * rate_bp
+        return self._with_units(self.units + units), units
+
+    def reverse(self, units: int) -> LocalMeter:
+        return self._with_units(self.units - units)
+
+    def pay_share(self, share: Fraction, reset_cents: int) -> tuple[LocalMeter, int]:
+        if not 0 < share <= 1:
+            raise ValueError(f"a meter share is more than 0 and at most 100 %, not {share}")
+        amount = self.cents * share.numerator // share.denominator
+        if share == 1:
+            # The carried fraction of a cent stays on the restarted meter: nothing is lost.
+            return self.model_copy(update={"cents": reset_cents}), amount
+        return self._with_units(self.units - amount * CARRY_DENOMINATOR), amount
+
+
+# Every kind of ledger the table state can hold (a linked meter joins this union).
+MeterState = LocalMeter
