@@ -7,105 +7,23 @@ field and cites the rule, so `tablectl config check` tells a technician exactly 
 from __future__ import annotations
 
 import tomllib
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, model_validator
 
-from tablectl.rules.progressive import MIN_RATE_BP, MIN_RESET_CENTS, PROGRESSIVE_WAGERS_CENTS
+from tablectl.core.events import TableRules
+from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
+from tablectl.util.money import Strict
 
 
-def _scaled_decimal(value: object, scale: int, what: str, example: str) -> int:
-    """A decimal written as a string or a whole number (never a float), times scale, exactly."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"write {what} as a quoted decimal such as {example}, not {value!r}")
-    try:
-        scaled = Decimal(value) * scale
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not {what}") from None
-    if scaled != scaled.to_integral_value():
-        raise ValueError(f"{value!r} is more precise than {what} can be ({example})")
-    return int(scaled)
-
-
-def _to_cents(value: object) -> int:
-    """Money: "1000.00" or whole dollars (1000), held as integer cents."""
-    return _scaled_decimal(value, 100, "money", '"1000.00" or whole dollars')
-
-
-def _to_basis_points(value: object) -> int:
-    """A percentage with at most two decimals ("14.25"), held as basis points."""
-    return _scaled_decimal(value, 100, "a percentage", '"14.5"')
-
-
-Cents = Annotated[int, BeforeValidator(_to_cents)]
-BasisPoints = Annotated[int, BeforeValidator(_to_basis_points)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TableSection(_Strict):
+class TableSection(Strict):
     site_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     table_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
-    game: Literal["three-card-poker"]
-    # 649a.2(a): betting positions for no more than seven players.
-    seats: int = Field(ge=1, le=7, description="649a.2(a): at most seven betting positions")
+    seats: int = Field(ge=1, le=7, description="betting positions; seat 1 is dealt first")
 
 
-class ProgressiveSection(_Strict):
-    wager: Cents
-    paytable: Literal["A", "B"]
-    rate_of_progression_percent: BasisPoints
-    initial_amount: Cents
-    reset_amount: Cents
-
-    @field_validator("wager")
-    @classmethod
-    def _wager_has_envy_table(cls, cents: int) -> int:
-        if cents not in PROGRESSIVE_WAGERS_CENTS:
-            raise ValueError(
-                "the Progressive Payout Wager must be $1 or $5: 649a.12(e)(5) defines "
-                "Envy Bonuses for those two amounts only"
-            )
-        return cents
-
-    @field_validator("initial_amount", "reset_amount")
-    @classmethod
-    def _at_least_minimum(cls, cents: int) -> int:
-        if cents < MIN_RESET_CENTS:
-            raise ValueError(
-                f"${Decimal(cents) / 100:,.2f} is below the $1,000.00 minimum "
-                "initial and reset amount of 649a.12(e)(3)"
-            )
-        return cents
-
-    @model_validator(mode="after")
-    def _rate_at_least_minimum(self) -> Self:
-        minimum = MIN_RATE_BP[self.paytable]
-        rate = self.rate_of_progression_percent
-        if rate < minimum:
-            raise ValueError(
-                f"rate_of_progression_percent {Decimal(rate) / 100}% is below the "
-                f"{Decimal(minimum) / 100}% minimum for paytable {self.paytable} "
-                "(649a.12(e)(3))"
-            )
-        if rate > 10_000:
-            raise ValueError("rate_of_progression_percent cannot exceed 100%")
-        return self
-
-
-class ShufflerSection(_Strict):
+class ShufflerSection(Strict):
     port: str = Field(min_length=1, description="serial device, or a pyserial URL (socket://)")
     baudrate: int = Field(default=115200, gt=0)
     address: int = Field(default=1, ge=0, le=255)
@@ -117,17 +35,17 @@ class ShufflerSection(_Strict):
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
 
 
-class GpioSection(_Strict):
+class GpioSection(Strict):
     backend: Literal["native", "mock"] = "native"
-    seat_sensor_pins: list[int]
-    seat_light_pins: list[int]
-    lockout_pin: int
+    seat_sensor_pins: list[Annotated[int, Field(ge=0, le=1023)]]
+    seat_light_pins: list[Annotated[int, Field(ge=0, le=1023)]]
+    lockout_pin: int = Field(ge=0, le=1023)
     active_low: bool = True
     chip_present_ms: int = Field(default=150, ge=10, le=2000)
     lockout_debounce_ms: int = Field(default=50, ge=0, le=1000)
 
 
-class MqttSection(_Strict):
+class MqttSection(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
     username: str | None = None
@@ -139,7 +57,7 @@ class MqttSection(_Strict):
     publish_window: int = Field(default=8, ge=1, le=100)
 
 
-class StorageSection(_Strict):
+class StorageSection(Strict):
     data_dir: Path
     control_socket: Path | None = None  # default: data_dir / "control.sock"
 
@@ -152,13 +70,23 @@ class StorageSection(_Strict):
         return self.data_dir / "tablectl.sqlite3"
 
 
-class TableConfig(_Strict):
+class TableConfig(Strict):
     table: TableSection
-    progressive: ProgressiveSection
+    game: GameConfig
     shuffler: ShufflerSection
     gpio: GpioSection
     mqtt: MqttSection = MqttSection()
     storage: StorageSection
+
+    @model_validator(mode="after")
+    def _seats_the_game_allows(self) -> Self:
+        most = MAX_SEATS[self.game.name]
+        if self.table.seats > most:
+            raise ValueError(
+                f"table.seats {self.table.seats}: a table of {self.game.name} has at most "
+                f"{most} betting positions ({SEAT_RULES[self.game.name]})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_sensor_and_light_per_seat(self) -> Self:
@@ -180,6 +108,10 @@ class TableConfig(_Strict):
             raise ValueError(f"gpio pins used twice: {dupes}")
         return self
 
+    def rules(self) -> TableRules:
+        """What the round core needs of this config (journaled with every power-up)."""
+        return TableRules(seats=self.table.seats, decks=self.shuffler.decks, game=self.game)
+
 
 class ConfigError(Exception):
     """A config file that cannot be used; `errors` holds one line per problem."""
@@ -191,10 +123,15 @@ class ConfigError(Exception):
 
 
 def _describe(err: dict[str, object]) -> str:
-    loc = ".".join(str(part) for part in err["loc"])  # type: ignore[attr-defined]
+    parts = [str(part) for part in err["loc"]]  # type: ignore[attr-defined]
+    if parts[:1] == ["game"] and parts[1:2] and parts[1] in MAX_SEATS:
+        del parts[1]  # the union's tag: the file says game.progressive, not game.<name>...
+    loc = ".".join(parts)
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key (not part of the configuration schema)"
+    if err["type"] == "union_tag_invalid":
+        msg = f"game.name must be one of {', '.join(MAX_SEATS)}"
     return f"{loc}: {msg}" if loc else msg
 
 
@@ -204,9 +141,15 @@ def load_config(path: Path) -> TableConfig:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(path, [f"cannot read: {exc.strerror}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, [f"not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from exc
+    except RecursionError:
+        raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
     try:
         return TableConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(path, [_describe(dict(e)) for e in exc.errors()]) from exc
+    except RecursionError:
+        raise ConfigError(path, ["a value is nested too deeply"]) from None

@@ -11,12 +11,17 @@ import pytest
 
 from tablectl import cli
 from tablectl.config import ConfigError, load_config
+from tablectl.core.games import GAME_NAMES
 
-from .conftest import EXAMPLE_CONFIG
+from .conftest import EXAMPLE_CONFIG, REPO
+
+GAME_CONFIGS = [REPO / "config" / f"{g}.toml" for g in GAME_NAMES]
 
 
-def write_variant(tmp_path: Path, *replacements: tuple[str, str]) -> Path:
-    text = EXAMPLE_CONFIG.read_text()
+def write_variant(
+    tmp_path: Path, *replacements: tuple[str, str], base: Path = EXAMPLE_CONFIG
+) -> Path:
+    text = base.read_text()
     for pattern, new in replacements:
         text, n = re.subn(pattern, new, text, count=1, flags=re.MULTILINE)
         assert n == 1, f"example config has no line matching {pattern!r}"
@@ -33,9 +38,21 @@ def errors_of(path: Path) -> list[str]:
 
 def test_example_config_is_valid() -> None:
     cfg = load_config(EXAMPLE_CONFIG)
-    assert cfg.progressive.wager == 100
-    assert cfg.progressive.rate_of_progression_percent == 1450  # basis points, exact
-    assert cfg.progressive.reset_amount == 100_000
+    game = cfg.game.table_game()
+    assert game.wager_cents == 100
+    assert game.meter is not None
+    assert game.meter.rate_bp == 1450  # basis points, exact
+    assert game.meter.reset_cents == 100_000
+
+
+@pytest.mark.parametrize("path", GAME_CONFIGS, ids=GAME_NAMES)
+def test_every_game_has_an_example_config_that_round_trips(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.game.name == path.stem
+    # The rules are journaled with every power-up and read back by replay: exactly the same.
+    rules = cfg.rules()
+    assert type(rules).model_validate(rules.model_dump(mode="json")) == rules
+    assert cli.main(["config", "check", str(path)]) == 0
 
 
 @pytest.mark.parametrize(
@@ -43,17 +60,17 @@ def test_example_config_is_valid() -> None:
     [
         (
             [(r"^rate_of_progression_percent = .*$", 'rate_of_progression_percent = "13.99"')],
-            "progressive: Value error, rate_of_progression_percent 13.99% is below the 14% "
+            "game.progressive: Value error, rate_of_progression_percent 13.99% is below the 14% "
             "minimum for paytable A (649a.12(e)(3))",
         ),
         (
             [(r"^paytable = .*$", 'paytable = "B"')],
-            "progressive: Value error, rate_of_progression_percent 14.5% is below the 20% "
+            "game.progressive: Value error, rate_of_progression_percent 14.5% is below the 20% "
             "minimum for paytable B (649a.12(e)(3))",
         ),
         (
             [(r"^reset_amount = .*$", 'reset_amount = "999.99"')],
-            "progressive.reset_amount: $999.99 is below the $1,000.00 minimum initial and "
+            "game.progressive.reset_amount: $999.99 is below the $1,000.00 minimum initial and "
             "reset amount of 649a.12(e)(3)",
         ),
         (
@@ -62,12 +79,12 @@ def test_example_config_is_valid() -> None:
         ),
         (
             [(r"^wager = .*$", 'wager = "2.00"')],
-            "progressive.wager: the Progressive Payout Wager must be $1 or $5: 649a.12(e)(5) "
+            "game.progressive.wager: the Progressive Payout Wager must be $1 or $5: 649a.12(e)(5) "
             "defines Envy Bonuses for those two amounts only",
         ),
         (
             [(r"^initial_amount = .*$", "initial_amount = 1000.5")],
-            'progressive.initial_amount: write money as a quoted decimal such as "1000.00" '
+            'game.progressive.initial_amount: write money as a quoted decimal such as "1000.00" '
             "or whole dollars, not 1000.5",
         ),
         (
@@ -96,7 +113,7 @@ def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
     assert len(errors) == 3
     assert {e.split(":")[0] for e in errors} == {
         "table.seats",
-        "progressive.reset_amount",
+        "game.progressive.reset_amount",
         "gpio.bounce",
     }
 
@@ -113,7 +130,7 @@ def test_config_check_exits_2_listing_the_errors(
     path = write_variant(tmp_path, (r"^paytable = .*$", 'paytable = "C"'))
     assert cli.main(["config", "check", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "progressive.paytable: Input should be 'A' or 'B'" in err
+    assert "game.progressive.paytable: Input should be 'A' or 'B'" in err
     assert cli.main(["config", "check", str(EXAMPLE_CONFIG)]) == 0
 
 
@@ -138,3 +155,82 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[table\n")
     assert errors_of(bad)[0].startswith("not valid TOML")
+
+
+@pytest.mark.parametrize(
+    ("game", "replacements", "expected"),
+    [
+        (
+            "ultimate-texas-holdem",
+            [(r"^reset_amount = .*$", 'reset_amount = "9999.99"')],
+            "game.progressive.reset_amount: $9,999.99 is below the $10,000.00 minimum initial "
+            "and reset amount of 653a.12(d)(3)",
+        ),
+        (
+            "ultimate-texas-holdem",
+            [
+                (r"^seats = 6", "seats = 7"),
+                (r"^seat_sensor_pins = .*$", "seat_sensor_pins = [5, 6, 13, 19, 26, 21, 20]"),
+                (r"^seat_light_pins = .*$", "seat_light_pins = [17, 27, 22, 23, 24, 25, 12]"),
+            ],
+            "table.seats 7: a table of ultimate-texas-holdem has at most 6 betting positions "
+            "(653a.2(a))",
+        ),
+        (
+            "ultimate-texas-holdem",
+            [(r'^text = "2019"', 'text = "2020"')],
+            "game.text: Input should be '2012' or '2019'",
+        ),
+        (
+            "let-it-ride",
+            [(r'^wager = "1.00"', 'wager = "1.50"')],
+            "game.bonus.wager: the Let It Ride Bonus Wager is whole dollars: the amounts of "
+            "643a.12(b) are for a $1 wager and paid in proportion",
+        ),
+        (
+            "let-it-ride",
+            [(r'^name = "let-it-ride"', 'name = "baccarat"')],
+            "game: game.name must be one of three-card-poker, ultimate-texas-holdem, let-it-ride",
+        ),
+    ],
+)
+def test_each_game_checks_its_own_rules(
+    tmp_path: Path, game: str, replacements: list[tuple[str, str]], expected: str
+) -> None:
+    base = REPO / "config" / f"{game}.toml"
+    assert errors_of(write_variant(tmp_path, *replacements, base=base)) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("latin-1", "not UTF-8 text"),
+        ("utf-16", "not UTF-8 text"),
+        ("nested", "nested too deeply"),
+        ('initial_amount = "Infinity"', "is not money a table can use"),
+        ('initial_amount = "1e999999"', "is not money a table can use"),
+        ('initial_amount = "1e30"', "is not money a table can use"),
+        ('initial_amount = "-1000"', "outside $0 to $100,000,000"),
+        ("lockout_pin = -16", "gpio.lockout_pin: Input should be greater than or equal to 0"),
+    ],
+)
+def test_malformed_values_are_exit_2_naming_the_field(
+    tmp_path: Path, content: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = EXAMPLE_CONFIG.read_text()
+    path = tmp_path / "table.toml"
+    if content == "latin-1":
+        path.write_bytes(
+            text.replace("tcp-07", "tcp-07").encode() + "# caf\xe9\n".encode("latin-1")
+        )
+    elif content == "utf-16":
+        path.write_bytes(text.encode("utf-16"))
+    elif content == "nested":
+        path.write_text(text + "deep = " + "[" * 5000 + "]" * 5000 + "\n")
+    else:
+        key = content.split(" = ")[0]
+        text, n = re.subn(rf"^{key} = .*$", content, text, count=1, flags=re.MULTILINE)
+        assert n == 1
+        path.write_text(text)
+    assert cli.main(["config", "check", str(path)]) == 2
+    assert expected in capsys.readouterr().err

@@ -32,6 +32,11 @@ class MeterLedger(Protocol):
         """The amount shown on the meter and paid from it, in whole cents."""
         ...
 
+    @property
+    def carry(self) -> int:
+        """Contributions below one cent, in ten-thousandths of a cent, kept for later."""
+        ...
+
     def contribute(self, wager_cents: int, rate_bp: int) -> tuple[Self, int]:
         """Book one wager's contribution; returns the ledger and the exact units booked."""
         ...

@@ -1,185 +1,45 @@
-"""The table's round state machine: (state, event) -> (state, effects). Pure: no I/O, no clock.
+"""The table's round state machine, for every game: (state, input) -> (state, effects). Pure.
 
-A round opens when a verified deck is ready, accepts Progressive Payout Wagers until the
-dealer's lock-out, books meter contributions at lock-out, then settles or is voided.
+A round opens when a verified deck is ready and no jackpot is pending, recognises the table
+game system's wagers until the dealer's lock-out edge, counts them (booking each one's meter
+contribution), then is settled on the cards shown or voided. The game module (core/games)
+supplies every rule that differs between games; this module never names a game.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
-from fractions import Fraction
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tablectl.config import TableConfig
-from tablectl.core.meters import LocalMeter
-from tablectl.rules.cards import Card
-from tablectl.rules.irregularities import Irregularity, NotApplicable, Ruling, rule_on
-from tablectl.rules.paytables import TCP
-from tablectl.rules.progressive import (
-    EnvyBonus,
-    ProgressivePayout,
-    settle_tcp_progressive,
+from tablectl.core import effects as rec
+from tablectl.core.effects import Effect, Lamp, ReportRestingChips, RequestShuffle, SeatLamp
+from tablectl.core.events import (
+    ChipSensed,
+    ConfirmDocumentation,
+    Event,
+    LockoutPressed,
+    NewDeckRegistered,
+    PowerUp,
+    ReshuffleRequested,
+    Settle,
+    ShuffleCompleted,
+    ShuffleRequestFailed,
+    ShufflerFault,
+    ShufflerRebooted,
+    ShuffleStarted,
+    TableRules,
+    ValidateHit,
+    VoidRound,
 )
+from tablectl.core.games.base import DECK_SIZE, Hit, RoundCards, TableGame
+from tablectl.core.meters import LocalMeter, MeterState
 
-DECK_SIZE = 52
-
-
-def _ruling(what: Irregularity) -> Ruling | None:
-    try:
-        return rule_on(TCP, what, face_up_cards=2)
-    except NotApplicable:
-        return None
-
-
-METER_ID = "progressive"
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """What the core needs of a table's configuration."""
-
-    seats: int
-    wager_cents: int
-    paytable: str
-    rate_bp: int
-    initial_cents: int
-    reset_cents: int
-    decks: int
-
-    @classmethod
-    def from_config(cls, config: TableConfig) -> Rules:
-        p = config.progressive
-        return cls(
-            seats=config.table.seats,
-            wager_cents=p.wager,
-            paytable=p.paytable,
-            rate_bp=p.rate_of_progression_percent,
-            initial_cents=p.initial_amount,
-            reset_cents=p.reset_amount,
-            decks=config.shuffler.decks,
-        )
-
-
-# --- events -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PowerUp:
-    """The daemon started; whatever it was doing before is treated as interrupted."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChipSensed:
-    seat: int
-    present: bool  # already debounced: the chip has rested (or left) for the configured time
-
-
-@dataclass(frozen=True, slots=True)
-class LockoutPressed:
-    """The dealer announced "no more bets" with the lock-out button."""
-
-
-@dataclass(frozen=True, slots=True)
-class ShuffleStarted:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ShuffleCompleted:
-    card_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class ShufflerFault:
-    code: str  # jam, stopped, cycle-incomplete, door-open
-
-
-@dataclass(frozen=True, slots=True)
-class ShufflerRebooted:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ShuffleRequestFailed:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    """The dealer's entry of the shown hands (card reading comes later) and who folded."""
-
-    hands: dict[int, tuple[Card, ...]]
-    folded: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class VoidRound:
-    reason: str  # e.g. shoe-jam (649a.13(f)), dealer-card-exposed (649a.13(d))
-
-
-@dataclass(frozen=True, slots=True)
-class NewDeckRegistered:
-    """A replacement deck was brought to the table after a miscount (649a.5(b))."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReshuffleRequested:
-    """The dealer cleared a shuffler fault and asks for the reshuffle of 649a.13(e)."""
-
-
-Event = (
-    PowerUp
-    | ChipSensed
-    | LockoutPressed
-    | ShuffleStarted
-    | ShuffleCompleted
-    | ShufflerFault
-    | ShufflerRebooted
-    | ShuffleRequestFailed
-    | Settle
-    | VoidRound
-    | NewDeckRegistered
-    | ReshuffleRequested
-)
-
-# --- effects ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Journal:
-    """A domain event to append to the durable journal (and so publish)."""
-
-    type: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class SeatLight:
-    seat: int
-    on: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RequestShuffle:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ReportRestingChips:
-    """Betting opened: report chips already resting on sensors, placed before it opened."""
-
-
-Effect = Journal | SeatLight | RequestShuffle | ReportRestingChips
+HIT_HISTORY = 25  # hits kept in the state for status and the birth message
 
 
 class Rejected(Exception):
-    """A dealer command that is not allowed now; the state is unchanged."""
-
-
-# --- state ------------------------------------------------------------------------------
+    """A command that is not allowed now; the state is unchanged."""
 
 
 class Phase(StrEnum):
@@ -188,18 +48,47 @@ class Phase(StrEnum):
     LOCKED = "locked"  # "no more bets": wagers frozen, cards in play
 
 
+class HitEntry(BaseModel):
+    """A progressive payout and where its floor workflow stands."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hit_id: str
+    round_id: int
+    seat: int
+    hand: str
+    amount_cents: int
+    basis: str
+    paid_from_table_inventory: bool
+    validated_by: str | None = None
+    documented_by: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.validated_by is not None and (
+            self.paid_from_table_inventory or self.documented_by is not None
+        )
+
+
 class TableState(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    game: str
     phase: Phase = Phase.CLOSED
     round_id: int = 0
-    wagers: dict[int, int] = {}  # seat -> accepted Progressive Payout Wager, cents
-    round_contribution_units: int = 0  # booked at lock-out; reversed exactly on a void
-    meter: LocalMeter
+    wagers: dict[int, int] = {}  # seat -> accepted table-system wager, cents
+    lockout_at_ns: int | None = None
+    undecided: tuple[int, ...] = ()  # chips that arrived before the edge, still resting
+    decided_after_lockout: tuple[int, ...] = ()
+    counted: bool = False  # the accepted count is final and contributions are booked
+    round_contribution_units: int = 0  # reversed exactly on a void
+    meter: MeterState | None = None
     deck_ready: bool = False
     shuffle_requested: bool = False
     shuffler_fault: str | None = None  # 649a.13(e): cleared only by a reshuffle request
     blocked: str | None = None  # 649a.5(b): the deck left the table; a new one is needed
+    hits_pending: tuple[HitEntry, ...] = ()  # hold the table (649a.11(c)(5))
+    hit_history: tuple[HitEntry, ...] = ()  # newest first
     counters: dict[str, int] = {}
 
     @property
@@ -207,91 +96,117 @@ class TableState(BaseModel):
         return self.phase is Phase.BETTING
 
     @classmethod
-    def initial(cls, rules: Rules) -> TableState:
-        return cls(meter=LocalMeter(cents=rules.initial_cents))
+    def initial(cls, rules: TableRules) -> TableState:
+        game = rules.game.table_game()
+        meter = game.meter
+        return cls(
+            game=game.name,
+            meter=None
+            if meter is None
+            else LocalMeter(meter_id=meter.meter_id, cents=meter.initial_cents),
+        )
 
 
 def _count(state: TableState, name: str) -> dict[str, int]:
     return {**state.counters, name: state.counters.get(name, 0) + 1}
 
 
-def _meter_data(meter: LocalMeter) -> dict[str, Any]:
-    return {"meter_id": METER_ID, "meter_cents": meter.cents, "meter_carry": meter.carry}
+def _reading(meter: MeterState, cents: int | None = None) -> rec.MeterReading:
+    """What a record says of the meter it leaves (cents: a hit's, before later hits)."""
+    return rec.MeterReading(
+        meter_id=meter.meter_id,
+        meter_cents=meter.cents if cents is None else cents,
+        meter_carry=meter.carry,
+    )
 
 
 # --- transitions ------------------------------------------------------------------------
 
 
-def step(rules: Rules, state: TableState, event: Event) -> tuple[TableState, list[Effect]]:
-    """Apply one event. Dealer commands that are not allowed now raise Rejected."""
-    effects: list[Effect] = []
-    state = _apply(rules, state, event, effects)
-    state = _advance(rules, state, effects)
-    return state, effects
+def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState, list[Effect]]:
+    """Apply one input. Commands that are not allowed now raise Rejected."""
+    game = rules.game.table_game()
+    if game.name != state.game:
+        raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
+    fx: list[Effect] = []
+    state = _apply(rules, game, state, event, fx)
+    state = _advance(rules, state, fx)
+    return state, fx
 
 
-def _apply(rules: Rules, s: TableState, event: Event, fx: list[Effect]) -> TableState:
+def _apply(
+    rules: TableRules, game: TableGame, s: TableState, event: Event, fx: list[Effect]
+) -> TableState:
     match event:
         case PowerUp():
-            # Lock-out is the safe state: a round that was taking bets is closed at once.
+            # Lock-out is the safe state: a round that was taking bets is closed at once,
+            # and chips that were still resting cannot be confirmed any more.
             if s.phase is Phase.BETTING:
-                s = _lock(rules, s, fx, cause="power-up")
+                s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
+            if s.phase is Phase.LOCKED and not s.counted:
+                s = _finish_count(game, s.model_copy(update={"undecided": ()}), fx)
             # Whatever the shuffler held before is unknown now: reshuffle.
             return s.model_copy(update={"deck_ready": False, "shuffle_requested": False})
-        case ChipSensed(seat=seat, present=present):
-            return _chip(rules, s, seat, present, fx)
-        case LockoutPressed():
+        case ChipSensed():
+            return _chip(rules, game, s, event, fx)
+        case LockoutPressed(at_ns=at_ns, undecided_seats=undecided):
             if s.phase is not Phase.BETTING:
                 return s.model_copy(update={"counters": _count(s, "lockout_presses_ignored")})
-            return _lock(rules, s, fx, cause="lockout-button")
+            return _lock(game, s, fx, cause="lockout-button", at_ns=at_ns, undecided=undecided)
         case ShuffleStarted():
-            fx.append(Journal("shuffle.started"))
+            fx.append(rec.ShuffleStartedRecord())
             return s.model_copy(update={"shuffle_requested": True})
         case ShuffleCompleted(card_count=count):
             return _shuffle_completed(s, count, fx)
         case ShufflerFault(code=code):
             # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
-            fx.append(Journal("shuffler.fault", {"code": code, "rule": "649a.13(e)"}))
+            fx.append(rec.ShufflerFaultRecord(code=code, rule="649a.13(e)"))
             return s.model_copy(
                 update={"deck_ready": False, "shuffle_requested": False, "shuffler_fault": code}
             )
         case ShufflerRebooted():
-            fx.append(Journal("shuffler.rebooted"))
+            fx.append(rec.ShufflerRebootedRecord())
             return s.model_copy(update={"deck_ready": False, "shuffle_requested": False})
         case ShuffleRequestFailed(reason=reason):
-            fx.append(Journal("shuffler.request_failed", {"reason": reason}))
+            fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
             return s.model_copy(update={"shuffle_requested": False})
         case Settle():
-            return _settle(rules, s, event, fx)
-        case VoidRound(reason=reason):
-            return _void(s, reason, fx)
-        case NewDeckRegistered():
+            return _settle(rules, game, s, event, fx)
+        case VoidRound():
+            return _void(game, s, event, fx)
+        case NewDeckRegistered(by=by):
             if s.blocked is None:
                 raise Rejected("no deck is waiting to be replaced")
-            fx.append(Journal("deck.registered", {"replaces": s.blocked}))
+            fx.append(rec.DeckRegistered(replaces=s.blocked, by=by))
             return s.model_copy(update={"blocked": None})
-        case ReshuffleRequested():
+        case ReshuffleRequested(by=by):
             if s.shuffler_fault is None:
                 raise Rejected("the shuffler reports no fault to recover from")
-            fx.append(Journal("shuffler.fault_cleared", {"code": s.shuffler_fault}))
+            fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=by))
             return s.model_copy(update={"shuffler_fault": None})
-    raise AssertionError(f"unhandled event {event!r}")
+        case ValidateHit() | ConfirmDocumentation():
+            return _floor(s, event, fx)
+    raise AssertionError(f"unhandled input {event!r}")
 
 
-def _advance(rules: Rules, s: TableState, fx: list[Effect]) -> TableState:
+def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
     usable = s.blocked is None and s.shuffler_fault is None
-    if s.phase is Phase.CLOSED and s.deck_ready and usable:
+    if s.phase is Phase.CLOSED and s.deck_ready and usable and not s.hits_pending:
         s = s.model_copy(
             update={
                 "phase": Phase.BETTING,
                 "round_id": s.round_id + 1,
                 "deck_ready": False,
                 "wagers": {},
+                "lockout_at_ns": None,
+                "undecided": (),
+                "decided_after_lockout": (),
+                "counted": False,
                 "round_contribution_units": 0,
             }
         )
-        fx.append(Journal("round.opened", {"round_id": s.round_id}))
+        fx.append(rec.RoundOpened(round_id=s.round_id))
         fx.append(ReportRestingChips())
     # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
     decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
@@ -301,89 +216,130 @@ def _advance(rules: Rules, s: TableState, fx: list[Effect]) -> TableState:
     return s
 
 
-def _chip(rules: Rules, s: TableState, seat: int, present: bool, fx: list[Effect]) -> TableState:
+def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: bool) -> TableState:
+    fx.append(
+        rec.WagerAccepted(
+            round_id=s.round_id, seat=seat, wager_cents=game.wager_cents, decided_after_lockout=late
+        )
+    )
+    fx.append(SeatLamp(seat=seat, lamp=Lamp.ON))  # 649a.2(c)(1): the device acknowledges it
+    return s.model_copy(update={"wagers": {**s.wagers, seat: game.wager_cents}})
+
+
+def _reject(game: TableGame, s: TableState, seat: int, reason: str, fx: list[Effect]) -> TableState:
+    # 649a.2(c)(2), 653a.2(c)(2), 643a.8(b): no wager is recognised after "no more bets".
+    fx.append(
+        rec.WagerRejected(
+            round_id=s.round_id, seat=seat, reason=reason, rule=game.table_wager.lockout_rule
+        )
+    )
+    return s.model_copy(update={"counters": _count(s, "wagers_rejected")})
+
+
+def _chip(
+    rules: TableRules, game: TableGame, s: TableState, chip: ChipSensed, fx: list[Effect]
+) -> TableState:
+    seat, present = chip.seat, chip.present
     if not 1 <= seat <= rules.seats:
         return s.model_copy(update={"counters": _count(s, "unknown_seat_events")})
-    if s.phase is not Phase.BETTING:
-        if not present:
-            return s
-        # 649a.2(c)(2): a wager placed after "no more bets" is never recognised.
-        reason = "after-lockout" if s.phase is Phase.LOCKED else "table-closed"
-        fx.append(
-            Journal("wager.rejected", {"round_id": s.round_id, "seat": seat, "reason": reason})
-        )
-        return s.model_copy(update={"counters": _count(s, "wagers_rejected")})
-    if present and seat not in s.wagers:
-        fx.append(
-            Journal(
-                "wager.accepted",
-                {"round_id": s.round_id, "seat": seat, "wager_cents": rules.wager_cents},
+    if s.phase is Phase.BETTING:
+        if present and seat not in s.wagers:
+            return _accept(game, s, seat, fx, late=False)
+        if not present and seat in s.wagers:
+            fx.append(rec.WagerWithdrawn(round_id=s.round_id, seat=seat))
+            fx.append(SeatLamp(seat=seat, lamp=Lamp.OFF))
+            return s.model_copy(update={"wagers": {k: v for k, v in s.wagers.items() if k != seat}})
+        return s
+    if s.phase is Phase.LOCKED and seat in s.undecided:
+        # The chip was on its way before the edge; its episode is decided now.
+        s = s.model_copy(update={"undecided": tuple(x for x in s.undecided if x != seat)})
+        assert s.lockout_at_ns is not None
+        if present and chip.since_ns < s.lockout_at_ns:
+            s = _accept(game, s, seat, fx, late=True)
+            s = s.model_copy(
+                update={"decided_after_lockout": tuple(sorted({*s.decided_after_lockout, seat}))}
             )
-        )
-        fx.append(SeatLight(seat, True))  # 649a.2(c)(1): the device acknowledges the wager
-        return s.model_copy(update={"wagers": {**s.wagers, seat: rules.wager_cents}})
-    if not present and seat in s.wagers:
-        fx.append(Journal("wager.withdrawn", {"round_id": s.round_id, "seat": seat}))
-        fx.append(SeatLight(seat, False))
-        return s.model_copy(update={"wagers": {k: v for k, v in s.wagers.items() if k != seat}})
+        elif present:
+            s = _reject(game, s, seat, "after-lockout", fx)
+        return s if s.undecided else _finish_count(game, s, fx)
+    if present and seat not in s.wagers:
+        reason = "after-lockout" if s.phase is Phase.LOCKED else "table-closed"
+        return _reject(game, s, seat, reason, fx)
     return s
 
 
-def _lock(rules: Rules, s: TableState, fx: list[Effect], cause: str) -> TableState:
-    """649a.8(b)/649a.10(a)(2): no more bets; book each wager's contribution to the meter."""
+def _lock(
+    game: TableGame,
+    s: TableState,
+    fx: list[Effect],
+    *,
+    cause: str,
+    at_ns: int | None,
+    undecided: tuple[int, ...],
+) -> TableState:
+    """No more bets (649a.8(b), 653a.8(b), 643a.8(b)): nothing placed after the edge counts."""
+    pending = tuple(sorted(set(undecided) - set(s.wagers)))
     seats = sorted(s.wagers)
     fx.append(
-        Journal(
-            "round.locked",
-            {
-                "round_id": s.round_id,
-                "cause": cause,
-                # 649a.8(b): the dealer checks the chips against this count.
-                "accepted_wagers": len(seats),
-                "seats": seats,
-                "total_wager_cents": sum(s.wagers.values()),
-            },
+        rec.RoundLocked(
+            round_id=s.round_id,
+            cause=cause,
+            accepted_wagers=len(seats),
+            seats=seats,
+            undecided_seats=list(pending),
+            rule=game.table_wager.lockout_rule,
         )
     )
-    meter = s.meter
-    booked = 0
-    for seat in seats:
-        meter, units = meter.contribute(s.wagers[seat], rules.rate_bp)
-        booked += units
-        fx.append(
-            Journal(
-                "meter.contribution",
-                {
-                    "round_id": s.round_id,
-                    "seat": seat,
-                    "wager_cents": s.wagers[seat],
-                    "rate_bp": rules.rate_bp,
-                    "contribution_ten_thousandths_cent": units,
-                    **_meter_data(meter),
-                },
+    s = s.model_copy(update={"phase": Phase.LOCKED, "lockout_at_ns": at_ns, "undecided": pending})
+    return s if pending else _finish_count(game, s, fx)
+
+
+def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
+    """The count is final: book each wager's meter contribution (649a.12(e)(3))."""
+    seats = sorted(s.wagers)
+    meter, booked = s.meter, 0
+    rules = game.meter
+    if meter is not None and rules is not None:
+        for seat in seats:
+            meter, units = meter.contribute(s.wagers[seat], rules.rate_bp)
+            booked += units
+            fx.append(
+                rec.MeterContribution(
+                    round_id=s.round_id,
+                    seat=seat,
+                    wager_cents=s.wagers[seat],
+                    rate_bp=rules.rate_bp,
+                    contribution_ten_thousandths_cent=units,
+                    meter=_reading(meter),
+                )
             )
+    fx.append(
+        rec.WagersCounted(
+            round_id=s.round_id,
+            accepted_wagers=len(seats),
+            seats=seats,
+            total_wager_cents=sum(s.wagers.values()),
+            decided_after_lockout=list(s.decided_after_lockout),
+            rule=game.table_wager.count_rule,
         )
+    )
     return s.model_copy(
-        update={"phase": Phase.LOCKED, "meter": meter, "round_contribution_units": booked}
+        update={"counted": True, "meter": meter, "round_contribution_units": booked}
     )
 
 
 def _shuffle_completed(s: TableState, count: int, fx: list[Effect]) -> TableState:
     ok = count == DECK_SIZE
-    fx.append(Journal("shuffle.completed", {"card_count": count, "count_ok": ok}))
+    fx.append(rec.ShuffleCompletedRecord(card_count=count, count_ok=ok))
     if ok:
         return s.model_copy(update={"deck_ready": True, "shuffle_requested": False})
-    # 649a.5(b): an incorrect count removes the deck from the table.
+    # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table.
     fx.append(
-        Journal(
-            "irregularity",
-            {
-                "kind": "deck-miscount",
-                "card_count": count,
-                "expected": DECK_SIZE,
-                "rule": "649a.5(b)",
-                "action": "deck removed; register a new deck",
-            },
+        rec.DeckMiscount(
+            card_count=count,
+            expected=DECK_SIZE,
+            rule="649a.5(b)",
+            action="deck removed; register a new deck",
         )
     )
     return s.model_copy(
@@ -396,142 +352,203 @@ def _shuffle_completed(s: TableState, count: int, fx: list[Effect]) -> TableStat
     )
 
 
-def _validate_settle(rules: Rules, s: TableState, event: Settle) -> None:
+def _basis(hit: Hit) -> str:
+    if hit.share is None:
+        return "odds-for-1"
+    return f"{hit.share * 100}%-of-meter"
+
+
+def _settle(
+    rules: TableRules, game: TableGame, s: TableState, event: Settle, fx: list[Effect]
+) -> TableState:
     if s.phase is not Phase.LOCKED:
         raise Rejected(f"no round to settle: the table is {s.phase.value}")
-    seen: set[Card] = set()
-    for seat, cards in event.hands.items():
+    if not s.counted:
+        raise Rejected(f"the count is not final: seats {list(s.undecided)} are still resting")
+    for seat in {*event.hands, *event.folded}:
         if not 1 <= seat <= rules.seats:
             raise Rejected(f"seat {seat} does not exist (1..{rules.seats})")
-        if len(cards) != 3 or len(set(cards)) != 3:
-            raise Rejected(f"seat {seat}: a hand is three different cards")
-        if seen & set(cards):
-            raise Rejected(f"seat {seat}: {sorted(map(str, seen & set(cards)))} already dealt")
-        seen |= set(cards)
-    both = event.folded & set(event.hands)
-    if both:
-        raise Rejected(f"seats {sorted(both)} cannot both fold and show a hand")
-    missing = set(s.wagers) - set(event.hands) - event.folded
-    if missing:
-        raise Rejected(f"seats {sorted(missing)} have progressive wagers: give a hand or a fold")
-
-
-def _settle(rules: Rules, s: TableState, event: Settle, fx: list[Effect]) -> TableState:
-    _validate_settle(rules, s, event)
-    meter, payouts = settle_tcp_progressive(
-        paytable=rules.paytable,
-        seats=rules.seats,
-        reset_cents=rules.reset_cents,
-        meter=s.meter,
-        wagers=s.wagers,
-        hands=event.hands,
-        folded=event.folded,
-    )
+    cards = RoundCards(event.hands, event.dealer, event.community)
+    try:
+        game.check_cards(cards, s.wagers, event.folded)
+        settled = game.settle(s.meter, s.wagers, cards, event.folded, rules.seats)
+    except ValueError as exc:
+        raise Rejected(str(exc)) from None
     paid = 0
-    for p in payouts:
-        paid += p.amount_cents
-        match p:
-            case ProgressivePayout():
-                cards = "".join(map(str, event.hands[p.seat]))
-                fx.append(
-                    Journal(
-                        "jackpot.hit",
-                        {
-                            "round_id": s.round_id,
-                            "seat": p.seat,
-                            "hand": p.hand.value,
-                            "cards": cards,
-                            "amount_cents": p.amount_cents,
-                            "basis": "100%-of-meter" if p.from_meter else "odds-for-1",
-                            "meter_before_cents": p.meter_before_cents,
-                            "rule": "649a.12(e)",
-                        },
-                    )
+    pending: list[HitEntry] = []
+    wager = game.table_wager.name
+    hits = {h.seat: h for h in settled.hits}
+    for result in settled.results:  # in settlement order, from the dealer's right
+        seat = result.seat
+        paid += result.paid_cents
+        fx.append(
+            rec.WagerSettled(
+                round_id=s.round_id,
+                seat=seat,
+                wager=wager,
+                wager_cents=s.wagers[seat],
+                outcome=rec.WagerOutcome(result.outcome.value),
+                paid_cents=result.paid_cents,
+                hand=result.hand,
+                rule=result.rule,
+            )
+        )
+        hit = hits.get(seat)
+        if hit is not None:
+            entry = HitEntry(
+                hit_id=f"{s.round_id}-{seat}",
+                round_id=s.round_id,
+                seat=seat,
+                hand=hit.hand,
+                amount_cents=hit.amount_cents,
+                basis=_basis(hit),
+                paid_from_table_inventory=hit.paid_from_table_inventory,
+            )
+            pending.append(entry)
+            fx.extend(_hit_records(s, entry, hit))
+        for envy in (e for e in settled.envy if e.seat == seat):
+            paid += envy.amount_cents
+            fx.append(
+                rec.EnvyBonusPaid(
+                    round_id=s.round_id,
+                    seat=envy.seat,
+                    for_seat=envy.for_seat,
+                    hand=envy.hand,
+                    amount_cents=envy.amount_cents,
+                    rule=envy.rule,
                 )
-                if p.from_meter:
-                    reset = s.meter.pay_share(Fraction(1), rules.reset_cents)[0]
-                    fx.append(
-                        Journal(
-                            "meter.reset",
-                            {
-                                "round_id": s.round_id,
-                                "paid_cents": p.amount_cents,
-                                "reset_cents": rules.reset_cents,
-                                **_meter_data(reset),
-                            },
-                        )
-                    )
-            case EnvyBonus():
-                fx.append(
-                    Journal(
-                        "envy.bonus",
-                        {
-                            "round_id": s.round_id,
-                            "seat": p.seat,
-                            "for_seat": p.for_seat,
-                            "hand": p.hand.value,
-                            "amount_cents": p.amount_cents,
-                            "rule": "649a.12(e)(5)",
-                        },
-                    )
-                )
+            )
+    meter = settled.meter
     fx.append(
-        Journal(
-            "round.settled",
-            {
-                "round_id": s.round_id,
-                "progressive_paid_cents": paid,
-                "folded": sorted(event.folded),
-                **_meter_data(meter),
-            },
+        rec.RoundSettled(
+            round_id=s.round_id,
+            paid_cents=paid,
+            folded=sorted(event.folded),
+            hits_pending=[h.hit_id for h in pending],
+            by=event.by,
+            meter=None if meter is None else _reading(meter),
         )
     )
-    fx.extend(SeatLight(seat, False) for seat in sorted(s.wagers))
+    winners = {h.seat for h in pending}
+    # 649a.11(c)(5)(ii): the winning seat's light shows the win until it is validated.
+    fx.extend(
+        SeatLamp(seat=seat, lamp=Lamp.WIN if seat in winners else Lamp.OFF)
+        for seat in sorted(s.wagers)
+    )
     return s.model_copy(
         update={
             "phase": Phase.CLOSED,
             "meter": meter,
             "wagers": {},
             "round_contribution_units": 0,
+            "hits_pending": (*s.hits_pending, *pending),
+            "hit_history": (*reversed(pending), *s.hit_history)[:HIT_HISTORY],
             "counters": _count(s, "rounds_settled"),
         }
     )
 
 
-# Reasons a dealer may give for a void, each with the rule that voids the round.
-VOID_RULES = {
-    what.value: ruling.rule
-    for what in Irregularity
-    if (ruling := _ruling(what)) is not None and ruling.void_round
-}
+def _hit_records(s: TableState, entry: HitEntry, hit: Hit) -> list[Effect]:
+    out: list[Effect] = [
+        rec.JackpotHit(
+            hit_id=entry.hit_id,
+            round_id=s.round_id,
+            seat=hit.seat,
+            hand=hit.hand,
+            cards="".join(map(str, hit.cards)),
+            amount_cents=hit.amount_cents,
+            basis=entry.basis,
+            meter_before_cents=hit.meter_before_cents,
+            paid_from_table_inventory=hit.paid_from_table_inventory,
+            rule=hit.rule,
+        )
+    ]
+    if hit.share is None or s.meter is None:
+        return out
+    reading = _reading(s.meter, hit.meter_after_cents)
+    # The meter this hit leaves: a reset only for 100 %, never for a smaller share.
+    if hit.share == 1:
+        out.append(
+            rec.MeterReset(
+                round_id=s.round_id,
+                hit_id=entry.hit_id,
+                paid_cents=hit.amount_cents,
+                reset_cents=hit.meter_after_cents,
+                meter=reading,
+            )
+        )
+    else:
+        out.append(
+            rec.MeterSharePaid(
+                round_id=s.round_id,
+                hit_id=entry.hit_id,
+                share_percent=str(hit.share * 100),
+                paid_cents=hit.amount_cents,
+                meter=reading,
+            )
+        )
+    return out
 
 
-def _void(s: TableState, reason: str, fx: list[Effect]) -> TableState:
+def _floor(
+    s: TableState, event: ValidateHit | ConfirmDocumentation, fx: list[Effect]
+) -> TableState:
+    """649a.11(c)(5)(iii)-(iv): a floorperson validates; a share of the meter is documented."""
+    by_id = {h.hit_id: h for h in s.hits_pending}
+    hit = by_id.get(event.hit_id)
+    if hit is None:
+        waiting = ", ".join(by_id) or "none"
+        raise Rejected(f"no pending hit {event.hit_id!r}; pending: {waiting}")
+    if isinstance(event, ValidateHit):
+        if hit.validated_by is not None:
+            raise Rejected(f"hit {hit.hit_id} was validated by {hit.validated_by}")
+        hit = hit.model_copy(update={"validated_by": event.by})
+        fx.append(rec.JackpotValidated(hit_id=hit.hit_id, by=event.by))
+    else:
+        if hit.paid_from_table_inventory:
+            raise Rejected(
+                f"hit {hit.hit_id} is paid from the table inventory: nothing to document"
+            )
+        if hit.validated_by is None:
+            raise Rejected(f"hit {hit.hit_id} must be validated before its documentation")
+        hit = hit.model_copy(update={"documented_by": event.by})
+        fx.append(rec.JackpotDocumented(hit_id=hit.hit_id, by=event.by))
+    pending = tuple(hit if h.hit_id == hit.hit_id else h for h in s.hits_pending)
+    history = tuple(hit if h.hit_id == hit.hit_id else h for h in s.hit_history)
+    if hit.done:
+        pending = tuple(h for h in pending if h.hit_id != hit.hit_id)
+        fx.append(SeatLamp(seat=hit.seat, lamp=Lamp.OFF))  # the hand may leave the table
+        if not pending:
+            fx.append(rec.JackpotReleased(round_id=hit.round_id))
+    return s.model_copy(update={"hits_pending": pending, "hit_history": history})
+
+
+def _void(game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]) -> TableState:
     """Void the round: every wager is returned, so its meter contribution is taken back."""
     if s.phase is Phase.CLOSED:
         raise Rejected("no round in play to void")
-    if reason not in VOID_RULES:
-        raise Rejected(f"unknown void reason {reason!r}; one of {sorted(VOID_RULES)}")
-    meter = s.meter.reverse(s.round_contribution_units)
+    reasons = game.void_reasons()
+    if event.reason not in reasons:
+        raise Rejected(f"unknown void reason {event.reason!r}; one of {sorted(reasons)}")
+    meter = s.meter.reverse(s.round_contribution_units) if s.meter is not None else None
     fx.append(
-        Journal(
-            "round.voided",
-            {
-                "round_id": s.round_id,
-                "reason": reason,
-                "rule": VOID_RULES[reason],
-                "wagers_returned": sorted(s.wagers),
-                "contribution_reversed_ten_thousandths_cent": s.round_contribution_units,
-                **_meter_data(meter),
-            },
+        rec.RoundVoided(
+            round_id=s.round_id,
+            reason=event.reason,
+            rule=reasons[event.reason],
+            wagers_returned=sorted(s.wagers),
+            contribution_reversed_ten_thousandths_cent=s.round_contribution_units,
+            by=event.by,
+            meter=None if meter is None else _reading(meter),
         )
     )
-    fx.extend(SeatLight(seat, False) for seat in sorted(s.wagers))
+    fx.extend(SeatLamp(seat=seat, lamp=Lamp.OFF) for seat in sorted(s.wagers))
     return s.model_copy(
         update={
             "phase": Phase.CLOSED,
             "meter": meter,
             "wagers": {},
+            "undecided": (),
             "round_contribution_units": 0,
             "counters": _count(s, "rounds_voided"),
         }

@@ -1,0 +1,333 @@
+"""The core's outputs: typed journal records, and the effects the shell executes.
+
+Every journal record is a model with a stable name (`TYPE`, as published on MQTT) and a
+version; its JSON Schema comes from the model (`record_schemas`). Nothing untyped leaves the
+core: the shell serialises these models, it never builds an event payload itself.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+# --- journal records --------------------------------------------------------------------
+
+
+class MeterReading(BaseModel):
+    """The meter a record leaves, carried by every record that changes it (retained topic)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    meter_id: str
+    meter_cents: int
+    meter_carry: int  # ten-thousandths of a cent carried below the shown amount
+
+
+class Record(BaseModel):
+    """A domain event for the durable journal (and so for the backends)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    TYPE: ClassVar[str]
+    VERSION: ClassVar[int] = 1
+
+    def meter_reading(self) -> MeterReading | None:
+        """The meter this record leaves, if it changes one."""
+        return None
+
+
+class MeterChange(Record):
+    meter: MeterReading
+
+    def meter_reading(self) -> MeterReading | None:
+        return self.meter
+
+
+class RoundOpened(Record):
+    TYPE = "round.opened"
+    round_id: int
+
+
+class WagerAccepted(Record):
+    """A table-system wager recognised; its seat's light acknowledges it (649a.2(c)(1))."""
+
+    TYPE = "wager.accepted"
+    round_id: int
+    seat: int
+    wager_cents: int
+    # The chip arrived before "no more bets" and finished resting after it (649a.2(c)(2)).
+    decided_after_lockout: bool = False
+
+
+class WagerRejected(Record):
+    TYPE = "wager.rejected"
+    round_id: int
+    seat: int
+    reason: str  # after-lockout, table-closed
+    rule: str
+
+
+class WagerWithdrawn(Record):
+    TYPE = "wager.withdrawn"
+    round_id: int
+    seat: int
+
+
+class RoundLocked(Record):
+    """ "No more bets": no later chip is recognised. Chips still resting are decided later."""
+
+    TYPE = "round.locked"
+    round_id: int
+    cause: str  # lockout-button, power-up
+    accepted_wagers: int  # recognised so far
+    seats: list[int]
+    undecided_seats: list[int]  # arrived before the edge, still resting
+    rule: str
+
+
+class WagersCounted(Record):
+    """The final count the dealer checks the chips against (649a.8(b), 643a.8(b))."""
+
+    TYPE = "wagers.counted"
+    round_id: int
+    accepted_wagers: int
+    seats: list[int]
+    total_wager_cents: int
+    decided_after_lockout: list[int]
+    rule: str
+
+
+class MeterContribution(MeterChange):
+    TYPE = "meter.contribution"
+    round_id: int
+    seat: int
+    wager_cents: int
+    rate_bp: int
+    contribution_ten_thousandths_cent: int
+
+
+class ShuffleStartedRecord(Record):
+    TYPE = "shuffle.started"
+
+
+class ShuffleCompletedRecord(Record):
+    TYPE = "shuffle.completed"
+    card_count: int
+    count_ok: bool
+
+
+class ShufflerFaultRecord(Record):
+    TYPE = "shuffler.fault"
+    code: str
+    rule: str
+
+
+class ShufflerRebootedRecord(Record):
+    TYPE = "shuffler.rebooted"
+
+
+class ShuffleRequestFailedRecord(Record):
+    TYPE = "shuffler.request_failed"
+    reason: str
+
+
+class ShufflerFaultCleared(Record):
+    TYPE = "shuffler.fault_cleared"
+    code: str
+    by: str
+
+
+class DeckMiscount(Record):
+    """The shuffler's count is not 52: the deck leaves the table (649a.5(b))."""
+
+    TYPE = "irregularity.deck_miscount"
+    card_count: int
+    expected: int
+    rule: str
+    action: str
+
+
+class DeckRegistered(Record):
+    TYPE = "deck.registered"
+    replaces: str
+    by: str
+
+
+class WagerOutcome(StrEnum):
+    WON = "won"
+    LOST = "lost"
+    FORFEITED = "forfeited"  # folded (649a.11(b)(2))
+    RETURNED = "returned"
+
+
+class WagerSettled(Record):
+    """The result of one table-system wager: every wager gets exactly one."""
+
+    TYPE = "wager.settled"
+    round_id: int
+    seat: int
+    wager: str  # progressive, bonus
+    wager_cents: int
+    outcome: WagerOutcome
+    paid_cents: int  # what the player receives (the wager was collected at lock-out)
+    hand: str | None
+    rule: str
+
+
+class JackpotHit(Record):
+    """A progressive payout; the table holds until a floorperson validates it."""
+
+    TYPE = "jackpot.hit"
+    hit_id: str
+    round_id: int
+    seat: int
+    hand: str
+    cards: str  # the evidence: the cards of the winning hand
+    amount_cents: int
+    basis: str  # odds-for-1, 100%-of-meter, 10%-of-meter
+    meter_before_cents: int
+    paid_from_table_inventory: bool  # not for a share of the meter (649a.11(c)(5)(iv))
+    rule: str
+
+
+class MeterReset(MeterChange):
+    """A 100 % hit: the meter restarts at the reset amount."""
+
+    TYPE = "meter.reset"
+    round_id: int
+    hit_id: str
+    paid_cents: int
+    reset_cents: int
+
+
+class MeterSharePaid(MeterChange):
+    """A hit paid as a share of the meter (UTH's 10 % straight flush): not a reset."""
+
+    TYPE = "meter.share_paid"
+    round_id: int
+    hit_id: str
+    share_percent: str
+    paid_cents: int
+
+
+class EnvyBonusPaid(Record):
+    TYPE = "envy.bonus"
+    round_id: int
+    seat: int
+    for_seat: int
+    hand: str
+    amount_cents: int
+    rule: str
+
+
+class RoundSettled(Record):
+    TYPE = "round.settled"
+    round_id: int
+    paid_cents: int  # everything the table-system wagers received this round
+    folded: list[int]
+    hits_pending: list[str]
+    meter: MeterReading | None
+    by: str
+
+    def meter_reading(self) -> MeterReading | None:
+        return self.meter
+
+
+class RoundVoided(Record):
+    TYPE = "round.voided"
+    round_id: int
+    reason: str
+    rule: str
+    wagers_returned: list[int]
+    contribution_reversed_ten_thousandths_cent: int
+    meter: MeterReading | None
+    by: str
+
+    def meter_reading(self) -> MeterReading | None:
+        return self.meter
+
+
+class JackpotValidated(Record):
+    TYPE = "jackpot.validated"
+    hit_id: str
+    by: str
+
+
+class JackpotDocumented(Record):
+    """The hand may leave the table: the payout's documentation is complete."""
+
+    TYPE = "jackpot.documented"
+    hit_id: str
+    by: str
+
+
+class JackpotReleased(Record):
+    """Every hit of the round is validated (and documented): the table may play on."""
+
+    TYPE = "jackpot.released"
+    round_id: int
+
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    cls.TYPE: cls
+    for cls in (
+        RoundOpened,
+        WagerAccepted,
+        WagerRejected,
+        WagerWithdrawn,
+        RoundLocked,
+        WagersCounted,
+        MeterContribution,
+        ShuffleStartedRecord,
+        ShuffleCompletedRecord,
+        ShufflerFaultRecord,
+        ShufflerRebootedRecord,
+        ShuffleRequestFailedRecord,
+        ShufflerFaultCleared,
+        DeckMiscount,
+        DeckRegistered,
+        WagerSettled,
+        JackpotHit,
+        MeterReset,
+        MeterSharePaid,
+        EnvyBonusPaid,
+        RoundSettled,
+        RoundVoided,
+        JackpotValidated,
+        JackpotDocumented,
+        JackpotReleased,
+    )
+}
+
+
+def record_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every record's data, by its published name."""
+    return {name: cls.model_json_schema() for name, cls in sorted(RECORD_TYPES.items())}
+
+
+# --- effects the shell executes -----------------------------------------------------------
+
+
+class Lamp(StrEnum):
+    OFF = "off"
+    ON = "on"  # the wager is recognised (649a.2(c)(1))
+    WIN = "win"  # a progressive payout to verify (649a.11(c)(5)(ii)): the lamp blinks
+
+
+class SeatLamp(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    seat: int
+    lamp: Lamp
+
+
+class RequestShuffle(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ReportRestingChips(BaseModel):
+    """Betting opened: report chips already resting on sensors, placed before it opened."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+Effect = Record | SeatLamp | RequestShuffle | ReportRestingChips

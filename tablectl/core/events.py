@@ -1,0 +1,208 @@
+"""The core's inputs: every event the round state machine steps on, as typed models.
+
+Each input has a stable name (`TYPE`) and version. The daemon journals every input with the
+outputs it produced, in one transaction, so `tablectl journal replay` can rebuild the state
+from the inputs alone. Times are nanoseconds on the shell's one monotonic clock, stamped where
+the edge happened; the core compares them but never reads a clock.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+
+from tablectl.core.games import GameConfig
+from tablectl.rules.cards import Card, parse_cards
+
+
+def _cards_in(value: object) -> tuple[Card, ...]:
+    if isinstance(value, str):
+        return parse_cards(value)
+    if isinstance(value, tuple | list) and all(isinstance(c, Card) for c in value):
+        return tuple(value)
+    raise ValueError(f"cards are written as a run such as 'AsKsQs', not {value!r}")
+
+
+# Cards travel and are journaled as a run of two-character cards ("AsKsQs").
+Cards = Annotated[
+    tuple[Card, ...],
+    BeforeValidator(_cards_in),
+    PlainSerializer(lambda cards: "".join(map(str, cards)), return_type=str),
+]
+
+
+class Input(BaseModel):
+    """One core input. Subclasses name themselves with TYPE (stable) and VERSION."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    TYPE: ClassVar[str]
+    VERSION: ClassVar[int] = 1
+
+
+class TableRules(BaseModel):
+    """What the core needs of a table's configuration: seats, decks and its game's rules."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seats: int
+    decks: int
+    game: GameConfig
+
+
+class PowerUp(Input):
+    """The daemon started with these rules; whatever it was doing before was interrupted."""
+
+    TYPE = "power_up"
+    rules: TableRules
+
+
+# --- seat sensors and the lock-out button --------------------------------------------
+
+
+class ChipSensed(Input):
+    """A seat sensor's contact episode ended in a decision.
+
+    present: the chip has rested for chip_present_ms (or the seat has stayed empty that
+    long). since_ns: the first edge of the episode, i.e. when the chip arrived or left.
+    """
+
+    TYPE = "chip_sensed"
+    seat: int
+    present: bool
+    since_ns: int
+
+
+class LockoutPressed(Input):
+    """The dealer announced "no more bets" with the lock-out button (its leading edge).
+
+    undecided_seats: seats whose chip arrived before the edge but has not yet rested;
+    each is decided by its own ChipSensed later (649a.2(c)(2): placed before the edge).
+    """
+
+    TYPE = "lockout_pressed"
+    at_ns: int
+    undecided_seats: tuple[int, ...] = ()
+
+
+# --- the shuffler ---------------------------------------------------------------------
+
+
+class ShuffleStarted(Input):
+    TYPE = "shuffle_started"
+
+
+class ShuffleCompleted(Input):
+    TYPE = "shuffle_completed"
+    card_count: int
+
+
+class ShufflerFault(Input):
+    TYPE = "shuffler_fault"
+    code: str  # jam, stopped, cycle-incomplete, door-open
+
+
+class ShufflerRebooted(Input):
+    TYPE = "shuffler_rebooted"
+
+
+class ShuffleRequestFailed(Input):
+    TYPE = "shuffle_request_failed"
+    reason: str
+
+
+# --- people: the dealer and the floorperson -------------------------------------------
+
+
+class Command(Input):
+    """A person's command; `by` names who gave it (the control socket's peer)."""
+
+    by: str = "unknown"
+
+
+class Settle(Command):
+    """The cards shown at the end of the round (entered, or read by a shoe) and the folds."""
+
+    TYPE = "settle"
+    hands: dict[int, Cards]
+    community: Cards = ()
+    dealer: Cards = ()
+    folded: frozenset[int] = frozenset()
+
+
+class VoidRound(Command):
+    TYPE = "void_round"
+    reason: str  # an irregularity that voids the round in this game, e.g. shoe-jam
+
+
+class NewDeckRegistered(Command):
+    """A replacement deck was brought to the table after a miscount (649a.5(b))."""
+
+    TYPE = "new_deck_registered"
+
+
+class ReshuffleRequested(Command):
+    """The dealer cleared a shuffler fault and asks for the reshuffle of 649a.13(e)."""
+
+    TYPE = "reshuffle_requested"
+
+
+class ValidateHit(Command):
+    """A floorperson validated a progressive payout (649a.11(c)(5)(iii), 653a.11(k)(3))."""
+
+    TYPE = "validate_hit"
+    hit_id: str
+
+
+class ConfirmDocumentation(Command):
+    """The documentation of a payout not paid from the table inventory is complete."""
+
+    TYPE = "confirm_documentation"
+    hit_id: str
+
+
+Event = (
+    PowerUp
+    | ChipSensed
+    | LockoutPressed
+    | ShuffleStarted
+    | ShuffleCompleted
+    | ShufflerFault
+    | ShufflerRebooted
+    | ShuffleRequestFailed
+    | Settle
+    | VoidRound
+    | NewDeckRegistered
+    | ReshuffleRequested
+    | ValidateHit
+    | ConfirmDocumentation
+)
+
+INPUT_TYPES: dict[str, type[Event]] = {
+    cls.TYPE: cls
+    for cls in (
+        PowerUp,
+        ChipSensed,
+        LockoutPressed,
+        ShuffleStarted,
+        ShuffleCompleted,
+        ShufflerFault,
+        ShufflerRebooted,
+        ShuffleRequestFailed,
+        Settle,
+        VoidRound,
+        NewDeckRegistered,
+        ReshuffleRequested,
+        ValidateHit,
+        ConfirmDocumentation,
+    )
+}
+
+
+def input_from_journal(type_: str, data: dict[str, Any]) -> Event:
+    """Rebuild a journaled input (replay); unknown names are an error naming the known."""
+    try:
+        cls = INPUT_TYPES[type_]
+    except KeyError:
+        raise ValueError(f"unknown input {type_!r}; one of {sorted(INPUT_TYPES)}") from None
+    return cls.model_validate(data)
