@@ -20,7 +20,7 @@ from tablectl.drivers.protocol import (
 )
 
 from tablectl.config import ShufflerSection
-from tablectl.core.round import (
+from tablectl.core.events import (
     Event,
     ShuffleCompleted,
     ShufflerFault,
@@ -159,5 +159,5 @@ class ShufflerDriver:
                     self._emit(ShuffleCompleted(card_count=ev.arg))
                 elif ev.kind is EventKind.FAULT:
                     code = FaultCode(ev.arg) if ev.arg in FaultCode._value2member_map_ else None
-                    self._emit(ShufflerFault(FAULT_NAMES.get(code, f"code-{ev.arg}")))  # type: ignore[arg-type]
+                    self._emit(ShufflerFault(code=FAULT_NAMES.get(code, f"code-{ev.arg}")))  # type: ignore[arg-type]
             await asyncio.sleep(interval_s)

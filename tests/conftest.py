@@ -19,6 +19,7 @@ from tablectl.simulators.table_inputs import MockTableInputs
 
 from tablectl.config import TableConfig, load_config
 from tablectl.control import client as control
+from tablectl.core.meters import LocalMeter
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.util import logs
@@ -81,6 +82,11 @@ class SimulatedTable:
         assert self.daemon.state is not None
         return self.daemon.state
 
+    @property
+    def meter(self) -> LocalMeter:
+        assert self.state.meter is not None, "this table has no meter"
+        return self.state.meter
+
     async def wait_phase(self, phase: Phase, timeout_s: float = 10) -> None:
         await self.daemon.wait_until(lambda s: s.phase is phase, timeout_s)
 
@@ -96,9 +102,16 @@ class SimulatedTable:
     async def lock(self) -> None:
         """The lock-out button; then the dealer collects the progressive chips (649a.8(b))."""
         self.inputs.press_lockout()
-        await self.wait_phase(Phase.LOCKED)
+        await self.daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 10)
         for seat in self.state.wagers:
             self.inputs.remove_chip(seat)
+
+    async def validate_hits(self) -> None:
+        """The floorperson validates every pending hit (and documents meter payouts)."""
+        for hit in self.state.hits_pending:
+            assert (await self.dealer(cmd="validate", hit_id=hit.hit_id, by="floor-1"))["ok"]
+            if not hit.paid_from_table_inventory:
+                assert (await self.dealer(cmd="document", hit_id=hit.hit_id, by="floor-1"))["ok"]
 
     async def dealer(self, **request: object) -> dict[str, object]:
         return await asyncio.to_thread(control.call, self.config.storage.socket_path, request)

@@ -26,7 +26,7 @@ TABLECTL = Path(sys.executable).with_name("tablectl")
 def table_toml(tmp_path: Path, shuffler_port: str, broker: PrivateBroker) -> Path:
     text = EXAMPLE_CONFIG.read_text()
     for old, new in [
-        ('port = "/dev/ttyUSB0"', f'port = "{shuffler_port}"'),
+        ('port = "/dev/tablectl-shuffler"', f'port = "{shuffler_port}"'),
         ('backend = "native"', 'backend = "mock"'),
         ("port = 1883", f"port = {broker.port}"),
         ('data_dir = "/var/lib/tablectl"', f'data_dir = "{tmp_path / "data"}"'),

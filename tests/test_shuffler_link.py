@@ -18,7 +18,7 @@ from tablectl.simulators.broker import free_port
 from tablectl.simulators.shuffler import ShufflerSimulator
 
 from tablectl.config import ShufflerSection
-from tablectl.core.round import (
+from tablectl.core.events import (
     Event,
     ShuffleCompleted,
     ShufflerFault,
@@ -57,7 +57,7 @@ async def harness() -> AsyncIterator[Harness]:
 async def test_shuffle_reports_a_full_count(harness: Harness) -> None:
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()
-    assert await harness.next_event() == ShuffleCompleted(52)
+    assert await harness.next_event() == ShuffleCompleted(card_count=52)
     assert harness.sim.shuffles == 1
 
 
@@ -65,7 +65,7 @@ async def test_missing_card_is_reported_as_counted(harness: Harness) -> None:
     harness.sim.remove_card()
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()
-    assert await harness.next_event() == ShuffleCompleted(51)
+    assert await harness.next_event() == ShuffleCompleted(card_count=51)
 
 
 async def test_lost_reply_is_retried_without_shuffling_twice(harness: Harness) -> None:
@@ -73,7 +73,7 @@ async def test_lost_reply_is_retried_without_shuffling_twice(harness: Harness) -
     executed = harness.sim.requests_executed
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()
-    assert await harness.next_event() == ShuffleCompleted(52)
+    assert await harness.next_event() == ShuffleCompleted(card_count=52)
     assert harness.sim.shuffles == 1
     assert harness.driver.health()["retransmits"] >= 2
     assert harness.sim.requests_executed > executed
@@ -85,7 +85,7 @@ async def test_corrupt_reply_and_line_noise_are_counted_and_survived(harness: Ha
     harness.sim.write_raw(b"\x02\x02\x02 unsolicited noise \xff\xfe")
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()
-    assert await harness.next_event() == ShuffleCompleted(52)
+    assert await harness.next_event() == ShuffleCompleted(card_count=52)
     health = harness.driver.health()
     assert health["bad_crc"] >= 1 and health["bytes_dropped"] > 10
     assert health["link"] == "up"
@@ -95,18 +95,18 @@ async def test_jam_is_reported(harness: Harness) -> None:
     harness.sim.knobs.jam_next_shuffle = True
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()
-    assert await harness.next_event() == ShufflerFault("jam")
+    assert await harness.next_event() == ShufflerFault(code="jam")
 
 
 async def test_reboot_is_noticed_and_new_events_are_not_lost(harness: Harness) -> None:
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()
-    assert await harness.next_event() == ShuffleCompleted(52)
+    assert await harness.next_event() == ShuffleCompleted(card_count=52)
     harness.sim.reboot()
     assert await harness.next_event() == ShufflerRebooted()
     await harness.driver.shuffle()
     assert await harness.next_event() == ShuffleStarted()  # event id 1 of the new boot
-    assert await harness.next_event() == ShuffleCompleted(52)
+    assert await harness.next_event() == ShuffleCompleted(card_count=52)
 
 
 async def test_unknown_request_gets_a_nak() -> None:
@@ -170,7 +170,7 @@ async def test_driver_reaches_a_simulator_over_tcp() -> None:
             await driver.wait_link_up()
             await driver.shuffle()
             assert await events.get() == ShuffleStarted()
-            assert await events.get() == ShuffleCompleted(52)
+            assert await events.get() == ShuffleCompleted(card_count=52)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -202,7 +202,7 @@ async def test_simulate_command_serves_a_shuffler_in_another_process() -> None:
             await driver.wait_link_up()
             await driver.shuffle()
             assert await events.get() == ShuffleStarted()
-            assert await events.get() == ShuffleCompleted(51)  # the deck it was given
+            assert await events.get() == ShuffleCompleted(card_count=51)  # the deck it was given
     finally:
         if task:
             task.cancel()

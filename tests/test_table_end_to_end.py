@@ -20,7 +20,7 @@ def events_of(table: SimulatedTable, type_: str) -> list[dict[str, object]]:
 
 async def test_full_round_with_two_progressive_wagers(table: SimulatedTable) -> None:
     await table.wait_phase(Phase.BETTING)
-    meter_before = table.state.meter
+    meter_before = table.meter
     await table.place_wagers(2, 5)
     assert table.state.wagers == {2: 100, 5: 100}
     assert table.inputs.light_is_on(2) and table.inputs.light_is_on(5)
@@ -28,23 +28,26 @@ async def test_full_round_with_two_progressive_wagers(table: SimulatedTable) -> 
 
     await table.lock()
     # 14.5% of $1, twice: 29 cents, exactly (649a.12(e)(3)).
-    assert table.state.meter.units - meter_before.units == 2 * 100 * 1450
+    assert table.meter.units - meter_before.units == 2 * 100 * 1450
     reply = await table.dealer(cmd="settle", hands={"5": "AsKsQs", "2": "2h3h4h"})
     assert reply["ok"], reply
     meter_at_hit = meter_before.cents + 29
 
     await table.wait_backend_caught_up()
-    (locked,) = [d for d in events_of(table, "round.locked") if d["round_id"] == 1]
-    assert locked["accepted_wagers"] == 2 and locked["seats"] == [2, 5]
+    (counted,) = [d for d in events_of(table, "wagers.counted") if d["round_id"] == 1]
+    assert counted["accepted_wagers"] == 2 and counted["seats"] == [2, 5]
     hits = {d["seat"]: d for d in events_of(table, "jackpot.hit")}
     assert hits[5]["amount_cents"] == meter_at_hit and hits[5]["basis"] == "100%-of-meter"
     assert hits[2]["amount_cents"] == 70 * 100  # straight flush, paytable A: 70 for 1
     assert [(d["seat"], d["amount_cents"]) for d in events_of(table, "envy.bonus")] == [
         (2, 10_000)  # seat 2 envies seat 5's ace-king-queen of spades
     ]
-    # Settled seats go dark; the meter restarted at the reset amount, retained for signs.
+    # The table holds for the floorperson (649a.11(c)(5)); then the seats go dark.
+    assert table.state.phase is Phase.CLOSED and len(table.state.hits_pending) == 2
+    await table.validate_hits()
+    await table.wait_phase(Phase.BETTING)
     assert not table.inputs.light_is_on(2) and not table.inputs.light_is_on(5)
-    assert table.state.meter.cents == 100_000
+    assert table.meter.cents == 100_000
     await table.backend.wait_for(
         lambda: table.backend.meters["progressive"]["amount_cents"] == 100_000
     )
@@ -55,27 +58,32 @@ async def test_chip_after_lockout_is_not_recognised(table: SimulatedTable) -> No
     await table.wait_phase(Phase.BETTING)
     await table.place_wagers(1)
     await table.lock()
-    meter = table.state.meter
+    meter = table.meter
     await table.place_wagers(4)  # rests long enough, but after "no more bets"
     assert table.state.wagers == {1: 100}
-    assert table.state.meter == meter
+    assert table.meter == meter
     assert not table.inputs.light_is_on(4)
     assert table.state.counters["wagers_rejected"] == 1
     await table.wait_backend_caught_up()
     assert events_of(table, "wager.rejected") == [
-        {"round_id": 1, "seat": 4, "reason": "after-lockout"}
+        {"round_id": 1, "seat": 4, "reason": "after-lockout", "rule": "649a.2(c)(2)"}
     ]
 
 
-async def test_chip_resting_across_lockout_is_not_recognised(table: SimulatedTable) -> None:
-    """A chip placed just before the button but not yet settled must not count."""
+async def test_chip_placed_before_the_lockout_counts_though_it_rests_after(
+    table: SimulatedTable,
+) -> None:
+    """649a.2(c)(2): the edge decides. A chip placed a moment before the button counts."""
     await table.wait_phase(Phase.BETTING)
     table.inputs.place_chip(3)
     table.inputs.press_lockout()  # within the chip's debounce window
     await table.wait_phase(Phase.LOCKED)
-    await table.settle_time()
-    assert table.state.wagers == {}
-    assert table.state.counters["wagers_rejected"] == 1
+    assert table.state.undecided == (3,) and not table.state.counted
+    await table.daemon.wait_until(lambda s: s.counted, 5)
+    assert table.state.wagers == {3: 100} and table.inputs.light_is_on(3)
+    await table.wait_backend_caught_up()
+    (counted,) = events_of(table, "wagers.counted")
+    assert counted["seats"] == [3] and counted["decided_after_lockout"] == [3]
 
 
 async def test_miscount_blocks_the_table_until_a_new_deck(table: SimulatedTable) -> None:
@@ -95,12 +103,13 @@ async def test_miscount_blocks_the_table_until_a_new_deck(table: SimulatedTable)
     assert table.state.phase is Phase.CLOSED  # 649a.5(b): no round without a counted deck
     status = await table.dealer(cmd="status")
     assert status["data"]["blocked"] == "deck-miscount:51"  # type: ignore[index]
+    assert status["data"]["hits_pending"] == []  # type: ignore[index]
 
     table.sim.load_full_deck()
     assert (await table.dealer(cmd="new-deck"))["ok"]
     await table.wait_phase(Phase.BETTING)
     await table.wait_backend_caught_up()
-    (irregularity,) = events_of(table, "irregularity")
+    (irregularity,) = events_of(table, "irregularity.deck_miscount")
     assert irregularity["rule"] == "649a.5(b)" and irregularity["card_count"] == 51
 
 
@@ -126,6 +135,7 @@ async def test_broker_restart_loses_no_event(table: SimulatedTable) -> None:
 
     table.broker.stop()
     assert (await table.dealer(cmd="settle", hands={"1": "AsKsQs", "2": "5d5c5h"}))["ok"]
+    await table.validate_hits()
     await table.wait_phase(Phase.BETTING)
     await table.place_wagers(3)
     await table.lock()
@@ -147,7 +157,7 @@ async def test_daemon_restart_keeps_the_meter_exactly(table: SimulatedTable) -> 
     await table.wait_phase(Phase.BETTING)
     await table.place_wagers(1, 3, 6)
     await table.lock()
-    meter = table.state.meter
+    meter = table.meter
     assert meter.carry == 3 * 100 * 1450 % 10_000  # the half cents are carried, not lost
     last_seq = table.daemon.store.last_seq  # type: ignore[union-attr]
     boot = table.daemon.boot_id
@@ -155,7 +165,7 @@ async def test_daemon_restart_keeps_the_meter_exactly(table: SimulatedTable) -> 
     await table.stop()
     await table.start()
     assert table.daemon.boot_id != boot
-    assert table.state.meter == meter
+    assert table.meter == meter
     assert table.state.phase is Phase.LOCKED and table.state.wagers == {1: 100, 3: 100, 6: 100}
     assert table.daemon.store.last_seq >= last_seq  # type: ignore[union-attr]
     assert table.daemon.store.verify_chain() is None  # type: ignore[union-attr]
@@ -193,7 +203,10 @@ async def test_status_cli_reads_the_running_daemon(table: SimulatedTable, capsys
     code = await asyncio.to_thread(cli.main, ["status", "--socket", sock])
     assert code == 0
     text = capsys.readouterr().out  # type: ignore[attr-defined]
-    assert "table tcp-07 (pa-demo-casino)  round 1  phase betting  accepting wagers: yes" in text
+    assert (
+        "table tcp-07 (pa-demo-casino), three-card-poker  round 1  phase betting  "
+        "accepting wagers: yes"
+    ) in text
     assert "meter progressive: $1,000.00" in text
     assert "shuffler: link up" in text
 

@@ -1,7 +1,7 @@
-"""The local control socket: technicians' status and the dealer's commands.
+"""The local control socket: technicians' status, the dealer's and floorperson's commands.
 
-One JSON object per line in, one per line out: {"ok": true, "data": ...} or
-{"ok": false, "error": "..."}. The socket is a Unix socket (0660), so access is by file mode.
+The protocol is in control/protocol.py. The socket is a Unix socket (0660), so access is by
+file mode; every command is journaled with the operating-system user that sent it.
 """
 
 from __future__ import annotations
@@ -10,20 +10,16 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
+import socket
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from tablectl.core.round import (
-    Event,
-    NewDeckRegistered,
-    Rejected,
-    ReshuffleRequested,
-    Settle,
-    VoidRound,
-)
-from tablectl.rules.cards import parse_cards
+from tablectl.control.protocol import RequestError, StatusRequest, parse_request, to_input
+from tablectl.core.round import Rejected
 
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
@@ -32,36 +28,18 @@ log = structlog.get_logger(__name__)
 MAX_REQUEST_BYTES = 64 * 1024
 
 
-class RequestError(Exception):
-    """A request that does not make sense; the message says what to send instead."""
-
-
-def _settle(req: dict[str, Any]) -> Event:
-    hands = req.get("hands", {})
-    folded = req.get("folded", [])
-    if not isinstance(hands, dict) or not isinstance(folded, list):
-        raise RequestError("settle takes hands: {seat: cards} and folded: [seats]")
+def peer_user(writer: asyncio.StreamWriter) -> str:
+    """The operating-system user on the other end of the socket (SO_PEERCRED)."""
+    sock = writer.get_extra_info("socket")
     try:
-        return Settle(
-            hands={int(seat): parse_cards(str(cards)) for seat, cards in hands.items()},
-            folded=frozenset(int(seat) for seat in folded),
-        )
-    except ValueError as exc:
-        raise RequestError(str(exc)) from None
-
-
-def parse_command(req: dict[str, Any]) -> Event:
-    """Turn a control request into the table event it asks for."""
-    cmd = req.get("cmd")
-    if cmd == "settle":
-        return _settle(req)
-    if cmd == "void":
-        return VoidRound(str(req.get("reason", "")))
-    if cmd == "new-deck":
-        return NewDeckRegistered()
-    if cmd == "reshuffle":
-        return ReshuffleRequested()
-    raise RequestError(f"unknown command {cmd!r}; known: status, settle, void, new-deck, reshuffle")
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+    except (OSError, AttributeError):
+        return "unknown"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 class ControlServer:
@@ -88,7 +66,7 @@ class ControlServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await reader.readline()
-            reply = await self._answer(line)
+            reply = await self._answer(line, peer_user(writer))
             writer.write(json.dumps(reply).encode() + b"\n")
             await writer.drain()
         except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
@@ -96,16 +74,16 @@ class ControlServer:
         finally:
             writer.close()
 
-    async def _answer(self, line: bytes) -> dict[str, Any]:
+    async def _answer(self, line: bytes, peer: str) -> dict[str, Any]:
         try:
-            req = json.loads(line)
-            if not isinstance(req, dict):
-                raise RequestError("send one JSON object per line")
-            if req.get("cmd") == "status":
+            request = parse_request(json.loads(line))
+            if isinstance(request, StatusRequest):
                 return {"ok": True, "data": self._daemon.status()}
-            seq = await self._daemon.submit(parse_command(req))
-            return {"ok": True, "data": {"journal_seq": seq, **self._daemon.status()}}
+            done = await self._daemon.submit(to_input(request, peer))
+            return {"ok": True, "data": {"journaled": done, "status": self._daemon.status()}}
         except json.JSONDecodeError as exc:
             return {"ok": False, "error": f"not JSON: {exc}"}
+        except RecursionError:
+            return {"ok": False, "error": "not JSON: nested too deeply"}
         except (RequestError, Rejected) as exc:
             return {"ok": False, "error": str(exc)}

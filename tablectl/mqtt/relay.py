@@ -197,13 +197,18 @@ class Relay:
             await asyncio.gather(*(self._publish_row(client, row) for row in rows))
             self._cursor = rows[-1].seq
             self._high_water = max(self._high_water, self._cursor)
-            meters = {r.data["meter_id"]: r for r in rows if "meter_id" in r.data}
-            for row in meters.values():
+            # The latest reading of each meter these rows changed, retained for signs.
+            latest = {}
+            for row in rows:
+                meter = row.data.get("meter")
+                if isinstance(meter, dict):
+                    latest[meter["meter_id"]] = (row, meter)
+            for meter_id, (row, meter) in latest.items():
                 await self._publish_meter(
                     client,
                     {
-                        "meter_id": row.data["meter_id"],
-                        "amount_cents": row.data["meter_cents"],
+                        "meter_id": meter_id,
+                        "amount_cents": meter["meter_cents"],
                         "seq": row.seq,
                         "ts": row.ts,
                     },

@@ -1,9 +1,9 @@
 """The daemon: wires devices, the pure core, the journal, MQTT and the control socket.
 
-Every event -- a debounced chip, the lock-out button, a shuffler report, a dealer command --
+Every input -- a debounced chip, the lock-out button, a shuffler report, a person's command --
 goes through one queue and one consumer, so the core sees them in a single order. Each step's
-new state and journal rows are committed in one transaction *before* its effects run
-(seat lights, shuffle commands) and before the relay may publish them.
+input, new state and journal rows are committed in one transaction *before* its effects run
+(seat lamps, shuffle commands) and before the relay may publish them.
 """
 
 from __future__ import annotations
@@ -23,27 +23,20 @@ from gpiozero.exc import GPIOZeroError
 
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
-from tablectl.core.round import (
-    METER_ID,
-    ChipSensed,
+from tablectl.core.effects import (
     Effect,
-    Event,
-    Journal,
-    LockoutPressed,
-    PowerUp,
-    Rejected,
+    Lamp,
     ReportRestingChips,
     RequestShuffle,
-    Rules,
-    SeatLight,
-    ShuffleRequestFailed,
-    TableState,
-    step,
+    SeatLamp,
 )
+from tablectl.core.events import Event, PowerUp, ShuffleRequestFailed, TableRules
+from tablectl.core.round import Phase, Rejected, TableState, step
 from tablectl.drivers.gpio.table_io import TableGpio, make_pin_factory
 from tablectl.drivers.link import LinkError
 from tablectl.drivers.shuffler import ShufflerDriver
 from tablectl.mqtt.relay import Relay
+from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.store.journal import Store
 from tablectl.util import sdnotify
 
@@ -60,7 +53,8 @@ StepObserver = Callable[[Event, TableState, list[Effect]], None]
 @dataclass
 class _Submission:
     event: Event
-    reply: asyncio.Future[int] | None = None  # resolves to the last journal seq, or Rejected
+    # Resolves to the rows the command produced (type, data, seq), or raises Rejected.
+    reply: asyncio.Future[list[dict[str, Any]]] | None = None
 
 
 @dataclass
@@ -70,7 +64,8 @@ class Daemon:
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def __post_init__(self) -> None:
-        self.rules = Rules.from_config(self.config)
+        self.rules: TableRules = self.config.rules()
+        self.game = self.rules.game.table_game()
         self.observers: list[StepObserver] = []
         self.ready = asyncio.Event()
         self._stepped = asyncio.Event()
@@ -91,9 +86,9 @@ class Daemon:
         """Queue a device event (never refused)."""
         self._queue.put_nowait(_Submission(event))
 
-    async def submit(self, event: Event) -> int:
-        """Queue a dealer command and wait for it; raises Rejected if not allowed now."""
-        reply: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    async def submit(self, event: Event) -> list[dict[str, Any]]:
+        """Queue a person's command and wait for the rows it journaled; raises Rejected."""
+        reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Submission(event, reply))
         return await reply
 
@@ -109,10 +104,17 @@ class Daemon:
         self.state = (
             TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
         )
+        if self.state.game != self.game.name:
+            store.close()
+            raise StartupError(
+                f"the journal {cfg.storage.database} belongs to a {self.state.game} table; "
+                f"this config runs {self.game.name}: use another data_dir"
+            )
         log.info(
             "table state loaded",
+            game=self.game.name,
             phase=self.state.phase.value,
-            meter_cents=self.state.meter.cents,
+            meter_cents=self.state.meter.cents if self.state.meter else None,
             last_seq=store.last_seq,
         )
         self.shuffler = ShufflerDriver(cfg.shuffler, emit=self.post)
@@ -128,12 +130,7 @@ class Daemon:
         )
         control = ControlServer(cfg.storage.socket_path, self)
         try:
-            self.gpio = TableGpio(
-                cfg.gpio,
-                on_chip=lambda seat, present: self.post(ChipSensed(seat, present)),
-                on_lockout=lambda: self.post(LockoutPressed()),
-                pin_factory=self.pin_factory,
-            )
+            self.gpio = TableGpio(cfg.gpio, emit=self.post, pin_factory=self.pin_factory)
         except GPIOZeroError as exc:
             store.close()
             raise StartupError(
@@ -143,9 +140,9 @@ class Daemon:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
-                self.post(PowerUp())
-                for seat in range(1, cfg.table.seats + 1):
-                    self.gpio.set_light(seat, seat in self.state.wagers)
+                self.post(PowerUp(rules=self.rules))
+                for hit in self.state.hits_pending:
+                    self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
                 tasks.create_task(self._consume(), name="table-core")
                 tasks.create_task(self.shuffler.run(), name="shuffler")
@@ -187,20 +184,24 @@ class Daemon:
                 continue
             for observer in self.observers:
                 observer(sub.event, new_state, effects)
-            entries = [(e.type, e.data) for e in effects if isinstance(e, Journal)]
-            if entries or new_state != self.state:
-                # In the journal thread: the loop keeps taking edges while this one fsyncs.
-                await asyncio.get_running_loop().run_in_executor(
-                    self._journal_thread, self.store.commit, new_state.model_dump_json(), entries
-                )
+            entries = journal_entries(effects)
+            # Every input is journaled with what it produced, so the state can be replayed;
+            # in the journal thread: the loop keeps taking edges while this one fsyncs.
+            rows = await asyncio.get_running_loop().run_in_executor(
+                self._journal_thread,
+                self.store.commit,
+                new_state.model_dump_json(),
+                entries,
+                journal_input(sub.event),
+            )
             self.state = new_state
-            for entry in entries:
-                log.info(entry[0], **entry[1])
+            for type_, data in entries:
+                log.info(type_, **data)
             self._execute(effects)
             if entries:
                 self.relay.wake()
             if sub.reply:
-                sub.reply.set_result(self.store.last_seq)
+                sub.reply.set_result([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
             self._stepped.set()
 
     async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
@@ -213,13 +214,12 @@ class Daemon:
     def _execute(self, effects: list[Effect]) -> None:
         assert self._tasks is not None and self.gpio is not None
         for effect in effects:
-            if isinstance(effect, SeatLight):
-                self.gpio.set_light(effect.seat, effect.on)
+            if isinstance(effect, SeatLamp):
+                self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
                 self._tasks.create_task(self._request_shuffle(), name="shuffle-request")
             elif isinstance(effect, ReportRestingChips):
-                for seat in self.gpio.resting_chips():
-                    self.post(ChipSensed(seat, True))
+                self.gpio.report_resting()
 
     async def _record_ack(self, seq: int) -> bool:
         assert self.store is not None
@@ -234,7 +234,7 @@ class Daemon:
         except LinkError as exc:
             log.warning("shuffle request failed", error=str(exc))
             await asyncio.sleep(1)  # the core asks again; do not spin on a refusing device
-            self.post(ShuffleRequestFailed(str(exc)))
+            self.post(ShuffleRequestFailed(reason=str(exc)))
 
     async def _watchdog(self) -> None:
         interval = sdnotify.watchdog_interval_s()
@@ -251,26 +251,30 @@ class Daemon:
     def birth(self) -> dict[str, Any]:
         assert self.state is not None and self.store is not None
         cfg = self.config
+        meter = self.state.meter
         return {
             "v": 1,
             "site": cfg.table.site_id,
             "table": cfg.table.table_id,
-            "game": cfg.table.game,
+            "game": cfg.game.model_dump(mode="json"),
             "boot_id": self.boot_id,
             "seats": cfg.table.seats,
-            "progressive": {
-                "paytable": cfg.progressive.paytable,
-                "wager_cents": cfg.progressive.wager,
-                "rate_bp": cfg.progressive.rate_of_progression_percent,
-                "reset_cents": cfg.progressive.reset_amount,
+            "table_wager": {
+                "name": self.game.table_wager.name,
+                "title": self.game.table_wager.title,
+                "wager_cents": self.game.wager_cents,
             },
-            "meters": [
+            "meters": []
+            if meter is None
+            else [
                 {
-                    "meter_id": METER_ID,
-                    "amount_cents": self.state.meter.cents,
+                    "meter_id": meter.meter_id,
+                    "amount_cents": meter.cents,
                     "seq": self.store.last_seq,
                 }
             ],
+            "hits_pending": [h.model_dump(mode="json") for h in self.state.hits_pending],
+            "hit_history": [h.model_dump(mode="json") for h in self.state.hit_history],
         }
 
     def health(self) -> dict[str, Any]:
@@ -282,14 +286,22 @@ class Daemon:
         return {
             "table": self.config.table.table_id,
             "site": self.config.table.site_id,
+            "game": self.game.name,
             "boot_id": self.boot_id,
             "uptime_s": round(time.time() - self.started_at, 1),
             "phase": s.phase.value,
             "accepting_wagers": s.accepting_wagers,
             "round_id": s.round_id,
+            "table_wager": self.game.table_wager.name,
             "wagers": {str(k): v for k, v in sorted(s.wagers.items())},
-            "seat_lights": self.gpio.lights(),
-            "meter": {"meter_id": METER_ID, "cents": s.meter.cents, "carry": s.meter.carry},
+            "undecided_seats": list(s.undecided),
+            "count_final": s.counted or s.phase is not Phase.LOCKED,
+            "seat_lamps": self.gpio.lamps(),
+            "meter": None
+            if s.meter is None
+            else {"meter_id": s.meter.meter_id, "cents": s.meter.cents, "carry": s.meter.carry},
+            "hits_pending": [h.model_dump(mode="json") for h in s.hits_pending],
+            "hit_history": [h.model_dump(mode="json") for h in s.hit_history],
             "deck_ready": s.deck_ready,
             "shuffle_requested": s.shuffle_requested,
             "shuffler_fault": s.shuffler_fault,

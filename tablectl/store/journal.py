@@ -1,7 +1,8 @@
-"""The durable store: table state (meters, round) and the append-only event journal, in SQLite.
+"""The durable store: table state (meters, round), the core's inputs and the event journal.
 
-Each change is one transaction (WAL, synchronous=FULL) holding the new state snapshot and the
-journal rows it produced, so a power cut leaves either all of a change or none of it. The
+Each step of the core is one transaction (WAL, synchronous=FULL) holding the input, the new
+state snapshot and the journal rows it produced, so a power cut leaves either all of a step
+or none of it, and `tablectl journal replay` can rebuild the state from the inputs. The
 journal is also the MQTT outbox: rows carry a per-table `seq` that is never reused, and each
 row's hash chains to the previous one so that an edited or deleted row is detectable.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,18 @@ CREATE TABLE IF NOT EXISTS journal (
 CREATE TABLE IF NOT EXISTS kv (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
+);
+-- Every input the core stepped on, the hash of the state it left, and the journal rows
+-- (first_seq..last_seq, or none) it produced: what replay needs.
+CREATE TABLE IF NOT EXISTS inputs (
+    input_seq  INTEGER PRIMARY KEY,
+    ts         TEXT NOT NULL,
+    boot_id    TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    state_hash TEXT NOT NULL,
+    first_seq  INTEGER,
+    last_seq   INTEGER
 );
 """
 GENESIS_HASH = "0" * 64
@@ -72,6 +85,33 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def canonical_json(data: object) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def state_hash(state_json: str) -> str:
+    return hashlib.sha256(state_json.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class StepInput:
+    """One core input as journaled: its name and data."""
+
+    type: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class InputRow:
+    input_seq: int
+    ts: str
+    type: str
+    data: dict[str, Any]
+    state_hash: str
+    first_seq: int | None
+    last_seq: int | None
+
+
 class Store:
     """One table's database.
 
@@ -96,6 +136,8 @@ class Store:
         ).fetchone()
         self._last_seq: int = int(last[0]) if last else 0
         self._last_hash: str = str(last[1]) if last else GENESIS_HASH
+        row = self._db.execute("SELECT max(input_seq) FROM inputs").fetchone()
+        self._last_input_seq: int = int(row[0] or 0)
 
     def close(self) -> None:
         self._db.close()
@@ -116,9 +158,12 @@ class Store:
         )
 
     def commit(
-        self, state_json: str, entries: Sequence[tuple[str, dict[str, Any]]]
+        self,
+        state_json: str,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        step_input: StepInput | None = None,
     ) -> list[JournalRow]:
-        """Append journal rows and replace the state snapshot, atomically and durably."""
+        """Append the input, its journal rows and the new state, atomically and durably."""
         rows: list[JournalRow] = []
         seq, prev = self._last_seq, self._last_hash
         now = self._clock()
@@ -129,7 +174,7 @@ class Store:
             for type_, data in entries:
                 seq += 1
                 event_id = str(uuid7(unix_ms))
-                data_json = json.dumps(data, sort_keys=True, separators=(",", ":"))
+                data_json = canonical_json(data)
                 digest = _row_hash(prev, seq, event_id, ts, type_, data_json)
                 self._db.execute(
                     "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -137,13 +182,47 @@ class Store:
                 )
                 rows.append(JournalRow(seq, event_id, ts, self._boot_id, type_, data))
                 prev = digest
+            input_seq = self._last_input_seq
+            if step_input is not None:
+                input_seq += 1
+                self._db.execute(
+                    "INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        input_seq,
+                        ts,
+                        self._boot_id,
+                        step_input.type,
+                        canonical_json(step_input.data),
+                        state_hash(state_json),
+                        rows[0].seq if rows else None,
+                        rows[-1].seq if rows else None,
+                    ),
+                )
             self.put("table_state", state_json)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._last_seq, self._last_hash = seq, prev
+        self._last_input_seq = input_seq
         return rows
+
+    def inputs(self) -> Iterator[InputRow]:
+        """Every journaled input, in the order the core stepped on them."""
+        cur = self._db.execute(
+            "SELECT input_seq, ts, type, data, state_hash, first_seq, last_seq "
+            "FROM inputs ORDER BY input_seq"
+        )
+        for r in cur:
+            yield InputRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6])
+
+    def rows_between(self, first_seq: int, last_seq: int) -> list[JournalRow]:
+        cur = self._db.execute(
+            "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
+            "WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            (first_seq, last_seq),
+        )
+        return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
 
     def rows_after(self, seq: int, limit: int = 100) -> list[JournalRow]:
         """Committed rows after seq: never one of a commit still in progress."""

@@ -1,0 +1,155 @@
+"""Verbs that talk to the running daemon: status, the dealer's and the floorperson's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, call, cents, fail, socket_args, yes_no
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    status = sub.add_parser("status", help="what the running daemon is doing")
+    socket_args(status)
+    status.set_defaults(handler=_status)
+
+    dealer = sub.add_parser("dealer", help="the dealer's commands to the running daemon")
+    dealer_sub = dealer.add_subparsers(dest="dealer_verb", required=True)
+    settle = dealer_sub.add_parser(
+        "settle", help="the cards shown (when no shoe reads them) and the folds: settle"
+    )
+    settle.add_argument(
+        "--hand",
+        action="append",
+        default=[],
+        metavar="SEAT=CARDS",
+        help="a seat's cards, e.g. 3=AsKsQs (repeat per seat)",
+    )
+    settle.add_argument("--community", default="", help="community cards, e.g. AhKh9c2d3s")
+    settle.add_argument("--dealer", default="", help="the dealer's cards (optional)")
+    settle.add_argument("--fold", action="append", type=int, default=[], metavar="SEAT")
+    void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
+    void.add_argument("reason", help="e.g. shoe-jam, cards-face-up, wrong-card-count")
+    new_deck = dealer_sub.add_parser(
+        "new-deck", help="a new deck replaces one that miscounted (649a.5(b))"
+    )
+    reshuffle = dealer_sub.add_parser(
+        "reshuffle", help="the shuffler fault is cleared: reshuffle (649a.13(e))"
+    )
+    for sp in (settle, void, new_deck, reshuffle):
+        socket_args(sp)
+        sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
+        sp.set_defaults(handler=_command)
+
+    floor = sub.add_parser("floor", help="the floorperson's commands (jackpot workflow)")
+    floor_sub = floor.add_subparsers(dest="floor_verb", required=True)
+    validate = floor_sub.add_parser(
+        "validate", help="validate a progressive payout (649a.11(c)(5)(iii))"
+    )
+    document = floor_sub.add_parser(
+        "document", help="a payout not paid from the table inventory is documented"
+    )
+    for sp in (validate, document):
+        sp.add_argument("hit_id", help="the hit, as status shows it (e.g. 12-5)")
+        sp.add_argument("--by", required=True, help="the floorperson (an employee id)")
+        socket_args(sp)
+        sp.set_defaults(handler=_command)
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    by = {"by": args.by} if getattr(args, "by", None) else {}
+    if args.verb == "floor":
+        return {"cmd": args.floor_verb, "hit_id": args.hit_id, **by}
+    if args.dealer_verb == "settle":
+        hands = {}
+        for item in args.hand:
+            seat, sep, cards = item.partition("=")
+            if not sep or not seat.isdigit():
+                raise ValueError(f"--hand {item!r}: write SEAT=CARDS, e.g. 3=AsKsQs")
+            hands[seat] = cards
+        return {
+            "cmd": "settle",
+            "hands": hands,
+            "community": args.community,
+            "dealer": args.dealer,
+            "folded": args.fold,
+            **by,
+        }
+    if args.dealer_verb == "void":
+        return {"cmd": "void", "reason": args.reason, **by}
+    return {"cmd": args.dealer_verb, **by}
+
+
+def _command(args: argparse.Namespace) -> int:
+    try:
+        request = _request(args)
+    except ValueError as exc:
+        return fail(args, str(exc), EXIT_BAD_INPUT)
+    data = call(args, request)
+    if isinstance(data, int):
+        return data
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+        return EXIT_OK
+    for row in data.get("journaled", []):
+        brief = " ".join(f"{k}={v}" for k, v in row["data"].items() if k != "meter")
+        print(f"{row['seq']:>8} {row['type']:<22} {brief}")
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    data = call(args, {"cmd": "status"})
+    if isinstance(data, int):
+        return data
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print_status(data)
+    return EXIT_OK
+
+
+def print_status(data: dict[str, Any]) -> None:
+    print(
+        f"table {data['table']} ({data['site']}), {data['game']}  round {data['round_id']}  "
+        f"phase {data['phase']}  accepting wagers: {yes_no(data['accepting_wagers'])}"
+    )
+    meter = data["meter"]
+    if meter:
+        print(f"  meter {meter['meter_id']}: {cents(meter['cents'])}")
+    wagers = ", ".join(f"seat {s}" for s in data["wagers"]) or "none"
+    print(f"  {data['table_wager']} wagers: {wagers}")
+    if data["undecided_seats"]:
+        print(f"  still resting since before the lock-out: seats {data['undecided_seats']}")
+    for hit in data["hits_pending"]:
+        where = "table inventory" if hit["paid_from_table_inventory"] else "not the table inventory"
+        state = f"validated by {hit['validated_by']}" if hit["validated_by"] else "to validate"
+        print(
+            f"  JACKPOT PENDING {hit['hit_id']}: seat {hit['seat']} {hit['hand']} "
+            f"{cents(hit['amount_cents'])} ({hit['basis']}, {where}), {state}"
+        )
+    if data["hit_history"]:
+        print(f"  last hits: {len(data['hit_history'])}")
+        for hit in data["hit_history"][:5]:
+            print(
+                f"    {hit['hit_id']:>8} seat {hit['seat']} {hit['hand']} "
+                f"{cents(hit['amount_cents'])} validated by {hit['validated_by'] or '-'}"
+            )
+    print(
+        f"  deck ready: {yes_no(data['deck_ready'])}  blocked: {data['blocked'] or 'no'}  "
+        f"shuffler fault: {data['shuffler_fault'] or 'none'}"
+    )
+    sh = data["shuffler"]
+    print(
+        f"  shuffler: link {sh['link']} on {sh['port']}  state {sh['state']}  "
+        f"bad frames {sh.get('bad_crc', 0) + sh.get('bad_header', 0)}  "
+        f"retransmits {sh.get('retransmits', 0)}  bytes dropped {sh.get('bytes_dropped', 0)}"
+    )
+    mq = data["mqtt"]
+    print(
+        f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
+        f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
+        f"acked {mq['acked_through_seq']}"
+    )
+    if data["counters"]:
+        print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))

@@ -1,0 +1,59 @@
+"""`tablectl run` (the daemon) and `tablectl config check`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, cents, config_arg, config_path, fail
+from tablectl.config import load_config
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser("run", help="run the daemon for one table")
+    config_arg(run)
+    run.set_defaults(handler=_run, quiet_logs=False)
+
+    cfg = sub.add_parser("config", help="configuration tools")
+    cfg_sub = cfg.add_subparsers(dest="config_verb", required=True)
+    check = cfg_sub.add_parser("check", help="validate a table config against the rules")
+    check.add_argument("file", type=Path, nargs="?", help="default: the table's config")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(handler=_check)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tablectl.service.daemon import Daemon, StartupError
+
+    config = load_config(config_path(args))
+    try:
+        asyncio.run(Daemon(config).serve())
+    except StartupError as exc:
+        return fail(args, str(exc), EXIT_REFUSED)
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    path = Path(args.file) if args.file else config_path(args)
+    config = load_config(path)
+    game = config.game.table_game()
+    summary = {
+        "ok": True,
+        "file": str(path),
+        "game": game.name,
+        "table": config.table.table_id,
+        "seats": config.table.seats,
+        "table_wager": game.table_wager.name,
+        "wager_cents": game.wager_cents,
+        "meter": None if game.meter is None else game.meter.meter_id,
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"{path}: ok ({game.name}, table {config.table.table_id}, {config.table.seats} "
+            f"seats, {game.table_wager.title} {cents(game.wager_cents)})"
+        )
+    return EXIT_OK

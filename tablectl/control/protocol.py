@@ -1,0 +1,120 @@
+"""The control socket's requests: validated models, and the core inputs they ask for. Pure.
+
+One JSON object per line in, one per line out: {"ok": true, "data": ...} or
+{"ok": false, "error": "..."}. Types are strict: a seat is a whole number, never 1.7 or "1".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from tablectl.core.events import (
+    ConfirmDocumentation,
+    Event,
+    NewDeckRegistered,
+    ReshuffleRequested,
+    Settle,
+    ValidateHit,
+    VoidRound,
+)
+from tablectl.rules.cards import parse_cards
+
+Seat = Annotated[StrictInt, Field(ge=1, le=7)]
+SeatKey = Annotated[str, Field(pattern=r"^[1-7]$")]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Who is acting, as they identify themselves (an employee id); the socket adds the
+    # operating-system user it sees.
+    by: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class StatusRequest(_Request):
+    cmd: Literal["status"]
+
+
+class SettleRequest(_Request):
+    cmd: Literal["settle"]
+    hands: dict[SeatKey, str] = {}
+    community: str = ""
+    dealer: str = ""
+    folded: list[Seat] = []
+
+
+class VoidRequest(_Request):
+    cmd: Literal["void"]
+    reason: str
+
+
+class DeckRequest(_Request):
+    cmd: Literal["new-deck", "reshuffle"]
+
+
+class HitRequest(_Request):
+    cmd: Literal["validate", "document"]
+    hit_id: str = Field(min_length=1, max_length=32)
+    by: str = Field(min_length=1, max_length=64)  # the floorperson, always named
+
+
+AnyRequest = StatusRequest | SettleRequest | VoidRequest | DeckRequest | HitRequest
+Request = Annotated[AnyRequest, Field(discriminator="cmd")]
+COMMANDS = ("status", "settle", "void", "new-deck", "reshuffle", "validate", "document")
+
+
+class RequestError(Exception):
+    """A request that does not make sense; the message says what to send instead."""
+
+
+class _Envelope(BaseModel):
+    request: Request
+
+
+def parse_request(
+    raw: Any,
+) -> StatusRequest | SettleRequest | VoidRequest | DeckRequest | HitRequest:
+    if not isinstance(raw, dict):
+        raise RequestError("send one JSON object per line")
+    cmd = raw.get("cmd")
+    if cmd not in COMMANDS:
+        raise RequestError(f"unknown command {cmd!r}; one of {', '.join(COMMANDS)}")
+    try:
+        return _Envelope.model_validate({"request": raw}).request
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][2:])
+        raise RequestError(f"{cmd}: {where + ': ' if where else ''}{first['msg']}") from None
+
+
+def _who(request: _Request, peer: str) -> str:
+    return f"{request.by} ({peer})" if request.by else peer
+
+
+def to_input(request: _Request, peer: str) -> Event:
+    """The core input a command asks for; `peer` is the socket's operating-system user."""
+    by = _who(request, peer)
+    try:
+        match request:
+            case SettleRequest():
+                return Settle(
+                    hands={int(seat): parse_cards(cards) for seat, cards in request.hands.items()},
+                    community=parse_cards(request.community),
+                    dealer=parse_cards(request.dealer),
+                    folded=frozenset(request.folded),
+                    by=by,
+                )
+            case VoidRequest():
+                return VoidRound(reason=request.reason, by=by)
+            case DeckRequest(cmd="new-deck"):
+                return NewDeckRegistered(by=by)
+            case DeckRequest():
+                return ReshuffleRequested(by=by)
+            case HitRequest(cmd="validate"):
+                return ValidateHit(hit_id=request.hit_id, by=by)
+            case HitRequest():
+                return ConfirmDocumentation(hit_id=request.hit_id, by=by)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    raise RequestError(f"{type(request).__name__} does not change the table")
