@@ -27,7 +27,7 @@ mosquitto:
 	fi
 
 demo: $(STAMP) mosquitto
-	$(BIN)/tablectl demo --config config/demo.toml $(DEMO_ARGS)
+	$(BIN)/tablectl demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -46,6 +46,7 @@ test: check mosquitto
 	$(BIN)/pytest
 
 bench: $(STAMP)
+	$(BIN)/python bench/lockout_window.py
 	$(BIN)/python bench/lockout_latency.py
 	$(BIN)/python bench/evaluator.py
 

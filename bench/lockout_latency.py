@@ -28,7 +28,9 @@ from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import MockTableInputs
 
 from tablectl.config import load_config
-from tablectl.core.round import Effect, Event, LockoutPressed, Phase, Settle, TableState
+from tablectl.core.effects import Effect
+from tablectl.core.events import Event, LockoutPressed, Settle
+from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.util import logs
 
@@ -61,7 +63,7 @@ async def lockout(samples: int) -> tuple[list[float], list[float]]:
     with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
         cfg = simulated_config(
-            load_config(REPO / "config" / "demo.toml"),
+            load_config(REPO / "config" / "three-card-poker.toml"),
             port=sim.open_pty(),
             broker=broker,
             data_dir=Path(tmp),
@@ -97,7 +99,7 @@ async def lockout(samples: int) -> tuple[list[float], list[float]]:
                 return t0
 
             t0 = await asyncio.to_thread(press)
-            await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
+            await daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 10)
             closed.append((closed_at[-1] - t0) / 1000)
             queued.append((queued_at[-1] - t0) / 1000)
             await asyncio.sleep(cfg.gpio.lockout_debounce_ms / 1000)

@@ -98,6 +98,20 @@ class ReferenceBackend:
             self.replies.append(body)
         self.changed.set()
 
+    def caught_up(self, last_seq: int) -> bool:
+        """Every event through last_seq is here, and each retained meter is the latest."""
+        if self.last_contiguous_seq < last_seq:
+            return False
+        latest: dict[str, int] = {}
+        for seq, event in self.events.items():
+            meter = event["data"].get("meter")
+            if isinstance(meter, dict):
+                latest[meter["meter_id"]] = max(latest.get(meter["meter_id"], 0), seq)
+        return all(
+            meter_id in self.meters and self.meters[meter_id]["seq"] >= seq
+            for meter_id, seq in latest.items()
+        )
+
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
         async with asyncio.timeout(timeout_s):
             while not predicate():

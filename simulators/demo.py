@@ -1,31 +1,36 @@
-"""The demo: the daemon on simulated devices, a scripted dealer and players, a backend.
+"""The demo: the daemon on simulated devices, a scripted dealer, players and floorperson.
 
 Everything real but the hardware: the shuffler simulator on a pseudo-terminal, gpiozero's
-mock pins for chips, lights and the lock-out button, a private Mosquitto, SQLite, the control
-socket the dealer's commands go through. Prints what the backend receives and a summary.
+mock pins for chips, lamps and the lock-out button, a private Mosquitto, SQLite, and the
+control socket the dealer's and floorperson's commands go through. It plays any game: the
+hands come from the game's own deal plan. It prints what the backend receives and a summary,
+then replays the journal, and exits 0 only when the backend's view matches the table's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.dealer import Wanted, as_request, deal_round
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import MockTableInputs
 
-from tablectl.config import TableConfig, load_config
-from tablectl.control import client as control
-from tablectl.core.round import Phase
+from tablectl.config import TableConfig
+from tablectl.control import client
+from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
-
-DEFAULT_CONFIG = Path("config/demo.toml")  # the repository's demo table
+from tablectl.service.replay import replay
+from tablectl.store.journal import Store
 
 
 def simulated_config(
@@ -44,167 +49,253 @@ def simulated_config(
     )
 
 
-# Hands the scripted dealer shows in given rounds (seat -> cards); other rounds are random.
-SCRIPTED_HANDS: dict[int, dict[int, str]] = {
-    2: {2: "AsKsQs"},  # the 100% jackpot (649a.12(e)(1)); Envy Bonuses to the others
-    4: {1: "AhKhQh", 3: "9c8c7c"},  # 500 for 1 and an Envy Bonus; a straight flush
+# Cards the scripted dealer arranges in given rounds (seat or "community" -> cards); the rest
+# of each round is dealt at random through the game's deal plan.
+SCRIPTS: dict[str, dict[int, Wanted]] = {
+    "three-card-poker": {
+        2: {2: "AsKsQs"},  # 100 % of the meter (649a.12(e)(1)); Envy Bonuses to the others
+        4: {1: "AhKhQh", 3: "9c8c7c"},  # 500 for 1 with Envy Bonuses; a straight flush
+    },
+    "ultimate-texas-holdem": {
+        2: {2: "AsKs", "community": "QsJsTs2d3c"},  # a royal flush: 100 % of the meter
+        4: {1: "9h8h", "community": "7h6h5h2c3d"},  # a straight flush: 10 %, not a reset
+    },
+    "let-it-ride": {
+        2: {2: "AsKsQs", "community": "JsTs"},  # a royal flush: $25,000 on paytable A
+        4: {1: "9h8h2h", "community": "5h3h", 3: "7c7d7s"},  # a flush; three of a kind
+    },
 }
-MISCOUNT_ROUND = 3  # a card goes missing before the shuffle that follows this round
+EDGE_ROUND = 1  # a chip lands just before the lock-out and finishes resting after it
+VOID_ROUND = 3  # the shoe jams: the round is void, every wager returned (649a.13(f))
+MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
+FLOORPERSON = "floor-0042"
+DEALER = "dealer-0117"
 
 
 @dataclass
 class Tally:
+    game: str
     rounds: int = 0
-    late_chips: int = 0
-
-
-def _fmt_cents(cents: int) -> str:
-    return f"${cents // 100:,}.{cents % 100:02d}"
+    late_chips_placed: int = 0
+    chips_placed_at_the_edge: int = 0
+    voided_rounds_expected: int = 0
+    hits_validated: int = 0
 
 
 def _print_event(evt: dict[str, Any]) -> None:
     data = evt["data"]
-    brief = " ".join(f"{k}={v}" for k, v in data.items() if k not in ("meter_carry", "rate_bp"))
-    print(f"  backend <- seq {evt['seq']:>3} {evt['type']:<20} {brief}", flush=True)
+    brief = " ".join(f"{k}={v}" for k, v in data.items() if k not in ("meter", "rule", "by"))
+    if data.get("meter"):
+        brief += f" meter={data['meter']['meter_cents']}"
+    print(f"  backend <- seq {evt['seq']:>3} {evt['type']:<24} {brief}", flush=True)
 
 
-async def _dealer(sock: Path, request: dict[str, Any]) -> dict[str, Any]:
-    reply = await asyncio.to_thread(control.call, sock, request)
-    if not reply["ok"]:
-        raise RuntimeError(f"dealer command refused: {reply['error']}")
-    return reply["data"]  # type: ignore[no-any-return]
+class DemoTable:
+    """The scripted people at a simulated table, through the same paths as real ones."""
+
+    def __init__(self, daemon: Daemon, players: MockTableInputs, rng: random.Random) -> None:
+        self.daemon = daemon
+        self.players = players
+        self.rng = rng
+        self.config = daemon.config
+        self.rest_s = daemon.config.gpio.chip_present_ms / 1000 + 0.05
+
+    @property
+    def state(self) -> TableState:
+        assert self.daemon.state is not None
+        return self.daemon.state
+
+    async def until(self, predicate: Callable[[TableState], bool], timeout_s: float = 20) -> None:
+        await self.daemon.wait_until(predicate, timeout_s)
+
+    async def command(self, request: dict[str, Any]) -> dict[str, Any]:
+        sock = self.config.storage.socket_path
+        reply = await asyncio.to_thread(client.call, sock, request)
+        if not reply["ok"]:
+            raise RuntimeError(f"{request['cmd']} refused: {reply['error']}")
+        return reply["data"]  # type: ignore[no-any-return]
+
+    def free_seat(self, taken: set[int]) -> int:
+        return next(s for s in range(self.config.table.seats, 0, -1) if s not in taken)
+
+    async def late_chip(self, taken: set[int]) -> None:
+        """A chip placed after "no more bets": it rests, and is never recognised."""
+        seat = self.free_seat(taken)
+        refused = self.state.counters.get("wagers_rejected", 0)
+        self.players.place_chip(seat)
+        await self.until(lambda s: s.counters.get("wagers_rejected", 0) > refused)
+        self.players.remove_chip(seat)
+        await asyncio.sleep(self.rest_s)  # lifted for good before the next round
+
+    async def floor_workflow(self, tally: Tally) -> None:
+        """649a.11(c)(5)(iii)-(iv): validate every hit; document meter-share payouts."""
+        for hit in self.state.hits_pending:
+            await self.command({"cmd": "validate", "hit_id": hit.hit_id, "by": FLOORPERSON})
+            if not hit.paid_from_table_inventory:
+                await self.command({"cmd": "document", "hit_id": hit.hit_id, "by": FLOORPERSON})
+            tally.hits_validated += 1
 
 
-async def _wait_phase(daemon: Daemon, phase: Phase, timeout_s: float = 20) -> None:
-    await daemon.wait_until(lambda state: state.phase is phase, timeout_s)
+async def _play_rounds(table: DemoTable, sim: ShufflerSimulator, rounds: int, tally: Tally) -> None:
+    game = table.daemon.game
+    script = SCRIPTS.get(game.name, {})
+    seats_total = table.config.table.seats
+    for round_no in range(1, rounds + 1):
+        await table.until(lambda s: s.phase is Phase.BETTING)
+        wanted = script.get(round_no, {})
+        seats = set(table.rng.sample(range(1, seats_total), table.rng.randint(2, 3)))
+        seats |= {w for w in wanted if isinstance(w, int)}
+        for seat in sorted(seats):
+            table.players.place_chip(seat)
+        await asyncio.sleep(table.rest_s)
+        if round_no == EDGE_ROUND:
+            # Placed a moment before "no more bets", resting after it: it counts (649a.2(c)).
+            edge_seat = table.free_seat(seats)
+            table.players.place_chip(edge_seat)
+            seats.add(edge_seat)
+            tally.chips_placed_at_the_edge += 1
+        table.players.press_lockout()  # "no more bets" (649a.8(b))
+        await table.until(lambda s: s.phase is Phase.LOCKED and s.counted)
+        for seat in table.state.wagers:
+            table.players.remove_chip(seat)  # the dealer collects the wagers
+        await table.late_chip(seats)
+        tally.late_chips_placed += 1
+        if round_no == MISCOUNT_ROUND:
+            sim.remove_card()
+        if round_no == VOID_ROUND:
+            await table.command({"cmd": "void", "reason": "shoe-jam", "by": DEALER})
+            tally.voided_rounds_expected += 1
+        else:
+            in_play = sorted(seats | {table.free_seat(seats)})  # a player without the wager
+            cards = deal_round(game.deal_plan(in_play), wanted, table.rng)
+            await table.command({**as_request(cards), "by": DEALER})
+            await table.floor_workflow(tally)
+        tally.rounds += 1
+        if round_no == MISCOUNT_ROUND:
+            # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.
+            await table.until(lambda s: s.blocked is not None)
+            sim.load_full_deck()
+            await table.command({"cmd": "new-deck", "by": DEALER})
 
 
-def _deal(rng: random.Random, seats: list[int], scripted: dict[int, str]) -> dict[int, str]:
-    from tablectl.rules.cards import full_deck, parse_cards
+@contextlib.contextmanager
+def _data_dir(keep: Path | None) -> Iterator[Path]:
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        if any(keep.iterdir()):
+            raise SystemExit(f"tablectl demo: --keep {keep} is not empty")
+        yield keep
+        return
+    with tempfile.TemporaryDirectory(prefix="tablectl-demo-") as tmp:
+        yield Path(tmp)
 
-    used = {c for cards in scripted.values() for c in parse_cards(cards)}
-    deck = [c for c in full_deck() if c not in used]
-    rng.shuffle(deck)
-    hands = dict(scripted)
-    for seat in seats:
-        if seat not in hands:
-            hands[seat] = "".join(str(deck.pop()) for _ in range(3))
-    return hands
 
-
-async def play(rounds: int, config_path: Path, seed: int = 7) -> int:
+async def play(
+    config: TableConfig, *, rounds: int, keep: Path | None, as_json: bool, seed: int = 7
+) -> int:
     rng = random.Random(seed)
-    tally = Tally()
-    with PrivateBroker() as broker, tempfile.TemporaryDirectory(prefix="tablectl-demo-") as tmp:
-        sim = ShufflerSimulator(shuffle_ms=150, rng=random.Random(seed))
-        cfg = simulated_config(
-            load_config(config_path), port=sim.open_pty(), broker=broker, data_dir=Path(tmp)
-        )
+    tally = Tally(config.game.name)
+    say: Callable[..., None] = (lambda *a, **k: None) if as_json else print
+    with PrivateBroker() as broker, _data_dir(keep) as data_dir:
+        sim = ShufflerSimulator(shuffle_ms=100, rng=random.Random(seed))
+        cfg = simulated_config(config, port=sim.open_pty(), broker=broker, data_dir=data_dir)
+        cfg = cfg.model_copy(update={"gpio": cfg.gpio.model_copy(update={"chip_present_ms": 80})})
         daemon = Daemon(cfg)
         backend = ReferenceBackend(
             broker.host,
             broker.port,
             site=cfg.table.site_id,
             table=cfg.table.table_id,
-            on_event=_print_event,
+            on_event=None if as_json else _print_event,
         )
-        players = MockTableInputs(daemon.pin_factory, cfg.gpio)
-        sock = cfg.storage.socket_path
-        print(
-            f"tablectl demo: table {cfg.table.table_id}, {cfg.table.seats} seats, "
-            f"shuffler on {cfg.shuffler.port}, broker {broker.host}:{broker.port}",
+        table = DemoTable(daemon, MockTableInputs(daemon.pin_factory, cfg.gpio), rng)
+        say(
+            f"tablectl demo: {cfg.game.name}, table {cfg.table.table_id}, {cfg.table.seats} "
+            f"seats, shuffler on {cfg.shuffler.port}, broker {broker.host}:{broker.port}",
             flush=True,
         )
         async with asyncio.TaskGroup() as tasks:
             daemon_task = tasks.create_task(daemon.run(), name="daemon")
             backend_task = tasks.create_task(backend.run(), name="backend")
             await daemon.ready.wait()
-            for round_no in range(1, rounds + 1):
-                await _wait_phase(daemon, Phase.BETTING)
-                seats = sorted(rng.sample(range(1, cfg.table.seats + 1), rng.randint(2, 4)))
-                seats = sorted(set(seats) | set(SCRIPTED_HANDS.get(round_no, {})))
-                for seat in seats:
-                    players.place_chip(seat)
-                await asyncio.sleep(cfg.gpio.chip_present_ms / 1000 + 0.1)
-                players.press_lockout()  # "no more bets" (649a.8(b))
-                await _wait_phase(daemon, Phase.LOCKED)
-                for seat in seats:
-                    players.remove_chip(seat)  # 649a.8(b): the dealer collects the wagers
-                late = next(s for s in range(1, cfg.table.seats + 1) if s not in seats)
-                players.place_chip(late)  # too late: never recognised (649a.2(c)(2))
-                await asyncio.sleep(cfg.gpio.chip_present_ms / 1000 + 0.05)
-                players.remove_chip(late)
-                await asyncio.sleep(cfg.gpio.chip_present_ms / 1000 + 0.05)  # lifted for good
-                tally.late_chips += 1
-                if round_no == MISCOUNT_ROUND:
-                    sim.remove_card()
-                hands = _deal(rng, seats, SCRIPTED_HANDS.get(round_no, {}))
-                await _dealer(sock, {"cmd": "settle", "hands": hands})
-                tally.rounds += 1
-                if round_no == MISCOUNT_ROUND:
-                    # 649a.5(b): the shuffler counts 51; the deck leaves, a new one comes.
-                    await daemon.wait_until(lambda state: state.blocked is not None, 10)
-                    print(
-                        f"  dealer: shuffler counted {sim.last_count} cards; deck removed, "
-                        "new deck registered",
-                        flush=True,
-                    )
-                    sim.load_full_deck()
-                    await _dealer(sock, {"cmd": "new-deck"})
+            await _play_rounds(table, sim, rounds, tally)
             assert daemon.store is not None
-            await backend.wait_for(
-                lambda: (
-                    backend.last_contiguous_seq >= daemon.store.last_seq  # type: ignore[union-attr]
-                    and bool(backend.meters)
-                    and backend.meters["progressive"]["seq"]
-                    >= max(
-                        (s for s, e in backend.events.items() if "meter_id" in e["data"]), default=0
-                    )
-                ),
-                timeout_s=15,
-            )
+            last_seq = daemon.store.last_seq
+            await backend.wait_for(lambda: backend.caught_up(last_seq), timeout_s=15)
             status = daemon.status()
             daemon_task.cancel()
             backend_task.cancel()
-        hits = [e for e in backend.events.values() if e["type"] == "jackpot.hit"]
-        envies = [e for e in backend.events.values() if e["type"] == "envy.bonus"]
-        print("\nsummary", flush=True)
-        print(f"  rounds played        {tally.rounds}")
-        booked = sum(
-            e["data"]["accepted_wagers"]
-            for e in backend.events.values()
-            if e["type"] == "round.locked"
-        )
-        print(f"  wagers at lock-out   {booked}")
-        print(
-            f"  late chips refused   {status['counters'].get('wagers_rejected', 0)} "
-            f"of {tally.late_chips} placed after lock-out"
-        )
-        print(
-            f"  progressive hits     {len(hits)} "
-            + ", ".join(
-                f"seat {h['data']['seat']} {h['data']['hand']} "
-                f"{_fmt_cents(h['data']['amount_cents'])}"
-                for h in hits
-            )
-        )
-        print(f"  envy bonuses         {len(envies)}")
-        print(f"  meter                {_fmt_cents(status['meter']['cents'])}")
-        print(f"  retained meter       {_fmt_cents(backend.meters['progressive']['amount_cents'])}")
-        print(
-            f"  events at backend    {len(backend.events)} (seq 1..{backend.last_contiguous_seq}, "
-            f"{backend.duplicates} duplicates dropped)"
-        )
-        ok = (
-            backend.last_contiguous_seq == len(backend.events) == status["journal"]["last_seq"]
-            and backend.meters["progressive"]["amount_cents"] == status["meter"]["cents"]
-            and any(h["data"]["basis"] == "100%-of-meter" for h in hits)
-        )
-        print("demo " + ("ok" if ok else "FAILED: the backend's view disagrees with the table"))
-        return 0 if ok else 1
+        sim.close()
+        with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:
+            replayed = replay(store)
+        summary = _summary(tally, status, backend, replayed.identical)
+    if as_json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        _print_summary(summary, replayed.difference)
+    return 0 if summary["ok"] else 1
 
 
-def main(rounds: int = 6, config_path: Path = DEFAULT_CONFIG) -> int:
+def _summary(
+    tally: Tally, status: dict[str, Any], backend: ReferenceBackend, replay_identical: bool
+) -> dict[str, Any]:
+    events = list(backend.events.values())
+
+    def of(type_: str) -> list[dict[str, Any]]:
+        return [e["data"] for e in events if e["type"] == type_]
+
+    retained = backend.meters.get("progressive")
+    meter = status["meter"]
+    published = status["journal"]["last_seq"]
+    out = {
+        "game": tally.game,
+        "rounds": tally.rounds,
+        "wagers_accepted": sum(d["accepted_wagers"] for d in of("wagers.counted")),
+        "decided_after_lockout": sum(len(d["decided_after_lockout"]) for d in of("wagers.counted")),
+        "chips_placed_at_the_edge": tally.chips_placed_at_the_edge,
+        "late_chips_placed": tally.late_chips_placed,
+        "late_chips_refused": sum(
+            1 for d in of("wager.rejected") if d["reason"] == "after-lockout"
+        ),
+        "hits": sum(1 for d in of("wager.settled") if d["outcome"] == "won"),
+        "jackpot_hits": len(of("jackpot.hit")),
+        "hits_validated": len(of("jackpot.validated")),
+        "envy_bonuses": len(of("envy.bonus")),
+        "voided_rounds": len(of("round.voided")),
+        "meter_cents": None if meter is None else meter["cents"],
+        "retained_meter_cents": None if retained is None else retained["amount_cents"],
+        "events_published": published,
+        "events_received": len(backend.events),
+        "duplicates": backend.duplicates,
+        "replay_identical": replay_identical,
+    }
+    out["ok"] = (
+        backend.last_contiguous_seq == out["events_received"] == published
+        and out["meter_cents"] == out["retained_meter_cents"]
+        and out["late_chips_refused"] == out["late_chips_placed"]
+        and out["decided_after_lockout"] == tally.chips_placed_at_the_edge
+        and out["voided_rounds"] == tally.voided_rounds_expected
+        and out["hits_validated"] == out["jackpot_hits"]
+        and replay_identical
+    )
+    return out
+
+
+def _print_summary(summary: dict[str, Any], difference: str | None) -> None:
+    print("\nsummary")
+    for key, value in summary.items():
+        if key != "ok":
+            print(f"  {key.replace('_', ' '):<26} {value}")
+    if difference:
+        print(f"  replay difference          {difference}")
+    print(
+        "demo " + ("ok" if summary["ok"] else "FAILED: the backend's view disagrees with the table")
+    )
+
+
+def main(
+    config: TableConfig, *, rounds: int = 6, keep: Path | None = None, as_json: bool = False
+) -> int:
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(play(rounds, config_path))
+        return asyncio.run(play(config, rounds=rounds, keep=keep, as_json=as_json))
     return 130
