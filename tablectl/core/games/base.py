@@ -8,7 +8,7 @@ round core holds no game's rule text and never branches on a game's name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -17,6 +17,7 @@ from typing import Generic, Protocol, TypeVar
 from tablectl.core.meters import MeterLedger
 from tablectl.rules.cards import Card
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
+from tablectl.rules.progressive import EnvyBonus, ProgressivePayout
 
 L = TypeVar("L", bound=MeterLedger)
 
@@ -199,6 +200,56 @@ class TableSettlement(Generic[L]):
     results: list[WagerResult] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     envy: list[Envy] = field(default_factory=list)
+
+
+def progressive_settlement(
+    meter: L,
+    payouts: Sequence[ProgressivePayout | EnvyBonus],
+    wagers: Mapping[int, int],
+    formed: Mapping[int, tuple[Card, ...]],
+    *,
+    hit_rule: str,
+    envy_rule: str,
+    unpaid: Callable[[int], tuple[Outcome, str]],
+) -> TableSettlement[L]:
+    """A progressive wager's payouts as results, hits and Envy Bonuses, in settlement order.
+
+    formed: the cards each seat's progressive hand was formed from (the evidence of a hit);
+    unpaid(seat): the outcome and rule of a wager that won nothing.
+    """
+    out: TableSettlement[L] = TableSettlement(meter)
+    won: dict[int, ProgressivePayout] = {}
+    for payout in payouts:
+        if isinstance(payout, ProgressivePayout):
+            won[payout.seat] = payout
+            out.hits.append(
+                Hit(
+                    payout.seat,
+                    payout.hand.value,
+                    formed[payout.seat],
+                    payout.amount_cents,
+                    payout.share,
+                    payout.meter_before_cents,
+                    payout.meter_after_cents,
+                    hit_rule,
+                )
+            )
+        else:
+            out.envy.append(
+                Envy(
+                    payout.seat, payout.for_seat, payout.hand.value, payout.amount_cents, envy_rule
+                )
+            )
+    for seat in sorted(wagers, reverse=True):  # from the dealer's right, counter-clockwise
+        if seat in won:
+            hit = won[seat]
+            out.results.append(
+                WagerResult(seat, Outcome.WON, hit.amount_cents, hit.hand.value, hit_rule)
+            )
+        else:
+            outcome, rule = unpaid(seat)
+            out.results.append(WagerResult(seat, outcome, 0, None, rule))
+    return out
 
 
 class TableGame(Protocol):

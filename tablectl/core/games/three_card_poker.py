@@ -18,8 +18,6 @@ from pydantic import Field, field_validator, model_validator
 from tablectl.core.games.base import (
     DealPlan,
     DealStep,
-    Envy,
-    Hit,
     L,
     MeterRules,
     Outcome,
@@ -28,15 +26,15 @@ from tablectl.core.games.base import (
     TableSettlement,
     TableWager,
     To,
-    WagerResult,
     check_distinct,
     check_hand_sizes,
+    progressive_settlement,
     round_robin,
     stacks,
     void_reasons,
 )
 from tablectl.rules.paytables import TCP, TCP_ENVY_CENTS
-from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settle_tcp_progressive
+from tablectl.rules.progressive import settle_tcp_progressive
 from tablectl.util.money import BasisPoints, Cents, Strict, dollars
 
 NAME = "three-card-poker"
@@ -174,45 +172,19 @@ class ThreeCardPoker:
             hands=cards.hands,
             folded=folded,
         )
-        out: TableSettlement[L] = TableSettlement(meter)
-        won = {}
-        for payout in payouts:
-            match payout:
-                case ProgressivePayout():
-                    won[payout.seat] = payout
-                    out.hits.append(
-                        Hit(
-                            payout.seat,
-                            payout.hand.value,
-                            cards.hands[payout.seat],
-                            payout.amount_cents,
-                            payout.share,
-                            payout.meter_before_cents,
-                            payout.meter_after_cents,
-                            "649a.12(e)",
-                        )
-                    )
-                case EnvyBonus():
-                    out.envy.append(
-                        Envy(
-                            payout.seat,
-                            payout.for_seat,
-                            payout.hand.value,
-                            payout.amount_cents,
-                            "649a.12(e)(5)",
-                        )
-                    )
-        for seat in sorted(wagers, reverse=True):  # 649a.11(c): from the dealer's right
-            if seat in folded:
-                out.results.append(WagerResult(seat, Outcome.FORFEITED, 0, None, "649a.11(b)(2)"))
-            elif seat in won:
-                w = won[seat]
-                out.results.append(
-                    WagerResult(seat, Outcome.WON, w.amount_cents, w.hand.value, "649a.12(e)")
-                )
-            else:
-                out.results.append(WagerResult(seat, Outcome.LOST, 0, None, "649a.12(e)"))
-        return out
+        return progressive_settlement(
+            meter,
+            payouts,
+            wagers,
+            cards.hands,
+            hit_rule="649a.12(e)",
+            envy_rule="649a.12(e)(5)",
+            unpaid=lambda seat: (
+                (Outcome.FORFEITED, "649a.11(b)(2)")
+                if seat in folded
+                else (Outcome.LOST, "649a.12(e)")
+            ),
+        )
 
     def void_reasons(self) -> Mapping[str, str]:
         return void_reasons(TCP)

@@ -18,8 +18,6 @@ from pydantic import Field, field_validator
 from tablectl.core.games.base import (
     DealPlan,
     DealStep,
-    Envy,
-    Hit,
     L,
     MeterRules,
     Outcome,
@@ -28,16 +26,16 @@ from tablectl.core.games.base import (
     TableSettlement,
     TableWager,
     To,
-    WagerResult,
     check_distinct,
     check_hand_sizes,
+    progressive_settlement,
     round_robin,
     stacks,
     void_reasons,
 )
 from tablectl.rules.hands import five_card_classes
 from tablectl.rules.paytables import PAYTABLES, UTH, UTH_ENVY_CENTS
-from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settle_progressive
+from tablectl.rules.progressive import settle_progressive
 from tablectl.util.money import BasisPoints, Cents, Strict, dollars
 
 NAME = "ultimate-texas-holdem"
@@ -205,45 +203,18 @@ class UltimateTexasHoldem:
             folded=folded,
             fold_forfeits=False,
         )
-        out: TableSettlement[L] = TableSettlement(meter)
-        won = {}
-        for payout in payouts:
-            match payout:
-                case ProgressivePayout():
-                    won[payout.seat] = payout
-                    out.hits.append(
-                        Hit(
-                            payout.seat,
-                            payout.hand.value,
-                            tuple(formed[payout.seat]),
-                            payout.amount_cents,
-                            payout.share,
-                            payout.meter_before_cents,
-                            payout.meter_after_cents,
-                            "653a.12(d)",
-                        )
-                    )
-                case EnvyBonus():
-                    out.envy.append(
-                        Envy(
-                            payout.seat,
-                            payout.for_seat,
-                            payout.hand.value,
-                            payout.amount_cents,
-                            "653a.12(d)(5)",
-                        )
-                    )
-        for seat in sorted(wagers, reverse=True):  # 653a.11(h): from the dealer's right
-            if seat in won:
-                w = won[seat]
-                out.results.append(
-                    WagerResult(seat, Outcome.WON, w.amount_cents, w.hand.value, rule)
-                )
-            elif seat not in cards.hands:  # folded, cards collected (653a.11(f)(2)(ii))
-                out.results.append(WagerResult(seat, Outcome.LOST, 0, None, "653a.11(f)(2)(ii)"))
-            else:
-                out.results.append(WagerResult(seat, Outcome.LOST, 0, None, rule))
-        return out
+        return progressive_settlement(
+            meter,
+            payouts,
+            wagers,
+            {seat: tuple(hand) for seat, hand in formed.items()},
+            hit_rule="653a.12(d)",
+            envy_rule="653a.12(d)(5)",
+            # A fold without its cards kept (653a.11(f)(2)(ii)) cannot win.
+            unpaid=lambda seat: (
+                (Outcome.LOST, rule) if seat in cards.hands else (Outcome.LOST, "653a.11(f)(2)(ii)")
+            ),
+        )
 
     def void_reasons(self) -> Mapping[str, str]:
         return void_reasons(UTH)
