@@ -40,14 +40,10 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True)
     for module in (run, control, journal, paytable, simulate, demo):
         module.add_parsers(sub)
-    for action in _leaf_parsers(p):
-        for existing in action._actions:
-            if "--log-level" in existing.option_strings:
-                break
-        else:
-            action.add_argument(
-                "--log-level", type=_log_level, default=argparse.SUPPRESS, help="see tablectl -h"
-            )
+    for leaf in _leaf_parsers(p):
+        leaf.add_argument(
+            "--log-level", type=_log_level, default=argparse.SUPPRESS, help="see tablectl -h"
+        )
     return p
 
 

@@ -298,17 +298,17 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
     """The count is final: book each wager's meter contribution (649a.12(e)(3))."""
     seats = sorted(s.wagers)
     meter, booked = s.meter, 0
-    rules = game.meter
-    if meter is not None and rules is not None:
+    meter_rules = game.meter
+    if meter is not None and meter_rules is not None:
         for seat in seats:
-            meter, units = meter.contribute(s.wagers[seat], rules.rate_bp)
+            meter, units = meter.contribute(s.wagers[seat], meter_rules.rate_bp)
             booked += units
             fx.append(
                 rec.MeterContribution(
                     round_id=s.round_id,
                     seat=seat,
                     wager_cents=s.wagers[seat],
-                    rate_bp=rules.rate_bp,
+                    rate_bp=meter_rules.rate_bp,
                     contribution_ten_thousandths_cent=units,
                     meter=_reading(meter),
                 )
