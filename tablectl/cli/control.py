@@ -129,8 +129,8 @@ def print_status(data: dict[str, Any]) -> None:
             f"{cents(hit['amount_cents'])} ({hit['basis']}, {where}), {state}"
         )
     if data["hit_history"]:
-        print(f"  last hits: {len(data['hit_history'])}")
-        for hit in data["hit_history"][:5]:
+        print(f"  last {len(data['hit_history'])} hits, newest first:")
+        for hit in data["hit_history"]:
             print(
                 f"    {hit['hit_id']:>8} seat {hit['seat']} {hit['hand']} "
                 f"{cents(hit['amount_cents'])} validated by {hit['validated_by'] or '-'}"
