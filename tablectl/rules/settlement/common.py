@@ -1,0 +1,145 @@
+"""What every game's settlement shares: results, the settlement order, payout arithmetic. Pure.
+
+Seats are settled counter-clockwise from the dealer's right (seat N down to 1: 649a.11(c),
+653a.11(h), 643a.11(f)); within a seat, wagers in the order the section lists them. Each
+result carries `net_cents` (what the player gains or loses on that wager) and `paid_cents`
+(what the dealer hands over, the returned wager included). Fractions of a cent from odds
+such as 3 to 2 are not paid (rounded down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+from tablectl.core.meters import LocalMeter
+from tablectl.rules.cards import Card
+from tablectl.rules.paytables import Hand, Pay, PayKind, Paytable
+from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settlement_order
+
+
+class Outcome(StrEnum):
+    WIN = "win"
+    LOSE = "lose"
+    PUSH = "push"  # returned: a tie, or a Blind below the paying hands
+    FORFEIT = "forfeit"  # the player folded or withdrew nothing: collected
+    WITHDRAWN = "withdrawn"  # Let It Ride Bet 1 or 2 taken back (643a.11(b), (d))
+
+
+@dataclass(frozen=True, slots=True)
+class WagerResult:
+    seat: int
+    wager: str
+    wager_cents: int
+    outcome: Outcome
+    net_cents: int
+    paid_cents: int
+    hand: Hand | None = None
+    note: str = ""
+
+
+@dataclass
+class Settlement:
+    results: list[WagerResult] = field(default_factory=list)
+    progressive: list[ProgressivePayout | EnvyBonus] = field(default_factory=list)
+    meter: LocalMeter | None = None
+
+    def for_seat(self, seat: int) -> dict[str, WagerResult]:
+        return {r.wager: r for r in self.results if r.seat == seat}
+
+
+class MissingPaytable(ValueError):
+    """A wager was placed whose paytable the operator has not supplied."""
+
+
+def operator_table(table: Paytable | None, wager: str) -> Paytable:
+    if table is None:
+        raise MissingPaytable(
+            f"a {wager} wager was placed but no {wager} paytable is configured: the "
+            "regulations leave it to the Rules Submission, so it has no default"
+        )
+    return table
+
+
+def win(seat: int, wager: str, cents: int, pay: Pay, hand: Hand | None) -> WagerResult:
+    if pay.kind is PayKind.PUSH:
+        return WagerResult(seat, wager, cents, Outcome.PUSH, 0, cents, hand)
+    if pay.kind is PayKind.TO:
+        won = cents * pay.odds.numerator // pay.odds.denominator
+        return WagerResult(seat, wager, cents, Outcome.WIN, won, cents + won, hand)
+    if pay.kind is PayKind.FOR:
+        total = cents * pay.odds.numerator // pay.odds.denominator
+        return WagerResult(seat, wager, cents, Outcome.WIN, total - cents, total, hand)
+    if pay.kind is PayKind.AMOUNT:
+        # Fixed amounts are for a $1 wager; a larger wager is paid in proportion.
+        won = pay.cents * cents // 100
+        return WagerResult(seat, wager, cents, Outcome.WIN, won, cents + won, hand)
+    raise ValueError(f"{pay} is settled by the progressive meter")
+
+
+def lose(seat: int, wager: str, cents: int, outcome: Outcome = Outcome.LOSE) -> WagerResult:
+    return WagerResult(seat, wager, cents, outcome, -cents, 0)
+
+
+def push(seat: int, wager: str, cents: int, note: str = "") -> WagerResult:
+    return WagerResult(seat, wager, cents, Outcome.PUSH, 0, cents, note=note)
+
+
+def even(seat: int, wager: str, cents: int) -> WagerResult:
+    return WagerResult(seat, wager, cents, Outcome.WIN, cents, 2 * cents)
+
+
+def paytable_wager(
+    seat: int, name: str, cents: int, table: Paytable, classes: list[Hand]
+) -> WagerResult:
+    won = table.pay_for(classes)
+    if won is None:
+        return lose(seat, name, cents)
+    return win(seat, name, cents, won[1], won[0])
+
+
+class _Seated(Protocol):
+    @property
+    def seat(self) -> int: ...
+
+
+S = TypeVar("S", bound=_Seated)
+
+
+def in_settlement_order(seats: int, players: Sequence[S]) -> list[S]:
+    """649a.11(c), 653a.11(h), 643a.11(f): from the dealer's right, counter-clockwise."""
+    by_seat = {p.seat: p for p in players}
+    return [by_seat[seat] for seat in settlement_order(seats) if seat in by_seat]
+
+
+def check_cards(groups: Sequence[Sequence[Card]]) -> None:
+    seen: set[Card] = set()
+    for cards in groups:
+        if seen & set(cards) or len(set(cards)) != len(cards):
+            raise ValueError("the same card appears twice: one deck is in play")
+        seen |= set(cards)
+
+
+def apply_limit(results: list[WagerResult], limited: set[str], limit: int | None) -> None:
+    """653a.12(e), 643a.12(d): winnings of the game's own wagers on one hand are capped;
+    progressive and bonus payouts are not. Later wagers of the hand give way first."""
+    if limit is None:
+        return
+    allowance = limit
+    for i, r in enumerate(results):
+        if r.wager in limited and r.net_cents > 0:
+            won = min(r.net_cents, allowance)
+            allowance -= won
+            if won != r.net_cents:
+                results[i] = WagerResult(
+                    r.seat,
+                    r.wager,
+                    r.wager_cents,
+                    r.outcome,
+                    won,
+                    r.wager_cents + won,
+                    r.hand,
+                    note=f"payout limited to ${limit // 100:,}",
+                )

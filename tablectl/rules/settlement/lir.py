@@ -1,0 +1,75 @@
+"""Let It Ride settlement (643a.11, 643a.12, 2011 text). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tablectl.rules.cards import Card
+from tablectl.rules.hands import five_card_classes, three_card_classes
+from tablectl.rules.paytables import LIR, PAYTABLES
+from tablectl.rules.settlement.common import (
+    Outcome,
+    Settlement,
+    WagerResult,
+    apply_limit,
+    check_cards,
+    in_settlement_order,
+    paytable_wager,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LirSeat:
+    seat: int
+    cards: tuple[Card, ...]
+    bet: int  # each of the three equal Let It Ride Poker Wagers (643a.7(d))
+    withdraw_bet_1: bool = False  # 643a.11(b)
+    withdraw_bet_2: bool = False  # 643a.11(d)
+    bonus: int = 0
+    three_card_bonus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LirRules:
+    seats: int
+    base: str = "A"
+    bonus: str | None = None
+    three_card_bonus: str | None = None
+    payout_limit_cents: int | None = None  # 643a.12(d)
+
+
+def settle_let_it_ride(
+    rules: LirRules, players: Sequence[LirSeat], community: tuple[Card, ...]
+) -> Settlement:
+    if len(community) != 2 or any(len(p.cards) != 3 for p in players):
+        raise ValueError("Let It Ride: three cards each and two community cards")
+    check_cards([community, *(p.cards for p in players)])
+    base = PAYTABLES[LIR, "base", rules.base]
+    out = Settlement()
+    for p in in_settlement_order(rules.seats, players):
+        seat = p.seat
+        classes = five_card_classes([*p.cards, *community])
+        seat_results: list[WagerResult] = []
+        for name, withdrawn in (
+            ("bet-1", p.withdraw_bet_1),
+            ("bet-2", p.withdraw_bet_2),
+            ("bet-3", False),
+        ):
+            if withdrawn:
+                seat_results.append(WagerResult(seat, name, p.bet, Outcome.WITHDRAWN, 0, p.bet))
+            else:
+                seat_results.append(paytable_wager(seat, name, p.bet, base, classes))
+        apply_limit(seat_results, {"bet-1", "bet-2", "bet-3"}, rules.payout_limit_cents)
+        if p.bonus and rules.bonus:
+            table = PAYTABLES[LIR, "bonus", rules.bonus]
+            seat_results.append(paytable_wager(seat, "bonus", p.bonus, table, classes))
+        if p.three_card_bonus and rules.three_card_bonus:  # on the player's three cards
+            table = PAYTABLES[LIR, "three-card-bonus", rules.three_card_bonus]
+            seat_results.append(
+                paytable_wager(
+                    seat, "three-card-bonus", p.three_card_bonus, table, three_card_classes(p.cards)
+                )
+            )
+        out.results += seat_results
+    return out

@@ -1,0 +1,172 @@
+"""Ultimate Texas Hold 'Em settlement (653a.11 as amended 2019, 653a.12). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tablectl.core.meters import LocalMeter
+from tablectl.rules.cards import Card
+from tablectl.rules.hands import five_card_classes, five_card_classes_of_value
+from tablectl.rules.paytables import PAYTABLES, UTH, UTH_ENVY_CENTS, Paytable
+from tablectl.rules.poker import (
+    CATEGORY_SHIFT,
+    DEALER_QUALIFIES_UTH,
+    FiveCardCategory,
+    five_card_value,
+)
+from tablectl.rules.progressive import settle_progressive
+from tablectl.rules.settlement.common import (
+    Outcome,
+    Settlement,
+    WagerResult,
+    apply_limit,
+    check_cards,
+    even,
+    in_settlement_order,
+    lose,
+    operator_table,
+    paytable_wager,
+    push,
+    win,
+)
+
+
+class ProgressiveBasis(StrEnum):
+    BEST_FIVE_OF_SEVEN = "five-card-2012"  # 653a.11(j), 2012 text
+    TWO_CARDS_AND_FLOP = "two-cards-and-flop-2019"  # 653a.11(k), as amended 2019
+
+
+@dataclass(frozen=True, slots=True)
+class UthSeat:
+    seat: int
+    hole: tuple[Card, ...]
+    ante: int
+    play_multiple: int = 0  # 4 or 3 before the flop, 2 after it, 1 at the river, 0 folded
+    trips: int = 0
+    progressive: int = 0
+    bad_beat: int = 0  # 2019 text, 653a.11(j)
+    six_card_bonus: int = 0  # 2019 text, 653a.11(m), on six_card_cards
+    six_card_cards: tuple[Card, ...] = ()  # the four additional Six Card Bonus cards
+
+    @property
+    def blind(self) -> int:
+        return self.ante  # 653a.7(d)(1): Ante and Blind in equal amounts
+
+
+@dataclass(frozen=True, slots=True)
+class UthRules:
+    seats: int
+    blind: str = "A"
+    trips: str = "A"
+    progressive_basis: ProgressiveBasis | None = None
+    reset_cents: int = 1_000_000
+    payout_limit_cents: int | None = None  # 653a.12(e): at least $50,000 where set
+    # Operator-supplied (paytables.operator_paytable): no default exists in the regulations.
+    bad_beat: Paytable | None = None
+    six_card_bonus: Paytable | None = None
+
+
+def _bad_beat(seat: int, cents: int, table: Paytable, player: int, dealer: int) -> WagerResult:
+    """653a.11(j) (2019): a three-of-a-kind or better that loses, on either side."""
+    trips = FiveCardCategory.THREE_OF_A_KIND << CATEGORY_SHIFT
+    if player >= trips and dealer > player:
+        return paytable_wager(seat, "bad-beat", cents, table, five_card_classes_of_value(player))
+    if dealer >= trips and player > dealer:
+        return paytable_wager(seat, "bad-beat", cents, table, five_card_classes_of_value(dealer))
+    return lose(seat, "bad-beat", cents)
+
+
+UTH_LIMITED_WAGERS = {"ante", "blind", "play", "trips"}
+
+
+def settle_ultimate_texas_holdem(
+    rules: UthRules,
+    players: Sequence[UthSeat],
+    board: tuple[Card, ...],
+    dealer: tuple[Card, ...],
+    meter: LocalMeter | None = None,
+) -> Settlement:
+    if len(board) != 5 or len(dealer) != 2 or any(len(p.hole) != 2 for p in players):
+        raise ValueError("Ultimate Texas Hold 'Em: two cards each and five on the board")
+    if any(p.play_multiple not in (0, 1, 2, 3, 4) for p in players):
+        raise ValueError("a Play Wager is 4x or 3x, 2x, or 1x the Ante (653a.11(b), (d), (f))")
+    check_cards([board, dealer, *(p.hole for p in players)])
+    for extra in players:
+        check_cards([board, dealer, extra.hole, extra.six_card_cards])
+    dealer_value = five_card_value([*dealer, *board])
+    qualifies = dealer_value >= DEALER_QUALIFIES_UTH
+    blind_table = PAYTABLES[UTH, "blind", rules.blind]
+    trips_table = PAYTABLES[UTH, "trips", rules.trips]
+    out = Settlement(meter=meter)
+    for p in in_settlement_order(rules.seats, players):
+        seat = p.seat
+        value = five_card_value([*p.hole, *board])
+        classes = five_card_classes([*p.hole, *board])
+        seat_results: list[WagerResult] = []
+        if p.play_multiple == 0:  # 653a.11(f)(2): a fold forfeits the Ante and Blind
+            seat_results += [
+                lose(seat, "ante", p.ante, Outcome.FORFEIT),
+                lose(seat, "blind", p.blind, Outcome.FORFEIT),
+            ]
+        else:
+            play = p.ante * p.play_multiple
+            if value > dealer_value:  # 653a.11(h)(2)(ii)
+                ante = (
+                    even(seat, "ante", p.ante)
+                    if qualifies
+                    else push(seat, "ante", p.ante, "dealer below a pair")
+                )
+                won = blind_table.pay_for(classes)
+                blind = (
+                    win(seat, "blind", p.blind, won[1], won[0])
+                    if won
+                    else push(seat, "blind", p.blind, "winning hand below the Blind table")
+                )
+                seat_results += [ante, blind, even(seat, "play", play)]
+            elif value < dealer_value:  # (h)(2)(i); the Ante returned when (h)(1) applies
+                ante = (
+                    lose(seat, "ante", p.ante)
+                    if qualifies
+                    else push(seat, "ante", p.ante, "dealer below a pair")
+                )
+                seat_results += [ante, lose(seat, "blind", p.blind), lose(seat, "play", play)]
+            else:  # (h)(2)(iii)
+                seat_results += [
+                    push(seat, "ante", p.ante),
+                    push(seat, "blind", p.blind),
+                    push(seat, "play", play),
+                ]
+        if p.trips:  # 653a.11(i): paid whatever the hand against the dealer's
+            seat_results.append(paytable_wager(seat, "trips", p.trips, trips_table, classes))
+        if p.bad_beat and p.play_multiple:
+            table = operator_table(rules.bad_beat, "bad-beat")
+            seat_results.append(_bad_beat(seat, p.bad_beat, table, value, dealer_value))
+        if p.six_card_bonus:  # 653a.11(m): the player's two cards and four more
+            table = operator_table(rules.six_card_bonus, "six-card-bonus")
+            if len(p.six_card_cards) != 4:
+                raise ValueError("the Six Card Bonus needs the four additional cards")
+            six = five_card_classes([*p.hole, *p.six_card_cards])
+            seat_results.append(
+                paytable_wager(seat, "six-card-bonus", p.six_card_bonus, table, six)
+            )
+        apply_limit(seat_results, UTH_LIMITED_WAGERS, rules.payout_limit_cents)
+        out.results += seat_results
+    if rules.progressive_basis and meter is not None:
+        hands = {}
+        for p in players:
+            if rules.progressive_basis is ProgressiveBasis.BEST_FIVE_OF_SEVEN:
+                hands[p.seat] = five_card_classes([*p.hole, *board])
+            else:  # the 2019 text: the player's two cards and the three-card Flop
+                hands[p.seat] = five_card_classes([*p.hole, *board[:3]])
+        out.meter, out.progressive = settle_progressive(
+            paytable=PAYTABLES[UTH, "progressive", "A"],
+            envy_cents=UTH_ENVY_CENTS,
+            seats=rules.seats,
+            reset_cents=rules.reset_cents,
+            meter=meter,
+            wagers={p.seat: p.progressive for p in players if p.progressive},
+            hands=hands,
+        )
+    return out
