@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 from fractions import Fraction
+from itertools import combinations, combinations_with_replacement
+from math import comb
 
 import pytest
 
@@ -139,3 +141,102 @@ def test_unknown_choices_exit_2_naming_the_valid_ones(
     args = ["paytable", "report", "--game", game, "--wager", wager, "--paytable", letter]
     assert cli.main(args) == 2
     assert message in capsys.readouterr().err
+
+
+# 643a.12(b) as printed, dollars for a $1 wager, received in all (643a.8(b)).
+LIR_BONUS_TEXT = {
+    "A": {
+        "royal": 25_000,
+        "sf": 2_500,
+        "quads": 400,
+        "boat": 200,
+        "flush": 50,
+        "straight": 25,
+        "trips": 5,
+        "two-pair": 0,
+        "tens-or-better": 0,
+    },
+    "B": {
+        "royal": 20_000,
+        "sf": 2_000,
+        "quads": 200,
+        "boat": 75,
+        "flush": 50,
+        "straight": 25,
+        "trips": 5,
+        "two-pair": 4,
+        "tens-or-better": 1,
+    },
+    "C": {
+        "royal": 20_000,
+        "sf": 2_000,
+        "quads": 100,
+        "boat": 75,
+        "flush": 50,
+        "straight": 25,
+        "trips": 9,
+        "two-pair": 6,
+        "tens-or-better": 0,
+    },
+}
+
+
+def _brute_force_five_card_counts() -> Counter[str]:
+    """Every one of the 2,598,960 five-card hands, classified by rank counts alone.
+
+    Independent of tablectl.rules.poker: cards are rank * 4 + suit (rank 0 = deuce), so
+    combinations() yields ranks in order and a hand's class is looked up by its rank tuple.
+    """
+    by_ranks: dict[tuple[int, ...], tuple[str, str]] = {}
+    for ranks in combinations_with_replacement(range(13), 5):
+        shape = sorted(Counter(ranks).values(), reverse=True)
+        if shape[0] > 4:
+            continue
+        wheel = ranks == (0, 1, 2, 3, 12)
+        straight = len(set(ranks)) == 5 and (ranks[4] - ranks[0] == 4 or wheel)
+        if shape[0] == 4:
+            plain = "quads"
+        elif shape[:2] == [3, 2]:
+            plain = "boat"
+        elif straight:
+            plain = "straight"
+        elif shape[0] == 3:
+            plain = "trips"
+        elif shape[:2] == [2, 2]:
+            plain = "two-pair"
+        elif shape[0] == 2:
+            pair = next(r for r in ranks if ranks.count(r) == 2)
+            plain = "tens-or-better" if pair >= 8 else "nothing"
+        else:
+            plain = "nothing"
+        suited = ("royal" if ranks[0] == 8 else "sf") if straight else "flush"
+        by_ranks[ranks] = (plain, suited)
+    counts: Counter[str] = Counter()
+    for a, b, c, d, e in combinations(range(52), 5):
+        plain, suited = by_ranks[a >> 2, b >> 2, c >> 2, d >> 2, e >> 2]
+        counts[suited if (a & 3) == (b & 3) == (c & 3) == (d & 3) == (e & 3) else plain] += 1
+    return counts
+
+
+@pytest.mark.slow
+def test_lir_bonus_house_edge_agrees_with_brute_force_over_every_hand() -> None:
+    """643a.12(b) against an independent count of all 2,598,960 hands: the report's house edge
+    is exactly 1 - (amounts received in all) / hands, for every paytable."""
+    counts = _brute_force_five_card_counts()
+    assert sum(counts.values()) == comb(52, 5)
+    assert (counts["royal"], counts["sf"], counts["quads"]) == (4, 36, 624)
+    for letter, amounts in LIR_BONUS_TEXT.items():
+        received = sum(amounts.get(hand, 0) * n for hand, n in counts.items())
+        expected = 1 - Fraction(received, comb(52, 5))
+        assert report("let-it-ride", "bonus", letter).house_edge == expected, letter
+        assert expected > 0
+
+
+def test_lir_bonus_house_edges() -> None:
+    """643a.12(b): every approved Bonus paytable has a house edge (24.07 %, 13.07 %, 13.77 %)."""
+    edges = {letter: report("let-it-ride", "bonus", letter).house_edge for letter in "ABC"}
+    assert edges == {
+        "A": Fraction(460, 1911),
+        "B": Fraction(7079, 54145),
+        "C": Fraction(213, 1547),
+    }

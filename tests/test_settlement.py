@@ -94,8 +94,27 @@ def test_tcp_super_royal_only_on_paytable_e() -> None:
     s = settle_three_card_poker(
         TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=100)], dealer
     )
-    assert s.for_seat(1)["six-card-bonus"].net_cents == 1_000_000_00
-    assert s.for_seat(1)["six-card-bonus"].hand is Hand.SUPER_ROYAL_DIAMONDS
+    # 649a.12(f) paytable E: "$1,000,000" among "to 1" odds on a wager that stays on the
+    # layout: won on a $1 wager, the wager returned besides.
+    six = s.for_seat(1)["six-card-bonus"]
+    assert (six.net_cents, six.paid_cents) == (1_000_000_00, 1_000_000_00 + 100)
+    assert six.hand is Hand.SUPER_ROYAL_DIAMONDS
+    s = settle_three_card_poker(
+        TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=500)], dealer
+    )
+    six = s.for_seat(1)["six-card-bonus"]
+    assert (six.net_cents, six.paid_cents) == (5 * 1_000_000_00, 5 * 1_000_000_00 + 500)
+    s = settle_three_card_poker(
+        TcpRules(seats=1, six_card_bonus="E"),
+        [TcpSeat(1, C("AhKhQh"), six_card_bonus=100)],
+        C("JhTh9h"),
+    )
+    six = s.for_seat(1)["six-card-bonus"]
+    assert (six.hand, six.net_cents, six.paid_cents) == (
+        Hand.SUPER_ROYAL,
+        100_000_00,
+        100_000_00 + 100,
+    )
     s = settle_three_card_poker(
         TcpRules(seats=1, six_card_bonus="D"), [TcpSeat(1, player, six_card_bonus=100)], dealer
     )
@@ -290,9 +309,45 @@ def test_lir_pays_every_bet_that_rides_and_the_bonuses() -> None:
         "bet-1": (Outcome.WIN, 500 * 100),
         "bet-2": (Outcome.WIN, 500 * 100),
         "bet-3": (Outcome.WIN, 500 * 100),
-        "bonus": (Outcome.WIN, 20_000_00),
+        "bonus": (Outcome.WIN, 20_000_00 - 100),  # $20,000 in all: the $1 was collected
         "three-card-bonus": (Outcome.WIN, 50 * 100),
     }
+
+
+@pytest.mark.parametrize(
+    ("bonus_cents", "cards", "community", "outcome", "paid_cents"),
+    [
+        (100, "AhKhQh", "JhTh", Outcome.WIN, 25_000_00),  # royal flush, A: $25,000 in all
+        (500, "AhKhQh", "JhTh", Outcome.WIN, 5 * 25_000_00),  # $5: five times the $1 amount
+        (100, "AhAsQh", "Ad9c", Outcome.WIN, 5_00),  # three aces: $5 in all, net +$4
+        (100, "AhAsQh", "2c9d", Outcome.LOSE, 0),  # a pair of aces pays nothing on A
+    ],
+)
+def test_lir_bonus_amounts_are_all_the_winner_receives(
+    bonus_cents: int, cards: str, community: str, outcome: Outcome, paid_cents: int
+) -> None:
+    """643a.12(b), 643a.8(b): the Bonus Wager is collected into the table inventory before the
+    deal, so the amount of the paytable is all a winner receives; amounts are per $1."""
+    s = settle_let_it_ride(
+        LirRules(seats=1, bonus="A"),
+        [LirSeat(1, C(cards), bet=100, bonus=bonus_cents)],
+        community=C(community),
+    )
+    bonus = s.for_seat(1)["bonus"]
+    assert (bonus.outcome, bonus.paid_cents, bonus.net_cents) == (
+        outcome,
+        paid_cents,
+        paid_cents - bonus_cents,
+    )
+
+
+def test_lir_bonus_pair_of_tens_on_paytable_b_gives_back_exactly_the_dollar() -> None:
+    """643a.12(b) paytable B: "Pair—Tens or better $1", received in all for the collected $1."""
+    s = settle_let_it_ride(
+        LirRules(seats=1, bonus="B"), [LirSeat(1, C("TcTd4h"), bet=500, bonus=100)], C("Ks3s")
+    )
+    bonus = s.for_seat(1)["bonus"]
+    assert (bonus.outcome, bonus.paid_cents, bonus.net_cents) == (Outcome.WIN, 100, 0)
 
 
 def test_one_deck_means_no_card_twice() -> None:

@@ -35,7 +35,6 @@ from tablectl.rules.paytables import (
     UTH,
     Hand,
     Pay,
-    PayKind,
     Paytable,
     paytable,
 )
@@ -105,18 +104,10 @@ class Report:
 
 
 def _net(pay: Pay | None) -> Fraction:
-    """Per unit wagered; fixed amounts are for a $1 wager."""
+    """Per unit wagered (Pay.total_per_unit, the one arithmetic settlement uses too)."""
     if pay is None:
         return Fraction(-1)
-    if pay.kind is PayKind.TO:
-        return pay.odds
-    if pay.kind is PayKind.FOR:
-        return pay.odds - 1
-    if pay.kind is PayKind.AMOUNT:
-        return Fraction(pay.cents, 100)
-    if pay.kind is PayKind.PUSH:
-        return Fraction(0)
-    raise ValueError(f"{pay} depends on the progressive meter")
+    return pay.total_per_unit() - 1
 
 
 def _table_report(
@@ -356,12 +347,17 @@ def _lir_report(table: Paytable) -> Report:
 
 # --- the report catalogue -------------------------------------------------------------------
 
+LIR_BONUS_NOTE = (
+    "643a.12(b)'s amounts are for a $1 wager (a larger one is paid in proportion) and are all "
+    "a winner receives: the Bonus Wager was collected before the deal (643a.8(b))"
+)
+
 REPORTS: dict[tuple[str, str], tuple[str, Callable[[Paytable], Report]]] = {
     (TCP, "pair-plus"): ("pair-plus", _three_card_report),
     (TCP, "ante-play"): ("ante-bonus", _ante_play_report),
     (TCP, "six-card-bonus"): ("six-card-bonus", lambda t: _five_card_report(t, 6)),
     (LIR, "base"): ("base", _lir_report),
-    (LIR, "bonus"): ("bonus", lambda t: _five_card_report(t, 5, ["fixed amounts per $1"])),
+    (LIR, "bonus"): ("bonus", lambda t: _five_card_report(t, 5, [LIR_BONUS_NOTE])),
     (LIR, "three-card-bonus"): ("three-card-bonus", _three_card_report),
     (UTH, "trips"): ("trips", lambda t: _five_card_report(t, 7)),
 }

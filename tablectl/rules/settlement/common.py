@@ -64,19 +64,10 @@ def operator_table(table: Paytable | None, wager: str) -> Paytable:
 
 
 def win(seat: int, wager: str, cents: int, pay: Pay, hand: Hand | None) -> WagerResult:
-    if pay.kind is PayKind.PUSH:
-        return WagerResult(seat, wager, cents, Outcome.PUSH, 0, cents, hand)
-    if pay.kind is PayKind.TO:
-        won = cents * pay.odds.numerator // pay.odds.denominator
-        return WagerResult(seat, wager, cents, Outcome.WIN, won, cents + won, hand)
-    if pay.kind is PayKind.FOR:
-        total = cents * pay.odds.numerator // pay.odds.denominator
-        return WagerResult(seat, wager, cents, Outcome.WIN, total - cents, total, hand)
-    if pay.kind is PayKind.AMOUNT:
-        # Fixed amounts are for a $1 wager; a larger wager is paid in proportion.
-        won = pay.cents * cents // 100
-        return WagerResult(seat, wager, cents, Outcome.WIN, won, cents + won, hand)
-    raise ValueError(f"{pay} is settled by the progressive meter")
+    """A paying hand: what the wager receives in all by its pay (Pay.paid_cents)."""
+    total = pay.paid_cents(cents)
+    outcome = Outcome.PUSH if pay.kind is PayKind.PUSH else Outcome.WIN
+    return WagerResult(seat, wager, cents, outcome, total - cents, total, hand)
 
 
 def lose(seat: int, wager: str, cents: int, outcome: Outcome = Outcome.LOSE) -> WagerResult:
