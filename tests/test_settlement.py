@@ -434,3 +434,15 @@ def test_tcp_649a7e_ante_bonus_pays_the_spades_mini_royal() -> None:
     rules = TcpRules(seats=1, variant_649a7e=1, ante_bonus="B")
     s = settle_three_card_poker(rules, [TcpSeat(1, C("AsKsQs"), ante=100, play=True)], C("2c7d9h"))
     assert nets(s, 1)["ante-bonus"] == (Outcome.WIN, 50 * 100)  # 649a.12(c)
+
+
+@pytest.mark.parametrize(("letter", "bonus"), [("A", (Outcome.WIN, 100)), ("B", None), ("C", None)])
+def test_tcp_649a7e_ante_bonus_pays_a_straight_on_paytable_a_only(
+    letter: str, bonus: tuple[Outcome, int] | None
+) -> None:
+    """649a.12(c): "Straight 1 to 1" has a single column (paytable A); the 2011 text prints
+    "1 to 1 N/A N/A". Paid whether or not the hand beats the dealer's."""
+    rules = TcpRules(seats=1, variant_649a7e=1, ante_bonus=letter)
+    s = settle_three_card_poker(rules, [TcpSeat(1, C("4h5c6d"), ante=100, play=True)], C("9s9d9c"))
+    assert nets(s, 1).get("ante-bonus") == bonus
+    assert nets(s, 1)["ante"] == (Outcome.LOSE, -100)

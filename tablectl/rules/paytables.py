@@ -162,7 +162,8 @@ _add(
     ),
 )
 
-# 649a.12(c): the Ante Bonus of the 649a.7(e) version.
+# 649a.12(c): the Ante Bonus of the 649a.7(e) version. The straight pays on paytable A only:
+# its row has one column in the 2012 text and reads "1 to 1 N/A N/A" in the 2011 text.
 _add(
     TCP,
     "ante-bonus-649a7e",
@@ -173,7 +174,7 @@ _add(
             (H.MINI_ROYAL, [to(5), to(50), to(10)]),
             (H.STRAIGHT_FLUSH, [to(4), to(8), to(6)]),
             (H.THREE_OF_A_KIND, [to(3), to(6), to(3)]),
-            (H.STRAIGHT, [to(1), to(1), to(1)]),
+            (H.STRAIGHT, [to(1), None, None]),
         ],
         "ABC",
     ),
