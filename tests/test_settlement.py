@@ -380,6 +380,20 @@ def test_uth_bad_beat_pays_the_losing_hand_on_either_side() -> None:
     assert nets(s, 2)["bad-beat"] == (Outcome.WIN, 800)  # beat the dealer's trips of nines
 
 
+def test_uth_fold_collects_the_bad_beat_bonus_wager() -> None:
+    """653a.11(f)(2), 2019 text: "Folds, the Ante, Blind and Bad Beat Bonus Wagers of the
+    player shall be collected" -- even when the folded hand would have been a bad beat."""
+    rules = UthRules(seats=1, bad_beat=BAD_BEAT)
+    player = UthSeat(1, C("5c5d"), ante=100, play_multiple=0, bad_beat=100, trips=100)
+    s = settle_ultimate_texas_holdem(rules, [player], board=C("5hJc9s9d2c"), dealer=C("9c9h"))
+    assert [(r.wager, r.outcome, r.net_cents, r.paid_cents) for r in s.results] == [
+        ("ante", Outcome.FORFEIT, -100, 0),
+        ("blind", Outcome.FORFEIT, -100, 0),
+        ("bad-beat", Outcome.FORFEIT, -100, 0),
+        ("trips", Outcome.WIN, 900, 1000),  # 653a.11(f)(2)(i): the Trips is still settled
+    ]
+
+
 def test_uth_operator_paytables_have_no_default() -> None:
     player = UthSeat(1, C("5c5d"), ante=100, play_multiple=1, bad_beat=100)
     with pytest.raises(MissingPaytable, match="no bad-beat paytable is configured"):

@@ -105,11 +105,15 @@ def settle_ultimate_texas_holdem(
         value = five_card_value([*p.hole, *board])
         classes = five_card_classes([*p.hole, *board])
         seat_results: list[WagerResult] = []
-        if p.play_multiple == 0:  # 653a.11(f)(2): a fold forfeits the Ante and Blind
+        if p.play_multiple == 0:
+            # 653a.11(f)(2) (2019): a fold collects the Ante, Blind and Bad Beat Bonus Wagers.
             seat_results += [
                 lose(seat, "ante", p.ante, Outcome.FORFEIT),
                 lose(seat, "blind", p.blind, Outcome.FORFEIT),
             ]
+            if p.bad_beat:
+                operator_table(rules.bad_beat, "bad-beat")
+                seat_results.append(lose(seat, "bad-beat", p.bad_beat, Outcome.FORFEIT))
         else:
             play = p.ante * p.play_multiple
             if value > dealer_value:  # 653a.11(h)(2)(ii)
@@ -140,7 +144,7 @@ def settle_ultimate_texas_holdem(
                 ]
         if p.trips:  # 653a.11(i): paid whatever the hand against the dealer's
             seat_results.append(paytable_wager(seat, "trips", p.trips, trips_table, classes))
-        if p.bad_beat and p.play_multiple:
+        if p.bad_beat and p.play_multiple:  # 653a.11(j) (2019)
             table = operator_table(rules.bad_beat, "bad-beat")
             seat_results.append(_bad_beat(seat, p.bad_beat, table, value, dealer_value))
         if p.six_card_bonus:  # 653a.11(m): the player's two cards and four more
