@@ -13,7 +13,6 @@ from tablectl.rules.settlement import (
     LirSeat,
     MissingPaytable,
     Outcome,
-    ProgressiveBasis,
     Settlement,
     TcpRules,
     TcpSeat,
@@ -203,28 +202,26 @@ def test_uth_blind_three_to_two_and_trips_for_a_folded_player() -> None:
     }
 
 
-def test_uth_royal_on_the_board_pays_each_progressive_at_its_turn() -> None:
-    """653a.12(d)(4), 2012 five-card basis: the first paid takes the meter, the next the reset."""
-    rules = UthRules(
-        seats=6, progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN, reset_cents=1_000_000
-    )
+def test_uth_royal_paid_first_leaves_the_straight_flush_a_share_of_the_reset() -> None:
+    """653a.12(d)(4): each hit is paid at the meter as it stands at that player's turn; the
+    royal (100 %) restarts the meter, so the next straight flush takes 10 % of the reset."""
+    rules = UthRules(seats=6, progressive=True, reset_cents=1_000_000)
     players = [
-        UthSeat(s, hole, ante=100, play_multiple=1, progressive=100)
-        for s, hole in ((2, C("2c3d")), (5, C("4h5s")))
+        UthSeat(5, C("KhAh"), ante=100, play_multiple=1, progressive=100),  # royal on the flop
+        UthSeat(2, C("9h8h"), ante=100, play_multiple=1, progressive=100),  # 8-Q straight flush
     ]
     s = settle_ultimate_texas_holdem(
-        rules, players, board=C("AsKsQsJsTs"), dealer=C("9c8d"), meter=LocalMeter(cents=3_456_789)
+        rules, players, board=C("ThJhQh2c3d"), dealer=C("9c8d"), meter=LocalMeter(cents=3_456_789)
     )
     hits = [(p.seat, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)]
-    assert hits == [(5, 3_456_789), (2, 1_000_000)]
-    assert s.meter == LocalMeter(cents=1_000_000)
+    assert hits == [(5, 3_456_789), (2, 100_000)]
+    assert s.meter == LocalMeter(cents=900_000)
     envy = sorted((p.seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus))
-    assert envy == [(2, 100_000), (5, 100_000)]
-    assert nets(s, 5)["play"] == (Outcome.PUSH, 0)  # everyone, dealer too, plays the board
+    assert envy == [(2, 100_000), (5, 30_000)]  # 653a.12(d)(5): $1,000 royal, $300 SF
 
 
 def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
-    rules = UthRules(seats=4, progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN)
+    rules = UthRules(seats=4, progressive=True)
     players = [
         UthSeat(1, C("AhKh"), ante=100, play_multiple=4, progressive=500),
         UthSeat(4, C("9h8h"), ante=100, play_multiple=4, progressive=100),
@@ -248,7 +245,8 @@ def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
 
 
 def test_uth_2019_progressive_uses_two_cards_and_the_flop() -> None:
-    rules = UthRules(seats=1, progressive_basis=ProgressiveBasis.TWO_CARDS_AND_FLOP)
+    """653a.11(k), 2019 text: the progressive is decided on the two cards and the Flop."""
+    rules = UthRules(seats=1, progressive=True)
     player = UthSeat(1, C("7c7d"), ante=100, play_multiple=1, progressive=100)
     # Trips only come with the turn: on the flop alone the hand is a pair.
     s = settle_ultimate_texas_holdem(
@@ -266,7 +264,7 @@ def test_uth_payout_limit_spares_the_progressive() -> None:
         seats=1,
         trips="A",
         payout_limit_cents=5_000_000,
-        progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN,
+        progressive=True,
     )
     player = UthSeat(1, C("AsKs"), ante=10_000, play_multiple=4, trips=100_000, progressive=100)
     s = settle_ultimate_texas_holdem(

@@ -20,7 +20,6 @@ from tablectl.rules.settlement.tcp import (
 )
 from tablectl.rules.settlement.uth import (
     UTH_LIMITED_WAGERS,
-    ProgressiveBasis,
     UthRules,
     UthSeat,
     settle_ultimate_texas_holdem,
@@ -32,7 +31,6 @@ __all__ = [
     "LirSeat",
     "MissingPaytable",
     "Outcome",
-    "ProgressiveBasis",
     "Settlement",
     "TcpRules",
     "TcpSeat",

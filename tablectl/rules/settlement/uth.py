@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
@@ -33,11 +32,6 @@ from tablectl.rules.settlement.common import (
 )
 
 
-class ProgressiveBasis(StrEnum):
-    BEST_FIVE_OF_SEVEN = "five-card-2012"  # 653a.11(j), 2012 text
-    TWO_CARDS_AND_FLOP = "two-cards-and-flop-2019"  # 653a.11(k), as amended 2019
-
-
 @dataclass(frozen=True, slots=True)
 class UthSeat:
     seat: int
@@ -60,7 +54,9 @@ class UthRules:
     seats: int
     blind: str = "A"
     trips: str = "A"
-    progressive_basis: ProgressiveBasis | None = None
+    # 653a.7(d)(3): the Progressive Payout Wager, decided on the player's two cards and the
+    # three-card Flop (653a.11(k), 2019 text).
+    progressive: bool = False
     reset_cents: int = 1_000_000
     payout_limit_cents: int | None = None  # 653a.12(e): at least $50,000 where set
     # Operator-supplied (paytables.operator_paytable): no default exists in the regulations.
@@ -157,13 +153,9 @@ def settle_ultimate_texas_holdem(
             )
         apply_limit(seat_results, UTH_LIMITED_WAGERS, rules.payout_limit_cents)
         out.results += seat_results
-    if rules.progressive_basis and meter is not None:
-        hands = {}
-        for p in players:
-            if rules.progressive_basis is ProgressiveBasis.BEST_FIVE_OF_SEVEN:
-                hands[p.seat] = five_card_classes([*p.hole, *board])
-            else:  # the 2019 text: the player's two cards and the three-card Flop
-                hands[p.seat] = five_card_classes([*p.hole, *board[:3]])
+    if rules.progressive and meter is not None:
+        # 653a.11(k) (2019): "the rank of the player's two cards and the three-card Flop".
+        hands = {p.seat: five_card_classes([*p.hole, *board[:3]]) for p in players}
         out.meter, out.progressive = settle_progressive(
             paytable=PAYTABLES[UTH, "progressive", "A"],
             envy_cents=UTH_ENVY_CENTS,
