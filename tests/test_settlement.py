@@ -270,10 +270,15 @@ def test_uth_payout_limit_spares_the_progressive() -> None:
     s = settle_ultimate_texas_holdem(
         rules, [player], board=C("QsJsTs2d3c"), dealer=C("2h2c"), meter=LocalMeter(cents=9_000_000)
     )
-    total = sum(r.net_cents for r in s.for_seat(1).values())
-    assert total == 5_000_000  # 653a.12(e)
-    assert s.for_seat(1)["trips"].note == "payout limited to $50,000"
+    results = s.for_seat(1)
+    limited = sum(r.net_cents for r in results.values() if r.wager != "progressive")
+    assert limited == 5_000_000  # 653a.12(e)
+    assert results["trips"].note == "payout limited to $50,000"
     assert [p.amount_cents for p in s.progressive] == [9_000_000]
+    assert (results["progressive"].net_cents, results["progressive"].paid_cents) == (
+        9_000_000 - 100,
+        9_000_000,
+    )
 
 
 # --- Let It Ride ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from tablectl.rules.settlement.common import (
     MissingPaytable,
     Outcome,
     Settlement,
+    SettlementRefused,
     WagerResult,
 )
 from tablectl.rules.settlement.lir import LirRules, LirSeat, settle_let_it_ride
@@ -32,6 +33,7 @@ __all__ = [
     "MissingPaytable",
     "Outcome",
     "Settlement",
+    "SettlementRefused",
     "TcpRules",
     "TcpSeat",
     "UthRules",

@@ -9,7 +9,7 @@ such as 3 to 2 are not paid (rounded down).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeVar
@@ -18,6 +18,8 @@ from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.paytables import Hand, Pay, PayKind, Paytable
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settlement_order
+
+T = TypeVar("T")
 
 
 class Outcome(StrEnum):
@@ -50,17 +52,82 @@ class Settlement:
         return {r.wager: r for r in self.results if r.seat == seat}
 
 
-class MissingPaytable(ValueError):
-    """A wager was placed whose paytable the operator has not supplied."""
+class SettlementRefused(ValueError):
+    """A wager was handed to settlement that it cannot give a result: nothing is settled.
+
+    Every wager placed gets exactly one result (won, lost, returned, withdrawn or forfeited)
+    or the whole settlement is refused with this error, which names the seat, the wager and
+    the rule; a wager never silently goes without a result.
+    """
 
 
-def operator_table(table: Paytable | None, wager: str) -> Paytable:
+class MissingPaytable(SettlementRefused):
+    """A wager was placed whose paytable the table does not have: the wager is not offered."""
+
+
+def offered(table: T | None, seat: int, wager: str, rule: str, why: str = "") -> T:
+    """The paytable (or letter) of a wager that was placed; refused when the table has none."""
     if table is None:
         raise MissingPaytable(
-            f"a {wager} wager was placed but no {wager} paytable is configured: the "
-            "regulations leave it to the Rules Submission, so it has no default"
+            f"seat {seat}: a {wager} wager was placed but no {wager} paytable is configured "
+            f"({rule}), so the table does not offer it{why}"
         )
     return table
+
+
+def operator_table(table: Paytable | None, seat: int, wager: str, rule: str) -> Paytable:
+    """A paytable the regulations leave to the Rules Submission (paytables.operator_paytable)."""
+    why = ": the regulations leave it to the Rules Submission, so it has no default"
+    return offered(table, seat, wager, rule, why)
+
+
+def progressive_results(
+    wagers: Mapping[int, int],
+    payouts: Sequence[ProgressivePayout | EnvyBonus],
+    forfeited: frozenset[int],
+    rule: str,
+) -> dict[int, WagerResult]:
+    """Each Progressive Payout Wager's result, from the payouts settle_progressive made.
+
+    The wager was collected at "no more bets", so a hit's amount is all the player receives;
+    a share of the meter is not paid from the table inventory (rule).
+    """
+    hits = {p.seat: p for p in payouts if isinstance(p, ProgressivePayout)}
+    results = {}
+    for seat, cents in wagers.items():
+        hit = hits.get(seat)
+        if hit is not None:
+            note = f"paid from the meter, not the table inventory ({rule})" if hit.share else ""
+            amount = hit.amount_cents
+            results[seat] = WagerResult(
+                seat, "progressive", cents, Outcome.WIN, amount - cents, amount, hit.hand, note
+            )
+        elif seat in forfeited:
+            results[seat] = lose(seat, "progressive", cents, Outcome.FORFEIT)
+        else:
+            results[seat] = lose(seat, "progressive", cents)
+    return results
+
+
+def check_progressive_wagers(
+    wagers: Mapping[int, int],
+    meter: LocalMeter | None,
+    envy_cents: Mapping[int, object],
+    envy_rule: str,
+    meter_rule: str,
+) -> None:
+    """A progressive wager needs the meter, and an amount the Envy Bonus table defines."""
+    for seat, cents in wagers.items():
+        if cents not in envy_cents:
+            raise SettlementRefused(
+                f"seat {seat}: a progressive wager of ${cents / 100:,.2f} has no Envy Bonus "
+                f"table: the Progressive Payout Wager is $1 or $5 ({envy_rule})"
+            )
+        if meter is None:
+            raise SettlementRefused(
+                f"seat {seat}: a progressive wager was placed but no meter was given: it is "
+                f"paid at the meter as it stands at the player's turn ({meter_rule})"
+            )
 
 
 def win(seat: int, wager: str, cents: int, pay: Pay, hand: Hand | None) -> WagerResult:

@@ -11,10 +11,12 @@ from tablectl.rules.paytables import LIR, PAYTABLES
 from tablectl.rules.settlement.common import (
     Outcome,
     Settlement,
+    SettlementRefused,
     WagerResult,
     apply_limit,
     check_cards,
     in_settlement_order,
+    offered,
     paytable_wager,
 )
 
@@ -42,9 +44,21 @@ class LirRules:
 def settle_let_it_ride(
     rules: LirRules, players: Sequence[LirSeat], community: tuple[Card, ...]
 ) -> Settlement:
+    """Every wager placed gets one result, seat by seat from the dealer's right, in 643a.11(f)(3)'s
+    order: the three Let It Ride Poker Wagers, then the Bonus and the Three Card Bonus."""
     if len(community) != 2 or any(len(p.cards) != 3 for p in players):
         raise ValueError("Let It Ride: three cards each and two community cards")
     check_cards([community, *(p.cards for p in players)])
+    for p in players:
+        if p.bet <= 0:
+            raise SettlementRefused(
+                f"seat {p.seat}: cards go only to players who placed the three Let It Ride "
+                "Poker Wagers (643a.8(d))"
+            )
+        if p.bonus:
+            offered(rules.bonus, p.seat, "bonus", "643a.12(b)")
+        if p.three_card_bonus:
+            offered(rules.three_card_bonus, p.seat, "three-card-bonus", "643a.12(c)")
     base = PAYTABLES[LIR, "base", rules.base]
     out = Settlement()
     for p in in_settlement_order(rules.seats, players):

@@ -8,17 +8,21 @@ from dataclasses import dataclass
 from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import six_card_bonus_classes, three_card_classes
-from tablectl.rules.paytables import PAYTABLES, TCP
+from tablectl.rules.paytables import PAYTABLES, TCP, TCP_ENVY_CENTS
 from tablectl.rules.poker import DEALER_QUALIFIES_TCP, three_card_value
 from tablectl.rules.progressive import settle_tcp_progressive
 from tablectl.rules.settlement.common import (
     Outcome,
     Settlement,
+    WagerResult,
     check_cards,
+    check_progressive_wagers,
     even,
     in_settlement_order,
     lose,
+    offered,
     paytable_wager,
+    progressive_results,
     push,
     win,
 )
@@ -70,20 +74,42 @@ def settle_three_card_poker(
     dealer: tuple[Card, ...],
     meter: LocalMeter | None = None,
 ) -> Settlement:
+    """Every wager placed gets one result, seat by seat from the dealer's right, in 649a.11(c)'s
+    order: Ante, Play (and the Ante Bonus), Pair Plus, Progressive Payout, Six Card Bonus."""
     check_cards([dealer, *(p.cards for p in players)])
     for player in players:
         check_tcp_wagers(rules, player)
+        if player.six_card_bonus:
+            offered(rules.six_card_bonus, player.seat, "six-card-bonus", "649a.12(f)")
+        if player.progressive:
+            offered(rules.progressive, player.seat, "progressive", "649a.12(e)")
+    wagers = {p.seat: p.progressive for p in players if p.progressive}
+    check_progressive_wagers(wagers, meter, TCP_ENVY_CENTS, "649a.12(e)(5)", "649a.12(e)(4)")
     dealer_value = three_card_value(dealer)
     qualifies = dealer_value >= DEALER_QUALIFIES_TCP
     bonus_name = "ante-bonus" if rules.variant_649a7e is None else "ante-bonus-649a7e"
     ante_bonus = PAYTABLES[TCP, bonus_name, rules.ante_bonus]
     pair_plus = PAYTABLES[TCP, "pair-plus", rules.pair_plus]
     out = Settlement(meter=meter)
+    progressive: dict[int, WagerResult] = {}
+    if wagers and rules.progressive and meter is not None:  # 649a.11(c)(5)
+        # 649a.11(b)(2): a fold forfeits the Progressive Payout Wager, not Envy Bonuses.
+        folded = frozenset(p.seat for p in players if p.ante and not p.play)
+        out.meter, out.progressive = settle_tcp_progressive(
+            paytable=rules.progressive,
+            seats=rules.seats,
+            reset_cents=rules.reset_cents,
+            meter=meter,
+            wagers=wagers,
+            hands={p.seat: p.cards for p in players},
+            folded=folded,
+        )
+        progressive = progressive_results(wagers, out.progressive, folded, "649a.11(c)(5)(iv)")
     for p in in_settlement_order(rules.seats, players):
         seat = p.seat
         classes = three_card_classes(p.cards)
-        folded = p.ante > 0 and not p.play
-        if p.ante and folded:
+        folded_here = p.ante > 0 and not p.play
+        if folded_here:
             # 649a.11(b)(1)-(3): the Ante and the Pair Plus are forfeited; not the Six Card Bonus.
             out.results.append(lose(seat, "ante", p.ante, Outcome.FORFEIT))
             if p.pair_plus:
@@ -103,22 +129,12 @@ def settle_three_card_poker(
             won = ante_bonus.pay_for(classes)
             if won is not None:
                 out.results.append(win(seat, "ante-bonus", p.ante, won[1], won[0]))
-        if p.pair_plus and not folded:  # 649a.11(c)(4)
+        if p.pair_plus and not folded_here:  # 649a.11(c)(4)
             out.results.append(paytable_wager(seat, "pair-plus", p.pair_plus, pair_plus, classes))
+        if p.progressive:  # 649a.11(c)(5)
+            out.results.append(progressive[seat])
         if p.six_card_bonus and rules.six_card_bonus:  # 649a.11(c)(6)
             table = PAYTABLES[TCP, "six-card-bonus", rules.six_card_bonus]
             six = six_card_bonus_classes([*p.cards, *dealer])
             out.results.append(paytable_wager(seat, "six-card-bonus", p.six_card_bonus, table, six))
-    if rules.progressive and meter is not None:  # 649a.11(c)(5)
-        wagers = {p.seat: p.progressive for p in players if p.progressive}
-        folded_seats = frozenset(p.seat for p in players if p.ante and not p.play)
-        out.meter, out.progressive = settle_tcp_progressive(
-            paytable=rules.progressive,
-            seats=rules.seats,
-            reset_cents=rules.reset_cents,
-            meter=meter,
-            wagers=wagers,
-            hands={p.seat: p.cards for p in players},
-            folded=folded_seats,
-        )
     return out

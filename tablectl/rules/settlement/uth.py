@@ -19,14 +19,18 @@ from tablectl.rules.progressive import settle_progressive
 from tablectl.rules.settlement.common import (
     Outcome,
     Settlement,
+    SettlementRefused,
     WagerResult,
     apply_limit,
     check_cards,
+    check_progressive_wagers,
     even,
     in_settlement_order,
     lose,
+    offered,
     operator_table,
     paytable_wager,
+    progressive_results,
     push,
     win,
 )
@@ -77,6 +81,22 @@ def _bad_beat(seat: int, cents: int, table: Paytable, player: int, dealer: int) 
 UTH_LIMITED_WAGERS = {"ante", "blind", "play", "trips"}
 
 
+def _check_offered(rules: UthRules, player: UthSeat) -> None:
+    """Every optional wager placed must be one the table offers."""
+    seat = player.seat
+    if player.bad_beat:
+        operator_table(rules.bad_beat, seat, "bad-beat", "653a.12(g)")
+    if player.six_card_bonus:
+        operator_table(rules.six_card_bonus, seat, "six-card-bonus", "653a.12(f)")
+        if len(player.six_card_cards) != 4:
+            raise SettlementRefused(
+                f"seat {seat}: the Six Card Bonus needs the four additional cards (653a.11(m))"
+            )
+    if player.progressive:
+        # A table that does not offer the progressive has no 653a.12(d) paytable in use.
+        offered(rules.progressive or None, seat, "progressive", "653a.7(d)(3), 653a.12(d)")
+
+
 def settle_ultimate_texas_holdem(
     rules: UthRules,
     players: Sequence[UthSeat],
@@ -84,6 +104,8 @@ def settle_ultimate_texas_holdem(
     dealer: tuple[Card, ...],
     meter: LocalMeter | None = None,
 ) -> Settlement:
+    """Every wager placed gets one result, seat by seat from the dealer's right, in 653a.11's
+    order (2019): Ante, Blind, Play, Trips, Bad Beat Bonus, Progressive Payout, Six Card Bonus."""
     if len(board) != 5 or len(dealer) != 2 or any(len(p.hole) != 2 for p in players):
         raise ValueError("Ultimate Texas Hold 'Em: two cards each and five on the board")
     if any(p.play_multiple not in (0, 1, 2, 3, 4) for p in players):
@@ -91,11 +113,27 @@ def settle_ultimate_texas_holdem(
     check_cards([board, dealer, *(p.hole for p in players)])
     for extra in players:
         check_cards([board, dealer, extra.hole, extra.six_card_cards])
+        _check_offered(rules, extra)
+    wagers = {p.seat: p.progressive for p in players if p.progressive}
+    check_progressive_wagers(wagers, meter, UTH_ENVY_CENTS, "653a.12(d)(5)", "653a.12(d)(4)")
     dealer_value = five_card_value([*dealer, *board])
     qualifies = dealer_value >= DEALER_QUALIFIES_UTH
     blind_table = PAYTABLES[UTH, "blind", rules.blind]
     trips_table = PAYTABLES[UTH, "trips", rules.trips]
     out = Settlement(meter=meter)
+    progressive: dict[int, WagerResult] = {}
+    if wagers and meter is not None:
+        # 653a.11(k) (2019): "the rank of the player's two cards and the three-card Flop".
+        out.meter, out.progressive = settle_progressive(
+            paytable=PAYTABLES[UTH, "progressive", "A"],
+            envy_cents=UTH_ENVY_CENTS,
+            seats=rules.seats,
+            reset_cents=rules.reset_cents,
+            meter=meter,
+            wagers=wagers,
+            hands={p.seat: five_card_classes([*p.hole, *board[:3]]) for p in players},
+        )
+        progressive = progressive_results(wagers, out.progressive, frozenset(), "653a.11(k)(4)")
     for p in in_settlement_order(rules.seats, players):
         seat = p.seat
         value = five_card_value([*p.hole, *board])
@@ -108,7 +146,6 @@ def settle_ultimate_texas_holdem(
                 lose(seat, "blind", p.blind, Outcome.FORFEIT),
             ]
             if p.bad_beat:
-                operator_table(rules.bad_beat, "bad-beat")
                 seat_results.append(lose(seat, "bad-beat", p.bad_beat, Outcome.FORFEIT))
         else:
             play = p.ante * p.play_multiple
@@ -140,29 +177,15 @@ def settle_ultimate_texas_holdem(
                 ]
         if p.trips:  # 653a.11(i): paid whatever the hand against the dealer's
             seat_results.append(paytable_wager(seat, "trips", p.trips, trips_table, classes))
-        if p.bad_beat and p.play_multiple:  # 653a.11(j) (2019)
-            table = operator_table(rules.bad_beat, "bad-beat")
-            seat_results.append(_bad_beat(seat, p.bad_beat, table, value, dealer_value))
-        if p.six_card_bonus:  # 653a.11(m): the player's two cards and four more
-            table = operator_table(rules.six_card_bonus, "six-card-bonus")
-            if len(p.six_card_cards) != 4:
-                raise ValueError("the Six Card Bonus needs the four additional cards")
+        if p.bad_beat and rules.bad_beat and p.play_multiple:  # 653a.11(j) (2019)
+            seat_results.append(_bad_beat(seat, p.bad_beat, rules.bad_beat, value, dealer_value))
+        if p.progressive:  # 653a.11(k) (2019)
+            seat_results.append(progressive[seat])
+        if p.six_card_bonus and rules.six_card_bonus:  # 653a.11(m): two cards and four more
             six = five_card_classes([*p.hole, *p.six_card_cards])
             seat_results.append(
-                paytable_wager(seat, "six-card-bonus", p.six_card_bonus, table, six)
+                paytable_wager(seat, "six-card-bonus", p.six_card_bonus, rules.six_card_bonus, six)
             )
         apply_limit(seat_results, UTH_LIMITED_WAGERS, rules.payout_limit_cents)
         out.results += seat_results
-    if rules.progressive and meter is not None:
-        # 653a.11(k) (2019): "the rank of the player's two cards and the three-card Flop".
-        hands = {p.seat: five_card_classes([*p.hole, *board[:3]]) for p in players}
-        out.meter, out.progressive = settle_progressive(
-            paytable=PAYTABLES[UTH, "progressive", "A"],
-            envy_cents=UTH_ENVY_CENTS,
-            seats=rules.seats,
-            reset_cents=rules.reset_cents,
-            meter=meter,
-            wagers={p.seat: p.progressive for p in players if p.progressive},
-            hands=hands,
-        )
     return out
