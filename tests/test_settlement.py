@@ -244,6 +244,34 @@ def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
     assert envy == [(1, 4, 150_000), (4, 1, 100_000)]  # $5 wager envies a SF: $1,500
 
 
+def test_uth_folded_progressive_is_settled_but_earns_no_one_an_envy_bonus() -> None:
+    """653a.11(k) (2019): the Progressive Payout Wager is paid "irrespective of whether the
+    player's hand outranks the dealer's hand", so a fold does not forfeit it; a folded hand is
+    never shown, so it earns no one an Envy Bonus (649a.11(c), applied alike in UTH), while
+    the folded player still receives one for another player's hand (653a.11(k)(5))."""
+    rules = UthRules(seats=6, progressive=True, reset_cents=1_000_000)
+    players = [
+        UthSeat(5, C("AhKh"), ante=100, play_multiple=0, progressive=100),  # royal, folded
+        UthSeat(3, C("2c3d"), ante=100, play_multiple=1, progressive=100),
+        UthSeat(1, C("9h8h"), ante=100, play_multiple=1, progressive=100),  # straight flush
+    ]
+    s = settle_ultimate_texas_holdem(
+        rules, players, board=C("QhJhTh4c5d"), dealer=C("6s6d"), meter=LocalMeter(cents=2_500_000)
+    )
+    hits = [
+        (p.seat, p.hand, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)
+    ]
+    assert hits == [(5, Hand.ROYAL_FLUSH, 2_500_000), (1, Hand.STRAIGHT_FLUSH, 100_000)]
+    envy = [(p.seat, p.for_seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus)]
+    assert envy == [(5, 1, 30_000), (3, 1, 30_000)]  # nobody is paid for seat 5's royal
+    assert nets(s, 5) == {
+        "ante": (Outcome.FORFEIT, -100),
+        "blind": (Outcome.FORFEIT, -100),
+        "progressive": (Outcome.WIN, 2_500_000 - 100),
+    }
+    assert s.meter == LocalMeter(cents=900_000)
+
+
 def test_uth_2019_progressive_uses_two_cards_and_the_flop() -> None:
     """653a.11(k), 2019 text: the progressive is decided on the two cards and the Flop."""
     rules = UthRules(seats=1, progressive=True)

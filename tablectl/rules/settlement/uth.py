@@ -123,7 +123,11 @@ def settle_ultimate_texas_holdem(
     out = Settlement(meter=meter)
     progressive: dict[int, WagerResult] = {}
     if wagers and meter is not None:
-        # 653a.11(k) (2019): "the rank of the player's two cards and the three-card Flop".
+        # 653a.11(k) (2019): "the rank of the player's two cards and the three-card Flop",
+        # paid "irrespective of whether the player's hand outranks the dealer's", so a fold
+        # does not forfeit it; but a folded hand is never shown and earns no one an Envy Bonus
+        # (as 649a.11(c) has it for Three Card Poker).
+        folded = frozenset(p.seat for p in players if p.play_multiple == 0)
         out.meter, out.progressive = settle_progressive(
             paytable=PAYTABLES[UTH, "progressive", "A"],
             envy_cents=UTH_ENVY_CENTS,
@@ -132,6 +136,8 @@ def settle_ultimate_texas_holdem(
             meter=meter,
             wagers=wagers,
             hands={p.seat: five_card_classes([*p.hole, *board[:3]]) for p in players},
+            folded=folded,
+            fold_forfeits=False,
         )
         progressive = progressive_results(wagers, out.progressive, frozenset(), "653a.11(k)(4)")
     for p in in_settlement_order(rules.seats, players):
