@@ -18,9 +18,11 @@ from tablectl.rules.settlement import (
     TcpSeat,
     UthRules,
     UthSeat,
+    lir_minimum_payout_limit_cents,
     settle_let_it_ride,
     settle_three_card_poker,
     settle_ultimate_texas_holdem,
+    uth_minimum_payout_limit_cents,
 )
 
 C = parse_cards
@@ -292,6 +294,7 @@ def test_uth_payout_limit_spares_the_progressive() -> None:
         seats=1,
         trips="A",
         payout_limit_cents=5_000_000,
+        minimum_wager_cents=2_500,  # $25: 555 x $25 = $13,875 < $50,000
         progressive=True,
     )
     player = UthSeat(1, C("AsKs"), ante=10_000, play_multiple=4, trips=100_000, progressive=100)
@@ -491,3 +494,78 @@ def test_tcp_649a7e_ante_bonus_pays_a_straight_on_paytable_a_only(
     s = settle_three_card_poker(rules, [TcpSeat(1, C("4h5c6d"), ante=100, play=True)], C("9s9d9c"))
     assert nets(s, 1).get("ante-bonus") == bonus
     assert nets(s, 1)["ante"] == (Outcome.LOSE, -100)
+
+
+@pytest.mark.parametrize(
+    ("blind", "trips", "minimum", "least"),
+    [
+        ("A", "A", 500, 5_000_000),  # $5: 555 x $5 = $2,775, so $50,000
+        ("A", "A", 9_000, 5_000_000),  # $90: $49,950, still $50,000
+        ("A", "A", 10_000, 5_550_000),  # $100: Ante 1 + Blind 500 + Play 4 + Trips 50 = 555
+        ("B", "D", 10_000, 5_550_000),  # royal flush rows are the same on every paytable
+        ("A", None, 10_000, 5_050_000),  # no Trips offered: 1 + 500 + 4 = 505
+    ],
+)
+def test_uth_minimum_payout_limit(blind: str, trips: str | None, minimum: int, least: int) -> None:
+    """653a.12(e): "at least $50,000 or the maximum amount that one patron could win per round
+    when betting the minimum wager, whichever is greater" -- a royal flush with Ante, Blind and
+    Trips at the minimum and the Play at 4x the Ante (653a.11(b))."""
+    assert uth_minimum_payout_limit_cents(blind, trips, minimum) == least
+
+
+@pytest.mark.parametrize(
+    ("base", "minimum", "least"),
+    [
+        ("A", 1_000, 5_000_000),
+        ("A", 2_500, 7_500_000),
+        ("B", 2_500, 5_000_000),
+        ("B", 5_000, 7_500_000),
+    ],
+)
+def test_lir_minimum_payout_limit(base: str, minimum: int, least: int) -> None:
+    """643a.12(d): the three Let It Ride Poker Wagers at the minimum, all riding on a royal
+    flush: 3 x 1,000 to 1 (paytable A) or 3 x 500 to 1 (B), or $50,000 if greater."""
+    assert lir_minimum_payout_limit_cents(base, minimum) == least
+
+
+def test_a_payout_limit_below_the_minimum_is_an_error_naming_the_rule() -> None:
+    """653a.12(e), 643a.12(d): never silently applied."""
+    with pytest.raises(ValueError, match=r"below the \$55,500\.00 minimum of 653a\.12\(e\)"):
+        UthRules(seats=6, payout_limit_cents=5_549_999, minimum_wager_cents=10_000)
+    UthRules(seats=6, payout_limit_cents=5_550_000, minimum_wager_cents=10_000)
+    with pytest.raises(ValueError, match=r"below the \$50,000\.00 minimum of 643a\.12\(d\)"):
+        LirRules(seats=6, payout_limit_cents=4_999_999, minimum_wager_cents=500)
+    with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 653a\.12\(e\)"):
+        UthRules(seats=6, payout_limit_cents=10_000_000)
+    with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 643a\.12\(d\)"):
+        LirRules(seats=6, payout_limit_cents=10_000_000)
+
+
+def test_lir_payout_limit_caps_the_three_bets_not_the_bonuses() -> None:
+    """643a.12(d): the limit "shall apply only to payouts of Let It Ride Poker Wagers" and "may
+    not apply to payouts of Let It Ride Bonus Wagers ... or Three Card Bonus Wagers"."""
+    rules = LirRules(
+        seats=1,
+        bonus="A",
+        three_card_bonus="D",
+        payout_limit_cents=7_500_000,
+        minimum_wager_cents=2_500,
+    )
+    player = LirSeat(1, C("AhKhQh"), bet=10_000, bonus=100, three_card_bonus=10_000)
+    s = settle_let_it_ride(rules, [player], community=C("JhTh"))
+    assert nets(s, 1) == {
+        "bet-1": (Outcome.WIN, 7_500_000),  # 1,000 to 1 on $100 is $100,000: capped
+        "bet-2": (Outcome.WIN, 0),
+        "bet-3": (Outcome.WIN, 0),
+        "bonus": (Outcome.WIN, 25_000_00 - 100),
+        "three-card-bonus": (Outcome.WIN, 50 * 10_000),  # mini-royal 50 to 1 (643a.12(c) D)
+    }
+    assert s.for_seat(1)["bet-3"].paid_cents == 10_000  # the wager itself is returned
+
+
+def test_uth_trips_the_table_does_not_offer_is_refused() -> None:
+    player = UthSeat(1, C("5c5d"), ante=100, play_multiple=1, trips=100)
+    with pytest.raises(MissingPaytable, match=r"trips .* \(653a\.12\(c\)\)"):
+        settle_ultimate_texas_holdem(
+            UthRules(seats=1, trips=None), [player], C("5hJc9s2d3c"), C("9c9h")
+        )

@@ -12,7 +12,13 @@ from tablectl.rules.settlement.common import (
     SettlementRefused,
     WagerResult,
 )
-from tablectl.rules.settlement.lir import LirRules, LirSeat, settle_let_it_ride
+from tablectl.rules.settlement.lir import (
+    LIR_LIMITED_WAGERS,
+    LirRules,
+    LirSeat,
+    lir_minimum_payout_limit_cents,
+    settle_let_it_ride,
+)
 from tablectl.rules.settlement.tcp import (
     TcpRules,
     TcpSeat,
@@ -24,9 +30,11 @@ from tablectl.rules.settlement.uth import (
     UthRules,
     UthSeat,
     settle_ultimate_texas_holdem,
+    uth_minimum_payout_limit_cents,
 )
 
 __all__ = [
+    "LIR_LIMITED_WAGERS",
     "UTH_LIMITED_WAGERS",
     "LirRules",
     "LirSeat",
@@ -40,7 +48,9 @@ __all__ = [
     "UthSeat",
     "WagerResult",
     "check_tcp_wagers",
+    "lir_minimum_payout_limit_cents",
     "settle_let_it_ride",
     "settle_three_card_poker",
     "settle_ultimate_texas_holdem",
+    "uth_minimum_payout_limit_cents",
 ]

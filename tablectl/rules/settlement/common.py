@@ -16,7 +16,9 @@ from typing import Protocol, TypeVar
 
 from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
+from tablectl.rules.hands import five_card_classes_of_value
 from tablectl.rules.paytables import Hand, Pay, PayKind, Paytable
+from tablectl.rules.poker import CATEGORY_SHIFT, FiveCardCategory
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settlement_order
 
 T = TypeVar("T")
@@ -178,6 +180,47 @@ def check_cards(groups: Sequence[Sequence[Card]]) -> None:
         if seen & set(cards) or len(set(cards)) != len(cards):
             raise ValueError("the same card appears twice: one deck is in play")
         seen |= set(cards)
+
+
+# 653a.12(e), 643a.12(d): a payout limit is at least $50,000 ...
+PAYOUT_LIMIT_FLOOR_CENTS = 5_000_000
+
+# ... or the most one patron can win per round at the minimum wager: one hand of each
+# five-card category (its pair a pair of aces, which Let It Ride pays) is every way to win.
+BEST_OF_EACH_FIVE_CARD_CATEGORY = tuple(
+    five_card_classes_of_value(category << CATEGORY_SHIFT | 14 << (CATEGORY_SHIFT - 4))
+    for category in FiveCardCategory
+)
+
+
+def won_cents(table: Paytable, cents: int, classes: list[Hand]) -> int | None:
+    """What a wager of `cents` wins net on this hand by this paytable; None: not listed."""
+    won = table.pay_for(classes)
+    return None if won is None else won[1].paid_cents(cents) - cents
+
+
+def check_payout_limit(
+    limit_cents: int | None, minimum_limit_cents: int | None, rule: str, reading: str
+) -> None:
+    """A payout limit below the regulatory minimum is an error, never silently applied."""
+    if limit_cents is None:
+        return
+    if minimum_limit_cents is None:
+        raise ValueError(
+            f"a payout limit needs minimum_wager_cents: {rule} sets its minimum from the most "
+            "one patron can win per round when betting the minimum wager"
+        )
+    if limit_cents < minimum_limit_cents:
+        raise ValueError(
+            f"payout limit {dollars(limit_cents)} is below the {dollars(minimum_limit_cents)} "
+            f"minimum of {rule}: at least {dollars(PAYOUT_LIMIT_FLOOR_CENTS)} or the most one "
+            "patron can win per round when betting the minimum wager "
+            f"({reading}), whichever is greater"
+        )
+
+
+def dollars(cents: int) -> str:
+    return f"${cents // 100:,}.{cents % 100:02d}"
 
 
 def apply_limit(results: list[WagerResult], limited: set[str], limit: int | None) -> None:

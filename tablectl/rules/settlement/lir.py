@@ -9,15 +9,19 @@ from tablectl.rules.cards import Card
 from tablectl.rules.hands import five_card_classes, three_card_classes
 from tablectl.rules.paytables import LIR, PAYTABLES
 from tablectl.rules.settlement.common import (
+    BEST_OF_EACH_FIVE_CARD_CATEGORY,
+    PAYOUT_LIMIT_FLOOR_CENTS,
     Outcome,
     Settlement,
     SettlementRefused,
     WagerResult,
     apply_limit,
     check_cards,
+    check_payout_limit,
     in_settlement_order,
     offered,
     paytable_wager,
+    won_cents,
 )
 
 
@@ -38,7 +42,38 @@ class LirRules:
     base: str = "A"
     bonus: str | None = None
     three_card_bonus: str | None = None
-    payout_limit_cents: int | None = None  # 643a.12(d)
+    # 643a.12(d): at least lir_minimum_payout_limit_cents, checked here; needs the minimum.
+    payout_limit_cents: int | None = None
+    minimum_wager_cents: int | None = None  # the table minimum of each Let It Ride Poker Wager
+
+    def __post_init__(self) -> None:
+        minimum = (
+            None
+            if self.minimum_wager_cents is None
+            else lir_minimum_payout_limit_cents(self.base, self.minimum_wager_cents)
+        )
+        check_payout_limit(self.payout_limit_cents, minimum, "643a.12(d)", LIR_LIMIT_READING)
+
+
+LIR_LIMIT_READING = "the three Let It Ride Poker Wagers at the minimum, all riding"
+LIR_LIMITED_WAGERS = {"bet-1", "bet-2", "bet-3"}
+
+
+def lir_minimum_payout_limit_cents(base: str, minimum_wager_cents: int) -> int:
+    """643a.12(d): the least payout limit a table may set, in cents.
+
+    The greater of $50,000 and the most one patron can win per round betting the minimum: the
+    three Let It Ride Poker Wagers (643a.7(d)) at the minimum, none withdrawn, paid by the
+    643a.12(a) paytable; the Bonus and Three Card Bonus are not limited, so they do not count.
+    """
+    if minimum_wager_cents <= 0:
+        raise ValueError("the minimum wager is a positive amount")
+    table = PAYTABLES[LIR, "base", base]
+    most = max(
+        3 * (won_cents(table, minimum_wager_cents, classes) or 0)
+        for classes in BEST_OF_EACH_FIVE_CARD_CATEGORY
+    )
+    return max(PAYOUT_LIMIT_FLOOR_CENTS, most)
 
 
 def settle_let_it_ride(
@@ -74,7 +109,7 @@ def settle_let_it_ride(
                 seat_results.append(WagerResult(seat, name, p.bet, Outcome.WITHDRAWN, 0, p.bet))
             else:
                 seat_results.append(paytable_wager(seat, name, p.bet, base, classes))
-        apply_limit(seat_results, {"bet-1", "bet-2", "bet-3"}, rules.payout_limit_cents)
+        apply_limit(seat_results, LIR_LIMITED_WAGERS, rules.payout_limit_cents)
         if p.bonus and rules.bonus:
             table = PAYTABLES[LIR, "bonus", rules.bonus]
             seat_results.append(paytable_wager(seat, "bonus", p.bonus, table, classes))

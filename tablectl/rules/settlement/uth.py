@@ -17,12 +17,15 @@ from tablectl.rules.poker import (
 )
 from tablectl.rules.progressive import settle_progressive
 from tablectl.rules.settlement.common import (
+    BEST_OF_EACH_FIVE_CARD_CATEGORY,
+    PAYOUT_LIMIT_FLOOR_CENTS,
     Outcome,
     Settlement,
     SettlementRefused,
     WagerResult,
     apply_limit,
     check_cards,
+    check_payout_limit,
     check_progressive_wagers,
     even,
     in_settlement_order,
@@ -33,6 +36,7 @@ from tablectl.rules.settlement.common import (
     progressive_results,
     push,
     win,
+    won_cents,
 )
 
 
@@ -57,15 +61,52 @@ class UthSeat:
 class UthRules:
     seats: int
     blind: str = "A"
-    trips: str = "A"
+    trips: str | None = "A"  # None: the table does not offer the Trips Wager
     # 653a.7(d)(3): the Progressive Payout Wager, decided on the player's two cards and the
     # three-card Flop (653a.11(k), 2019 text).
     progressive: bool = False
     reset_cents: int = 1_000_000
-    payout_limit_cents: int | None = None  # 653a.12(e): at least $50,000 where set
+    # 653a.12(e): at least uth_minimum_payout_limit_cents, checked here; needs the minimum.
+    payout_limit_cents: int | None = None
+    minimum_wager_cents: int | None = None  # the table minimum of each limited wager
     # Operator-supplied (paytables.operator_paytable): no default exists in the regulations.
     bad_beat: Paytable | None = None
     six_card_bonus: Paytable | None = None
+
+    def __post_init__(self) -> None:
+        minimum = (
+            None
+            if self.minimum_wager_cents is None
+            else uth_minimum_payout_limit_cents(self.blind, self.trips, self.minimum_wager_cents)
+        )
+        check_payout_limit(self.payout_limit_cents, minimum, "653a.12(e)", UTH_LIMIT_READING)
+
+
+UTH_LIMIT_READING = "Ante, Blind and Trips at the minimum, the Play at 4x the Ante"
+
+
+def uth_minimum_payout_limit_cents(blind: str, trips: str | None, minimum_wager_cents: int) -> int:
+    """653a.12(e): the least payout limit a table may set, in cents.
+
+    The greater of $50,000 and the most one patron can win per round betting the minimum: the
+    Ante and Blind at the minimum (653a.7(d)(1)), the Play at its largest, 4x the Ante
+    (653a.11(b)), and the Trips at the minimum when the table offers it (653a.7(d)(2)); the
+    progressive and the 2019 bonus wagers are not limited, so they do not count.
+    """
+    if minimum_wager_cents <= 0:
+        raise ValueError("the minimum wager is a positive amount")
+    m = minimum_wager_cents
+    blind_table = PAYTABLES[UTH, "blind", blind]
+    trips_table = None if trips is None else PAYTABLES[UTH, "trips", trips]
+    most = 0
+    for classes in BEST_OF_EACH_FIVE_CARD_CATEGORY:
+        won = m + 4 * m  # 653a.12(a): Ante and Play 1 to 1 against a qualifying dealer
+        won += won_cents(blind_table, m, classes) or 0  # below the table: returned
+        if trips_table is not None:
+            trips_won = won_cents(trips_table, m, classes)
+            won += -m if trips_won is None else trips_won
+        most = max(most, won)
+    return max(PAYOUT_LIMIT_FLOOR_CENTS, most)
 
 
 def _bad_beat(seat: int, cents: int, table: Paytable, player: int, dealer: int) -> WagerResult:
@@ -92,6 +133,8 @@ def _check_offered(rules: UthRules, player: UthSeat) -> None:
             raise SettlementRefused(
                 f"seat {seat}: the Six Card Bonus needs the four additional cards (653a.11(m))"
             )
+    if player.trips:
+        offered(rules.trips, seat, "trips", "653a.12(c)")
     if player.progressive:
         # A table that does not offer the progressive has no 653a.12(d) paytable in use.
         offered(rules.progressive or None, seat, "progressive", "653a.7(d)(3), 653a.12(d)")
@@ -119,7 +162,6 @@ def settle_ultimate_texas_holdem(
     dealer_value = five_card_value([*dealer, *board])
     qualifies = dealer_value >= DEALER_QUALIFIES_UTH
     blind_table = PAYTABLES[UTH, "blind", rules.blind]
-    trips_table = PAYTABLES[UTH, "trips", rules.trips]
     out = Settlement(meter=meter)
     progressive: dict[int, WagerResult] = {}
     if wagers and meter is not None:
@@ -181,7 +223,8 @@ def settle_ultimate_texas_holdem(
                     push(seat, "blind", p.blind),
                     push(seat, "play", play),
                 ]
-        if p.trips:  # 653a.11(i): paid whatever the hand against the dealer's
+        if p.trips and rules.trips:  # 653a.11(i): paid whatever the hand against the dealer's
+            trips_table = PAYTABLES[UTH, "trips", rules.trips]
             seat_results.append(paytable_wager(seat, "trips", p.trips, trips_table, classes))
         if p.bad_beat and rules.bad_beat and p.play_multiple:  # 653a.11(j) (2019)
             seat_results.append(_bad_beat(seat, p.bad_beat, rules.bad_beat, value, dealer_value))
