@@ -293,6 +293,9 @@ _add(
     },
 )
 
+# 653a.12(d)(3): the initial and reset amount of the meter is at least $10,000.
+UTH_MIN_RESET_CENTS = 1_000_000
+
 # 653a.12(d)(5).
 UTH_ENVY_CENTS = {
     100: {H.ROYAL_FLUSH: 100_000, H.STRAIGHT_FLUSH: 30_000},

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import five_card_classes, five_card_classes_of_value
-from tablectl.rules.paytables import PAYTABLES, UTH, UTH_ENVY_CENTS, Paytable
+from tablectl.rules.paytables import (
+    PAYTABLES,
+    UTH,
+    UTH_ENVY_CENTS,
+    UTH_MIN_RESET_CENTS,
+    Paytable,
+)
 from tablectl.rules.poker import (
     CATEGORY_SHIFT,
     DEALER_QUALIFIES_UTH,
@@ -65,7 +71,7 @@ class UthRules:
     # 653a.7(d)(3): the Progressive Payout Wager, decided on the player's two cards and the
     # three-card Flop (653a.11(k), 2019 text).
     progressive: bool = False
-    reset_cents: int = 1_000_000
+    reset_cents: int = UTH_MIN_RESET_CENTS
     # 653a.12(e): at least uth_minimum_payout_limit_cents, checked here; needs the minimum.
     payout_limit_cents: int | None = None
     minimum_wager_cents: int | None = None  # the table minimum of each limited wager
