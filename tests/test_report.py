@@ -257,7 +257,7 @@ def test_every_approved_paytable_has_a_report_with_a_house_edge() -> None:
             unreported.add((game, table))
             continue
         r = report(game, report_for[game, table], letter)
-        assert (r.game, r.paytable) == (game, letter)
+        assert (r.game, r.wager, r.paytable) == (game, report_for[game, table], letter)
         assert r.house_edge > 0, (game, table, letter, float(r.house_edge))
     assert unreported == set(UNREPORTED) == {("ultimate-texas-holdem", "blind")}
 

@@ -346,7 +346,8 @@ def _ante_play_report(bonus: Paytable) -> Report:
     ]
     ev = total_ev / len(hands)
     average_wager = 1 + Fraction(played, len(hands))
-    report = Report(TCP, "", bonus.letter, f"649a.11(c), {bonus.rule}", pairs, cats, ev)
+    wager = "ante-play" if bonus.wager == "ante-bonus" else "ante-play-649a7e"
+    report = Report(TCP, wager, bonus.letter, f"649a.11(c), {bonus.rule}", pairs, cats, ev)
     report.element_of_risk = -ev / average_wager
     report.extra = {
         "play_frequency": played / len(hands),
@@ -478,6 +479,4 @@ def report(game: str, wager: str, letter: str) -> Report:
         raise ReportError(
             f"unknown paytable {letter!r} for {game} {wager}; choose one of: {', '.join(letters)}"
         )
-    result = build(paytable(game, table_name, letter))
-    result.wager = wager
-    return result
+    return build(paytable(game, table_name, letter))
