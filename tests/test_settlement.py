@@ -539,6 +539,8 @@ def test_a_payout_limit_below_the_minimum_is_an_error_naming_the_rule() -> None:
         UthRules(seats=6, payout_limit_cents=10_000_000)
     with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 643a\.12\(d\)"):
         LirRules(seats=6, payout_limit_cents=10_000_000)
+    with pytest.raises(ValueError, match="the minimum wager is a positive amount"):
+        lir_minimum_payout_limit_cents("A", 0)
 
 
 def test_lir_payout_limit_caps_the_three_bets_not_the_bonuses() -> None:

@@ -9,7 +9,7 @@ such as 3 to 2 are not paid (rounded down).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeVar
@@ -199,20 +199,32 @@ def won_cents(table: Paytable, cents: int, classes: list[Hand]) -> int | None:
     return None if won is None else won[1].paid_cents(cents) - cents
 
 
+def minimum_payout_limit_cents(most_won_cents: Callable[[int], int], minimum_wager: int) -> int:
+    """The greater of $50,000 and the most won per round at the minimum wager (most_won_cents)."""
+    if minimum_wager <= 0:
+        raise ValueError("the minimum wager is a positive amount")
+    return max(PAYOUT_LIMIT_FLOOR_CENTS, most_won_cents(minimum_wager))
+
+
 def check_payout_limit(
-    limit_cents: int | None, minimum_limit_cents: int | None, rule: str, reading: str
+    limit_cents: int | None,
+    minimum_wager_cents: int | None,
+    minimum_limit_cents: Callable[[int], int],
+    rule: str,
+    reading: str,
 ) -> None:
     """A payout limit below the regulatory minimum is an error, never silently applied."""
     if limit_cents is None:
         return
-    if minimum_limit_cents is None:
+    if minimum_wager_cents is None:
         raise ValueError(
             f"a payout limit needs minimum_wager_cents: {rule} sets its minimum from the most "
             "one patron can win per round when betting the minimum wager"
         )
-    if limit_cents < minimum_limit_cents:
+    least = minimum_limit_cents(minimum_wager_cents)
+    if limit_cents < least:
         raise ValueError(
-            f"payout limit {dollars(limit_cents)} is below the {dollars(minimum_limit_cents)} "
+            f"payout limit {dollars(limit_cents)} is below the {dollars(least)} "
             f"minimum of {rule}: at least {dollars(PAYOUT_LIMIT_FLOOR_CENTS)} or the most one "
             "patron can win per round when betting the minimum wager "
             f"({reading}), whichever is greater"

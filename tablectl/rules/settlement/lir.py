@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import five_card_classes, three_card_classes
 from tablectl.rules.paytables import LIR, PAYTABLES
 from tablectl.rules.settlement.common import (
     BEST_OF_EACH_FIVE_CARD_CATEGORY,
-    PAYOUT_LIMIT_FLOOR_CENTS,
     Outcome,
     Settlement,
     SettlementRefused,
@@ -19,6 +19,7 @@ from tablectl.rules.settlement.common import (
     check_cards,
     check_payout_limit,
     in_settlement_order,
+    minimum_payout_limit_cents,
     offered,
     paytable_wager,
     won_cents,
@@ -47,15 +48,15 @@ class LirRules:
     minimum_wager_cents: int | None = None  # the table minimum of each Let It Ride Poker Wager
 
     def __post_init__(self) -> None:
-        minimum = (
-            None
-            if self.minimum_wager_cents is None
-            else lir_minimum_payout_limit_cents(self.base, self.minimum_wager_cents)
+        check_payout_limit(
+            self.payout_limit_cents,
+            self.minimum_wager_cents,
+            partial(lir_minimum_payout_limit_cents, self.base),
+            "643a.12(d)",
+            "the three Let It Ride Poker Wagers at the minimum, all riding",
         )
-        check_payout_limit(self.payout_limit_cents, minimum, "643a.12(d)", LIR_LIMIT_READING)
 
 
-LIR_LIMIT_READING = "the three Let It Ride Poker Wagers at the minimum, all riding"
 LIR_LIMITED_WAGERS = {"bet-1", "bet-2", "bet-3"}
 
 
@@ -66,14 +67,12 @@ def lir_minimum_payout_limit_cents(base: str, minimum_wager_cents: int) -> int:
     three Let It Ride Poker Wagers (643a.7(d)) at the minimum, none withdrawn, paid by the
     643a.12(a) paytable; the Bonus and Three Card Bonus are not limited, so they do not count.
     """
-    if minimum_wager_cents <= 0:
-        raise ValueError("the minimum wager is a positive amount")
     table = PAYTABLES[LIR, "base", base]
-    most = max(
-        3 * (won_cents(table, minimum_wager_cents, classes) or 0)
-        for classes in BEST_OF_EACH_FIVE_CARD_CATEGORY
-    )
-    return max(PAYOUT_LIMIT_FLOOR_CENTS, most)
+
+    def most_won(m: int) -> int:
+        return max(3 * (won_cents(table, m, hand) or 0) for hand in BEST_OF_EACH_FIVE_CARD_CATEGORY)
+
+    return minimum_payout_limit_cents(most_won, minimum_wager_cents)
 
 
 def settle_let_it_ride(

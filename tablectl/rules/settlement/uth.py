@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
@@ -24,7 +25,6 @@ from tablectl.rules.poker import (
 from tablectl.rules.progressive import settle_progressive
 from tablectl.rules.settlement.common import (
     BEST_OF_EACH_FIVE_CARD_CATEGORY,
-    PAYOUT_LIMIT_FLOOR_CENTS,
     Outcome,
     Settlement,
     SettlementRefused,
@@ -36,6 +36,7 @@ from tablectl.rules.settlement.common import (
     even,
     in_settlement_order,
     lose,
+    minimum_payout_limit_cents,
     offered,
     operator_table,
     paytable_wager,
@@ -80,15 +81,13 @@ class UthRules:
     six_card_bonus: Paytable | None = None
 
     def __post_init__(self) -> None:
-        minimum = (
-            None
-            if self.minimum_wager_cents is None
-            else uth_minimum_payout_limit_cents(self.blind, self.trips, self.minimum_wager_cents)
+        check_payout_limit(
+            self.payout_limit_cents,
+            self.minimum_wager_cents,
+            partial(uth_minimum_payout_limit_cents, self.blind, self.trips),
+            "653a.12(e)",
+            "Ante, Blind and Trips at the minimum, the Play at 4x the Ante",
         )
-        check_payout_limit(self.payout_limit_cents, minimum, "653a.12(e)", UTH_LIMIT_READING)
-
-
-UTH_LIMIT_READING = "Ante, Blind and Trips at the minimum, the Play at 4x the Ante"
 
 
 def uth_minimum_payout_limit_cents(blind: str, trips: str | None, minimum_wager_cents: int) -> int:
@@ -99,20 +98,21 @@ def uth_minimum_payout_limit_cents(blind: str, trips: str | None, minimum_wager_
     (653a.11(b)), and the Trips at the minimum when the table offers it (653a.7(d)(2)); the
     progressive and the 2019 bonus wagers are not limited, so they do not count.
     """
-    if minimum_wager_cents <= 0:
-        raise ValueError("the minimum wager is a positive amount")
-    m = minimum_wager_cents
     blind_table = PAYTABLES[UTH, "blind", blind]
     trips_table = None if trips is None else PAYTABLES[UTH, "trips", trips]
-    most = 0
-    for classes in BEST_OF_EACH_FIVE_CARD_CATEGORY:
-        won = m + 4 * m  # 653a.12(a): Ante and Play 1 to 1 against a qualifying dealer
-        won += won_cents(blind_table, m, classes) or 0  # below the table: returned
-        if trips_table is not None:
-            trips_won = won_cents(trips_table, m, classes)
-            won += -m if trips_won is None else trips_won
-        most = max(most, won)
-    return max(PAYOUT_LIMIT_FLOOR_CENTS, most)
+
+    def most_won(m: int) -> int:
+        most = 0
+        for classes in BEST_OF_EACH_FIVE_CARD_CATEGORY:
+            won = m + 4 * m  # 653a.12(a): Ante and Play 1 to 1 against a qualifying dealer
+            won += won_cents(blind_table, m, classes) or 0  # below the table: returned
+            if trips_table is not None:
+                trips_won = won_cents(trips_table, m, classes)
+                won += -m if trips_won is None else trips_won
+            most = max(most, won)
+        return most
+
+    return minimum_payout_limit_cents(most_won, minimum_wager_cents)
 
 
 def _bad_beat(seat: int, cents: int, table: Paytable, player: int, dealer: int) -> WagerResult:
