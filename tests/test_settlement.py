@@ -13,15 +13,16 @@ from tablectl.rules.settlement import (
     LirSeat,
     MissingPaytable,
     Outcome,
-    ProgressiveBasis,
     Settlement,
     TcpRules,
     TcpSeat,
     UthRules,
     UthSeat,
+    lir_minimum_payout_limit_cents,
     settle_let_it_ride,
     settle_three_card_poker,
     settle_ultimate_texas_holdem,
+    uth_minimum_payout_limit_cents,
 )
 
 C = parse_cards
@@ -94,8 +95,27 @@ def test_tcp_super_royal_only_on_paytable_e() -> None:
     s = settle_three_card_poker(
         TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=100)], dealer
     )
-    assert s.for_seat(1)["six-card-bonus"].net_cents == 1_000_000_00
-    assert s.for_seat(1)["six-card-bonus"].hand is Hand.SUPER_ROYAL_DIAMONDS
+    # 649a.12(f) paytable E: "$1,000,000" among "to 1" odds on a wager that stays on the
+    # layout: won on a $1 wager, the wager returned besides.
+    six = s.for_seat(1)["six-card-bonus"]
+    assert (six.net_cents, six.paid_cents) == (1_000_000_00, 1_000_000_00 + 100)
+    assert six.hand is Hand.SUPER_ROYAL_DIAMONDS
+    s = settle_three_card_poker(
+        TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=500)], dealer
+    )
+    six = s.for_seat(1)["six-card-bonus"]
+    assert (six.net_cents, six.paid_cents) == (5 * 1_000_000_00, 5 * 1_000_000_00 + 500)
+    s = settle_three_card_poker(
+        TcpRules(seats=1, six_card_bonus="E"),
+        [TcpSeat(1, C("AhKhQh"), six_card_bonus=100)],
+        C("JhTh9h"),
+    )
+    six = s.for_seat(1)["six-card-bonus"]
+    assert (six.hand, six.net_cents, six.paid_cents) == (
+        Hand.SUPER_ROYAL,
+        100_000_00,
+        100_000_00 + 100,
+    )
     s = settle_three_card_poker(
         TcpRules(seats=1, six_card_bonus="D"), [TcpSeat(1, player, six_card_bonus=100)], dealer
     )
@@ -184,28 +204,26 @@ def test_uth_blind_three_to_two_and_trips_for_a_folded_player() -> None:
     }
 
 
-def test_uth_royal_on_the_board_pays_each_progressive_at_its_turn() -> None:
-    """653a.12(d)(4), 2012 five-card basis: the first paid takes the meter, the next the reset."""
-    rules = UthRules(
-        seats=6, progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN, reset_cents=1_000_000
-    )
+def test_uth_royal_paid_first_leaves_the_straight_flush_a_share_of_the_reset() -> None:
+    """653a.12(d)(4): each hit is paid at the meter as it stands at that player's turn; the
+    royal (100 %) restarts the meter, so the next straight flush takes 10 % of the reset."""
+    rules = UthRules(seats=6, progressive=True, reset_cents=1_000_000)
     players = [
-        UthSeat(s, hole, ante=100, play_multiple=1, progressive=100)
-        for s, hole in ((2, C("2c3d")), (5, C("4h5s")))
+        UthSeat(5, C("KhAh"), ante=100, play_multiple=1, progressive=100),  # royal on the flop
+        UthSeat(2, C("9h8h"), ante=100, play_multiple=1, progressive=100),  # 8-Q straight flush
     ]
     s = settle_ultimate_texas_holdem(
-        rules, players, board=C("AsKsQsJsTs"), dealer=C("9c8d"), meter=LocalMeter(cents=3_456_789)
+        rules, players, board=C("ThJhQh2c3d"), dealer=C("9c8d"), meter=LocalMeter(cents=3_456_789)
     )
     hits = [(p.seat, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)]
-    assert hits == [(5, 3_456_789), (2, 1_000_000)]
-    assert s.meter == LocalMeter(cents=1_000_000)
+    assert hits == [(5, 3_456_789), (2, 100_000)]
+    assert s.meter == LocalMeter(cents=900_000)
     envy = sorted((p.seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus))
-    assert envy == [(2, 100_000), (5, 100_000)]
-    assert nets(s, 5)["play"] == (Outcome.PUSH, 0)  # everyone, dealer too, plays the board
+    assert envy == [(2, 100_000), (5, 30_000)]  # 653a.12(d)(5): $1,000 royal, $300 SF
 
 
 def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
-    rules = UthRules(seats=4, progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN)
+    rules = UthRules(seats=4, progressive=True)
     players = [
         UthSeat(1, C("AhKh"), ante=100, play_multiple=4, progressive=500),
         UthSeat(4, C("9h8h"), ante=100, play_multiple=4, progressive=100),
@@ -228,8 +246,37 @@ def test_uth_straight_flush_paid_first_reduces_what_the_royal_takes() -> None:
     assert envy == [(1, 4, 150_000), (4, 1, 100_000)]  # $5 wager envies a SF: $1,500
 
 
+def test_uth_folded_progressive_is_settled_but_earns_no_one_an_envy_bonus() -> None:
+    """653a.11(k) (2019): the Progressive Payout Wager is paid "irrespective of whether the
+    player's hand outranks the dealer's hand", so a fold does not forfeit it; a folded hand is
+    never shown, so it earns no one an Envy Bonus (649a.11(c), applied alike in UTH), while
+    the folded player still receives one for another player's hand (653a.11(k)(5))."""
+    rules = UthRules(seats=6, progressive=True, reset_cents=1_000_000)
+    players = [
+        UthSeat(5, C("AhKh"), ante=100, play_multiple=0, progressive=100),  # royal, folded
+        UthSeat(3, C("2c3d"), ante=100, play_multiple=1, progressive=100),
+        UthSeat(1, C("9h8h"), ante=100, play_multiple=1, progressive=100),  # straight flush
+    ]
+    s = settle_ultimate_texas_holdem(
+        rules, players, board=C("QhJhTh4c5d"), dealer=C("6s6d"), meter=LocalMeter(cents=2_500_000)
+    )
+    hits = [
+        (p.seat, p.hand, p.amount_cents) for p in s.progressive if isinstance(p, ProgressivePayout)
+    ]
+    assert hits == [(5, Hand.ROYAL_FLUSH, 2_500_000), (1, Hand.STRAIGHT_FLUSH, 100_000)]
+    envy = [(p.seat, p.for_seat, p.amount_cents) for p in s.progressive if isinstance(p, EnvyBonus)]
+    assert envy == [(5, 1, 30_000), (3, 1, 30_000)]  # nobody is paid for seat 5's royal
+    assert nets(s, 5) == {
+        "ante": (Outcome.FORFEIT, -100),
+        "blind": (Outcome.FORFEIT, -100),
+        "progressive": (Outcome.WIN, 2_500_000 - 100),
+    }
+    assert s.meter == LocalMeter(cents=900_000)
+
+
 def test_uth_2019_progressive_uses_two_cards_and_the_flop() -> None:
-    rules = UthRules(seats=1, progressive_basis=ProgressiveBasis.TWO_CARDS_AND_FLOP)
+    """653a.11(k), 2019 text: the progressive is decided on the two cards and the Flop."""
+    rules = UthRules(seats=1, progressive=True)
     player = UthSeat(1, C("7c7d"), ante=100, play_multiple=1, progressive=100)
     # Trips only come with the turn: on the flop alone the hand is a pair.
     s = settle_ultimate_texas_holdem(
@@ -247,16 +294,22 @@ def test_uth_payout_limit_spares_the_progressive() -> None:
         seats=1,
         trips="A",
         payout_limit_cents=5_000_000,
-        progressive_basis=ProgressiveBasis.BEST_FIVE_OF_SEVEN,
+        minimum_wager_cents=2_500,  # $25: 555 x $25 = $13,875 < $50,000
+        progressive=True,
     )
     player = UthSeat(1, C("AsKs"), ante=10_000, play_multiple=4, trips=100_000, progressive=100)
     s = settle_ultimate_texas_holdem(
         rules, [player], board=C("QsJsTs2d3c"), dealer=C("2h2c"), meter=LocalMeter(cents=9_000_000)
     )
-    total = sum(r.net_cents for r in s.for_seat(1).values())
-    assert total == 5_000_000  # 653a.12(e)
-    assert s.for_seat(1)["trips"].note == "payout limited to $50,000"
+    results = s.for_seat(1)
+    limited = sum(r.net_cents for r in results.values() if r.wager != "progressive")
+    assert limited == 5_000_000  # 653a.12(e)
+    assert results["trips"].note == "payout limited to $50,000"
     assert [p.amount_cents for p in s.progressive] == [9_000_000]
+    assert (results["progressive"].net_cents, results["progressive"].paid_cents) == (
+        9_000_000 - 100,
+        9_000_000,
+    )
 
 
 # --- Let It Ride ---------------------------------------------------------------------------
@@ -290,9 +343,45 @@ def test_lir_pays_every_bet_that_rides_and_the_bonuses() -> None:
         "bet-1": (Outcome.WIN, 500 * 100),
         "bet-2": (Outcome.WIN, 500 * 100),
         "bet-3": (Outcome.WIN, 500 * 100),
-        "bonus": (Outcome.WIN, 20_000_00),
+        "bonus": (Outcome.WIN, 20_000_00 - 100),  # $20,000 in all: the $1 was collected
         "three-card-bonus": (Outcome.WIN, 50 * 100),
     }
+
+
+@pytest.mark.parametrize(
+    ("bonus_cents", "cards", "community", "outcome", "paid_cents"),
+    [
+        (100, "AhKhQh", "JhTh", Outcome.WIN, 25_000_00),  # royal flush, A: $25,000 in all
+        (500, "AhKhQh", "JhTh", Outcome.WIN, 5 * 25_000_00),  # $5: five times the $1 amount
+        (100, "AhAsQh", "Ad9c", Outcome.WIN, 5_00),  # three aces: $5 in all, net +$4
+        (100, "AhAsQh", "2c9d", Outcome.LOSE, 0),  # a pair of aces pays nothing on A
+    ],
+)
+def test_lir_bonus_amounts_are_all_the_winner_receives(
+    bonus_cents: int, cards: str, community: str, outcome: Outcome, paid_cents: int
+) -> None:
+    """643a.12(b), 643a.8(b): the Bonus Wager is collected into the table inventory before the
+    deal, so the amount of the paytable is all a winner receives; amounts are per $1."""
+    s = settle_let_it_ride(
+        LirRules(seats=1, bonus="A"),
+        [LirSeat(1, C(cards), bet=100, bonus=bonus_cents)],
+        community=C(community),
+    )
+    bonus = s.for_seat(1)["bonus"]
+    assert (bonus.outcome, bonus.paid_cents, bonus.net_cents) == (
+        outcome,
+        paid_cents,
+        paid_cents - bonus_cents,
+    )
+
+
+def test_lir_bonus_pair_of_tens_on_paytable_b_gives_back_exactly_the_dollar() -> None:
+    """643a.12(b) paytable B: "Pair—Tens or better $1", received in all for the collected $1."""
+    s = settle_let_it_ride(
+        LirRules(seats=1, bonus="B"), [LirSeat(1, C("TcTd4h"), bet=500, bonus=100)], C("Ks3s")
+    )
+    bonus = s.for_seat(1)["bonus"]
+    assert (bonus.outcome, bonus.paid_cents, bonus.net_cents) == (Outcome.WIN, 100, 0)
 
 
 def test_one_deck_means_no_card_twice() -> None:
@@ -323,6 +412,20 @@ def test_uth_bad_beat_pays_the_losing_hand_on_either_side() -> None:
     s = settle_ultimate_texas_holdem(rules, players, board=C("5hJc9s2d3c"), dealer=C("9c9h"))
     assert nets(s, 1)["bad-beat"] == (Outcome.WIN, 800)  # player's trips lost to the dealer's
     assert nets(s, 2)["bad-beat"] == (Outcome.WIN, 800)  # beat the dealer's trips of nines
+
+
+def test_uth_fold_collects_the_bad_beat_bonus_wager() -> None:
+    """653a.11(f)(2), 2019 text: "Folds, the Ante, Blind and Bad Beat Bonus Wagers of the
+    player shall be collected" -- even when the folded hand would have been a bad beat."""
+    rules = UthRules(seats=1, bad_beat=BAD_BEAT)
+    player = UthSeat(1, C("5c5d"), ante=100, play_multiple=0, bad_beat=100, trips=100)
+    s = settle_ultimate_texas_holdem(rules, [player], board=C("5hJc9s9d2c"), dealer=C("9c9h"))
+    assert [(r.wager, r.outcome, r.net_cents, r.paid_cents) for r in s.results] == [
+        ("ante", Outcome.FORFEIT, -100, 0),
+        ("blind", Outcome.FORFEIT, -100, 0),
+        ("bad-beat", Outcome.FORFEIT, -100, 0),
+        ("trips", Outcome.WIN, 900, 1000),  # 653a.11(f)(2)(i): the Trips is still settled
+    ]
 
 
 def test_uth_operator_paytables_have_no_default() -> None:
@@ -379,3 +482,92 @@ def test_tcp_649a7e_ante_bonus_pays_the_spades_mini_royal() -> None:
     rules = TcpRules(seats=1, variant_649a7e=1, ante_bonus="B")
     s = settle_three_card_poker(rules, [TcpSeat(1, C("AsKsQs"), ante=100, play=True)], C("2c7d9h"))
     assert nets(s, 1)["ante-bonus"] == (Outcome.WIN, 50 * 100)  # 649a.12(c)
+
+
+@pytest.mark.parametrize(("letter", "bonus"), [("A", (Outcome.WIN, 100)), ("B", None), ("C", None)])
+def test_tcp_649a7e_ante_bonus_pays_a_straight_on_paytable_a_only(
+    letter: str, bonus: tuple[Outcome, int] | None
+) -> None:
+    """649a.12(c): "Straight 1 to 1" has a single column (paytable A); the 2011 text prints
+    "1 to 1 N/A N/A". Paid whether or not the hand beats the dealer's."""
+    rules = TcpRules(seats=1, variant_649a7e=1, ante_bonus=letter)
+    s = settle_three_card_poker(rules, [TcpSeat(1, C("4h5c6d"), ante=100, play=True)], C("9s9d9c"))
+    assert nets(s, 1).get("ante-bonus") == bonus
+    assert nets(s, 1)["ante"] == (Outcome.LOSE, -100)
+
+
+@pytest.mark.parametrize(
+    ("blind", "trips", "minimum", "least"),
+    [
+        ("A", "A", 500, 5_000_000),  # $5: 555 x $5 = $2,775, so $50,000
+        ("A", "A", 9_000, 5_000_000),  # $90: $49,950, still $50,000
+        ("A", "A", 10_000, 5_550_000),  # $100: Ante 1 + Blind 500 + Play 4 + Trips 50 = 555
+        ("B", "D", 10_000, 5_550_000),  # royal flush rows are the same on every paytable
+        ("A", None, 10_000, 5_050_000),  # no Trips offered: 1 + 500 + 4 = 505
+    ],
+)
+def test_uth_minimum_payout_limit(blind: str, trips: str | None, minimum: int, least: int) -> None:
+    """653a.12(e): "at least $50,000 or the maximum amount that one patron could win per round
+    when betting the minimum wager, whichever is greater" -- a royal flush with Ante, Blind and
+    Trips at the minimum and the Play at 4x the Ante (653a.11(b))."""
+    assert uth_minimum_payout_limit_cents(blind, trips, minimum) == least
+
+
+@pytest.mark.parametrize(
+    ("base", "minimum", "least"),
+    [
+        ("A", 1_000, 5_000_000),
+        ("A", 2_500, 7_500_000),
+        ("B", 2_500, 5_000_000),
+        ("B", 5_000, 7_500_000),
+    ],
+)
+def test_lir_minimum_payout_limit(base: str, minimum: int, least: int) -> None:
+    """643a.12(d): the three Let It Ride Poker Wagers at the minimum, all riding on a royal
+    flush: 3 x 1,000 to 1 (paytable A) or 3 x 500 to 1 (B), or $50,000 if greater."""
+    assert lir_minimum_payout_limit_cents(base, minimum) == least
+
+
+def test_a_payout_limit_below_the_minimum_is_an_error_naming_the_rule() -> None:
+    """653a.12(e), 643a.12(d): never silently applied."""
+    with pytest.raises(ValueError, match=r"below the \$55,500\.00 minimum of 653a\.12\(e\)"):
+        UthRules(seats=6, payout_limit_cents=5_549_999, minimum_wager_cents=10_000)
+    UthRules(seats=6, payout_limit_cents=5_550_000, minimum_wager_cents=10_000)
+    with pytest.raises(ValueError, match=r"below the \$50,000\.00 minimum of 643a\.12\(d\)"):
+        LirRules(seats=6, payout_limit_cents=4_999_999, minimum_wager_cents=500)
+    with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 653a\.12\(e\)"):
+        UthRules(seats=6, payout_limit_cents=10_000_000)
+    with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 643a\.12\(d\)"):
+        LirRules(seats=6, payout_limit_cents=10_000_000)
+    with pytest.raises(ValueError, match="the minimum wager is a positive amount"):
+        lir_minimum_payout_limit_cents("A", 0)
+
+
+def test_lir_payout_limit_caps_the_three_bets_not_the_bonuses() -> None:
+    """643a.12(d): the limit "shall apply only to payouts of Let It Ride Poker Wagers" and "may
+    not apply to payouts of Let It Ride Bonus Wagers ... or Three Card Bonus Wagers"."""
+    rules = LirRules(
+        seats=1,
+        bonus="A",
+        three_card_bonus="D",
+        payout_limit_cents=7_500_000,
+        minimum_wager_cents=2_500,
+    )
+    player = LirSeat(1, C("AhKhQh"), bet=10_000, bonus=100, three_card_bonus=10_000)
+    s = settle_let_it_ride(rules, [player], community=C("JhTh"))
+    assert nets(s, 1) == {
+        "bet-1": (Outcome.WIN, 7_500_000),  # 1,000 to 1 on $100 is $100,000: capped
+        "bet-2": (Outcome.WIN, 0),
+        "bet-3": (Outcome.WIN, 0),
+        "bonus": (Outcome.WIN, 25_000_00 - 100),
+        "three-card-bonus": (Outcome.WIN, 50 * 10_000),  # mini-royal 50 to 1 (643a.12(c) D)
+    }
+    assert s.for_seat(1)["bet-3"].paid_cents == 10_000  # the wager itself is returned
+
+
+def test_uth_trips_the_table_does_not_offer_is_refused() -> None:
+    player = UthSeat(1, C("5c5d"), ante=100, play_multiple=1, trips=100)
+    with pytest.raises(MissingPaytable, match=r"trips .* \(653a\.12\(c\)\)"):
+        settle_ultimate_texas_holdem(
+            UthRules(seats=1, trips=None), [player], C("5hJc9s2d3c"), C("9c9h")
+        )

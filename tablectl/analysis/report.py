@@ -29,10 +29,12 @@ from typing import Any
 from tablectl.rules.cards import full_deck
 from tablectl.rules.hands import five_card_classes_of_value, three_card_classes
 from tablectl.rules.paytables import (
+    FIXED_AMOUNT_WAGER_CENTS,
     LIR,
     PAYTABLES,
     TCP,
     UTH,
+    UTH_MIN_RESET_CENTS,
     Hand,
     Pay,
     PayKind,
@@ -47,6 +49,7 @@ from tablectl.rules.poker import (
     rank_only_value,
     three_card_value,
 )
+from tablectl.rules.progressive import MIN_RESET_CENTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,27 +108,24 @@ class Report:
 
 
 def _net(pay: Pay | None) -> Fraction:
-    """Per unit wagered; fixed amounts are for a $1 wager."""
+    """Per unit wagered (Pay.total_per_unit, the one arithmetic settlement uses too)."""
     if pay is None:
         return Fraction(-1)
-    if pay.kind is PayKind.TO:
-        return pay.odds
-    if pay.kind is PayKind.FOR:
-        return pay.odds - 1
-    if pay.kind is PayKind.AMOUNT:
-        return Fraction(pay.cents, 100)
-    if pay.kind is PayKind.PUSH:
-        return Fraction(0)
-    raise ValueError(f"{pay} depends on the progressive meter")
+    return pay.total_per_unit() - 1
 
 
 def _table_report(
-    table: Paytable, counts: Counter[Hand | None], hands: int, notes: Iterable[str] = ()
+    table: Paytable,
+    counts: Counter[Hand | None],
+    hands: int,
+    notes: Iterable[str] = (),
+    net: Callable[[Pay], Fraction] = _net,
+    pays: Callable[[Pay], str] = str,
 ) -> Report:
     assert sum(counts.values()) == hands, (sum(counts.values()), hands)
     cats = []
     for hand, pay in table.pays.items():
-        cats.append(Category(hand.value, counts.get(hand, 0), str(pay), _net(pay)))
+        cats.append(Category(hand.value, counts.get(hand, 0), pays(pay), net(pay)))
     cats.append(Category("no paying hand", counts.get(None, 0), "loses", Fraction(-1)))
     ev = sum((Fraction(c.count, hands) * c.net for c in cats), Fraction(0))
     return Report(table.game, table.wager, table.letter, table.rule, hands, cats, ev, list(notes))
@@ -202,6 +202,79 @@ def _five_card_report(table: Paytable, n: int, notes: Iterable[str] = ()) -> Rep
     return _table_report(table, counts, comb(52, n), notes)
 
 
+# --- progressive wagers -----------------------------------------------------------------------
+
+
+def _progressive_report(
+    table: Paytable, counts: Counter[Hand | None], hands: int, meter_cents: int, basis: str
+) -> Report:
+    """A Progressive Payout Wager of $1 with the meter at `meter_cents` (its minimum reset).
+
+    A share of the meter has no fixed value: the report assumes the meter stands at the
+    minimum initial and reset amount, for a $1 wager (a $5 wager gets five times the odds but
+    the same meter), and gives the meter at which the wager would break even. Envy Bonuses
+    (paid for other players' hands) and the contributions that raise the meter are not
+    counted. The wager was collected at "no more bets": every pay is received in all.
+    """
+    wager_cents = FIXED_AMOUNT_WAGER_CENTS
+
+    def net(pay: Pay) -> Fraction:
+        if pay.kind is PayKind.METER:
+            return pay.odds * meter_cents / wager_cents - 1
+        return _net(pay)
+
+    def pays(pay: Pay) -> str:
+        if pay.kind is PayKind.METER:
+            return f"{pay} (${float(pay.odds * meter_cents / 100):,.2f})"
+        return str(pay)
+
+    notes = [
+        f"{basis}; a ${wager_cents / 100:,.2f} wager with the meter at "
+        f"${meter_cents / 100:,.2f}, its minimum initial and reset amount ({table.rule}(3)); Envy "
+        "Bonuses and the contributions that raise the meter are not counted"
+    ]
+    report = _table_report(table, counts, hands, notes, net, pays)
+    # Break even: the fixed pays plus the meter rows' shares of M return every wager.
+    fixed = sum(
+        (
+            counts.get(h, 0) * p.total_per_unit()
+            for h, p in table.pays.items()
+            if p.kind is not PayKind.METER
+        ),
+        Fraction(0),
+    )
+    shares = sum(
+        (counts.get(h, 0) * p.odds for h, p in table.pays.items() if p.kind is PayKind.METER),
+        Fraction(0),
+    )
+    break_even = (hands - fixed) * wager_cents / shares
+    report.extra = {
+        "assumed_meter_cents": meter_cents,
+        "wager_cents": wager_cents,
+        "break_even_meter_cents": float(break_even),
+        "break_even_meter_cents_exact": str(break_even),
+    }
+    return report
+
+
+def _tcp_progressive_report(table: Paytable) -> Report:
+    """649a.12(e): on the player's three cards, all 22,100 hands."""
+    counts: Counter[Hand | None] = Counter(
+        _classify(table, three_card_classes(hand)) for hand in combinations(full_deck(), 3)
+    )
+    basis = "on the player's three cards (649a.11(c)(5))"
+    return _progressive_report(table, counts, comb(52, 3), MIN_RESET_CENTS, basis)
+
+
+def _uth_progressive_report(table: Paytable) -> Report:
+    """653a.12(d): on the player's two cards and the three-card Flop, any five cards."""
+    counts: Counter[Hand | None] = Counter()
+    for value, count in best_five_counts(5).items():
+        counts[_classify(table, five_card_classes_of_value(value))] += count
+    basis = "on the player's two cards and the three-card Flop (653a.11(k), 2019 text)"
+    return _progressive_report(table, counts, comb(52, 5), UTH_MIN_RESET_CENTS, basis)
+
+
 # --- Three Card Poker Ante and Play ---------------------------------------------------------
 
 
@@ -273,7 +346,8 @@ def _ante_play_report(bonus: Paytable) -> Report:
     ]
     ev = total_ev / len(hands)
     average_wager = 1 + Fraction(played, len(hands))
-    report = Report(TCP, "ante-play", bonus.letter, f"649a.11(c), {bonus.rule}", pairs, cats, ev)
+    wager = "ante-play" if bonus.wager == "ante-bonus" else "ante-play-649a7e"
+    report = Report(TCP, wager, bonus.letter, f"649a.11(c), {bonus.rule}", pairs, cats, ev)
     report.element_of_risk = -ev / average_wager
     report.extra = {
         "play_frequency": played / len(hands),
@@ -356,14 +430,33 @@ def _lir_report(table: Paytable) -> Report:
 
 # --- the report catalogue -------------------------------------------------------------------
 
+LIR_BONUS_NOTE = (
+    "643a.12(b)'s amounts are for a $1 wager (a larger one is paid in proportion) and are all "
+    "a winner receives: the Bonus Wager was collected before the deal (643a.8(b))"
+)
+
+# (game, report wager) -> (the paytable's wager in PAYTABLES, how to build the report)
 REPORTS: dict[tuple[str, str], tuple[str, Callable[[Paytable], Report]]] = {
     (TCP, "pair-plus"): ("pair-plus", _three_card_report),
     (TCP, "ante-play"): ("ante-bonus", _ante_play_report),
+    (TCP, "ante-play-649a7e"): ("ante-bonus-649a7e", _ante_play_report),
+    (TCP, "progressive"): ("progressive", _tcp_progressive_report),
     (TCP, "six-card-bonus"): ("six-card-bonus", lambda t: _five_card_report(t, 6)),
     (LIR, "base"): ("base", _lir_report),
-    (LIR, "bonus"): ("bonus", lambda t: _five_card_report(t, 5, ["fixed amounts per $1"])),
+    (LIR, "bonus"): ("bonus", lambda t: _five_card_report(t, 5, [LIR_BONUS_NOTE])),
     (LIR, "three-card-bonus"): ("three-card-bonus", _three_card_report),
     (UTH, "trips"): ("trips", lambda t: _five_card_report(t, 7)),
+    (UTH, "progressive"): ("progressive", _uth_progressive_report),
+}
+
+# Paytables with no report of their own, and why.
+UNREPORTED: dict[tuple[str, str], str] = {
+    (UTH, "blind"): (
+        "the Blind is settled with the Ante and Play against the dealer's hand, so its return "
+        "is the base game's; an exact base-game house edge needs the optimal Play decision "
+        "(4x, 3x, 2x, 1x or fold) over every hole, Flop, turn and river and dealer hand, about "
+        "10^12 cases, which this enumerator does not solve"
+    ),
 }
 
 
@@ -375,6 +468,8 @@ def report(game: str, wager: str, letter: str) -> Report:
     games = sorted({g for g, _ in REPORTS})
     if game not in games:
         raise ReportError(f"unknown game {game!r}; choose one of: {', '.join(games)}")
+    if (game, wager) in UNREPORTED:
+        raise ReportError(f"no report for {game} {wager}: {UNREPORTED[game, wager]}")
     wagers = sorted(w for g, w in REPORTS if g == game)
     if wager not in wagers:
         raise ReportError(f"unknown wager {wager!r} for {game}; choose one of: {', '.join(wagers)}")

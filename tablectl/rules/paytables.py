@@ -1,9 +1,13 @@
 """Every paytable of the regulations, as data, each citing its section. Pure.
 
 "N to 1" pays the winnings on top of the returned wager; "N for 1" includes the wager
-(the wager is collected at "no more bets", 649a.8(b)); fixed amounts and shares of the
-progressive meter are what they say. A paytable lists hands highest first; a hand pays only
-its highest listed class (649a.12(e)(2), 653a.12(d)(2)).
+(the wager is collected at "no more bets", 649a.8(b)). Fixed dollar amounts are for a $1
+wager (FIXED_AMOUNT_WAGER_CENTS), a larger wager paid in proportion, and come in the same two
+kinds: "$25,000 for $1" is all a winner receives, the wager having been collected before the
+deal (the Let It Ride Bonus, 643a.8(b)); "$100,000 to $1" is won with the wager returned
+besides (649a.12(f) paytable E's Super Royals, whose wager stays on the layout). Shares of
+the progressive meter are what they say. A paytable lists hands highest first; a hand pays
+only its highest listed class (649a.12(e)(2), 653a.12(d)(2)).
 """
 
 from __future__ import annotations
@@ -35,20 +39,47 @@ class Hand(StrEnum):
 class PayKind(StrEnum):
     TO = "to"  # winnings = wager x odds, the wager returned besides
     FOR = "for"  # the player receives wager x odds in all
-    AMOUNT = "amount"  # a fixed amount in cents
+    AMOUNT_TO = "amount-to"  # a fixed amount won per $1 wagered, the wager returned besides
+    AMOUNT_FOR = "amount-for"  # a fixed amount received in all per $1 (the wager collected)
     METER = "meter"  # a share of the progressive meter
     PUSH = "push"  # the wager is returned
+
+
+# The wager the regulations' fixed dollar amounts are for (643a.12(b), 649a.12(f) paytable E):
+# the text names no wager, so an amount is read as per $1, a larger wager paid in proportion.
+FIXED_AMOUNT_WAGER_CENTS = 100
 
 
 @dataclass(frozen=True, slots=True)
 class Pay:
     kind: PayKind
     odds: Fraction = Fraction(0)  # TO and FOR: the odds; METER: the share of the meter
-    cents: int = 0  # AMOUNT
+    cents: int = 0  # AMOUNT_TO and AMOUNT_FOR: per FIXED_AMOUNT_WAGER_CENTS wagered
+
+    def total_per_unit(self) -> Fraction:
+        """What one unit wagered receives in all, the returned wager included."""
+        match self.kind:
+            case PayKind.TO:
+                return 1 + self.odds
+            case PayKind.FOR:
+                return self.odds
+            case PayKind.AMOUNT_TO:
+                return 1 + Fraction(self.cents, FIXED_AMOUNT_WAGER_CENTS)
+            case PayKind.AMOUNT_FOR:
+                return Fraction(self.cents, FIXED_AMOUNT_WAGER_CENTS)
+            case PayKind.PUSH:
+                return Fraction(1)
+        raise ValueError(f"{self} depends on the progressive meter")
+
+    def paid_cents(self, wager_cents: int) -> int:
+        """What a winning wager receives in all; a fraction of a cent is not paid."""
+        total = self.total_per_unit()
+        return wager_cents * total.numerator // total.denominator
 
     def __str__(self) -> str:
-        if self.kind is PayKind.AMOUNT:
-            return f"${self.cents // 100:,}"
+        if self.kind in (PayKind.AMOUNT_TO, PayKind.AMOUNT_FOR):
+            word = "to" if self.kind is PayKind.AMOUNT_TO else "for"
+            return f"${self.cents // 100:,} {word} ${FIXED_AMOUNT_WAGER_CENTS // 100}"
         if self.kind is PayKind.METER:
             return f"{self.odds * 100}% of meter"
         if self.kind is PayKind.PUSH:
@@ -65,8 +96,14 @@ def for_(odds: int) -> Pay:
     return Pay(PayKind.FOR, Fraction(odds))
 
 
-def dollars(amount: int) -> Pay:
-    return Pay(PayKind.AMOUNT, cents=amount * 100)
+def dollars_to(amount: int) -> Pay:
+    """A fixed amount won per $1 wagered, the wager returned besides."""
+    return Pay(PayKind.AMOUNT_TO, cents=amount * 100)
+
+
+def dollars_for(amount: int) -> Pay:
+    """A fixed amount received in all per $1 wagered: the wager was collected before the deal."""
+    return Pay(PayKind.AMOUNT_FOR, cents=amount * 100)
 
 
 def meter(percent: int) -> Pay:
@@ -125,7 +162,8 @@ _add(
     ),
 )
 
-# 649a.12(c): the Ante Bonus of the 649a.7(e) version.
+# 649a.12(c): the Ante Bonus of the 649a.7(e) version. The straight pays on paytable A only:
+# its row has one column in the 2012 text and reads "1 to 1 N/A N/A" in the 2011 text.
 _add(
     TCP,
     "ante-bonus-649a7e",
@@ -136,7 +174,7 @@ _add(
             (H.MINI_ROYAL, [to(5), to(50), to(10)]),
             (H.STRAIGHT_FLUSH, [to(4), to(8), to(6)]),
             (H.THREE_OF_A_KIND, [to(3), to(6), to(3)]),
-            (H.STRAIGHT, [to(1), to(1), to(1)]),
+            (H.STRAIGHT, [to(1), None, None]),
         ],
         "ABC",
     ),
@@ -180,8 +218,9 @@ _add(
     "649a.12(f)",
     _cols(
         [
-            (H.SUPER_ROYAL_DIAMONDS, [None, None, None, None, dollars(1_000_000)]),
-            (H.SUPER_ROYAL, [None, None, None, None, dollars(100_000)]),
+            # Amounts among "to 1" odds on a wager that stays on the layout: won, wager returned.
+            (H.SUPER_ROYAL_DIAMONDS, [None, None, None, None, dollars_to(1_000_000)]),
+            (H.SUPER_ROYAL, [None, None, None, None, dollars_to(100_000)]),
             (H.ROYAL_FLUSH, [to(1000)] * 5),
             (H.STRAIGHT_FLUSH, [to(200)] * 5),
             (H.FOUR_OF_A_KIND, [to(50), to(100), to(100), to(50), to(50)]),
@@ -254,6 +293,9 @@ _add(
     },
 )
 
+# 653a.12(d)(3): the initial and reset amount of the meter is at least $10,000.
+UTH_MIN_RESET_CENTS = 1_000_000
+
 # 653a.12(d)(5).
 UTH_ENVY_CENTS = {
     100: {H.ROYAL_FLUSH: 100_000, H.STRAIGHT_FLUSH: 30_000},
@@ -282,22 +324,24 @@ _add(
     ),
 )
 
-# 643a.12(b): fixed amounts; a $0 entry pays nothing, so it is left out.
+# 643a.12(b): fixed amounts, all a winner receives: the Bonus Wager was collected into the
+# table inventory before the deal (643a.8(b), 643a.9(a)(3), 643a.10(a)(2)). A $0 entry pays
+# nothing, so it is left out.
 _add(
     LIR,
     "bonus",
     "643a.12(b)",
     _cols(
         [
-            (H.ROYAL_FLUSH, [dollars(25_000), dollars(20_000), dollars(20_000)]),
-            (H.STRAIGHT_FLUSH, [dollars(2_500), dollars(2_000), dollars(2_000)]),
-            (H.FOUR_OF_A_KIND, [dollars(400), dollars(200), dollars(100)]),
-            (H.FULL_HOUSE, [dollars(200), dollars(75), dollars(75)]),
-            (H.FLUSH, [dollars(50), dollars(50), dollars(50)]),
-            (H.STRAIGHT, [dollars(25), dollars(25), dollars(25)]),
-            (H.THREE_OF_A_KIND, [dollars(5), dollars(5), dollars(9)]),
-            (H.TWO_PAIR, [None, dollars(4), dollars(6)]),
-            (H.PAIR_TENS_OR_BETTER, [None, dollars(1), None]),
+            (H.ROYAL_FLUSH, [dollars_for(25_000), dollars_for(20_000), dollars_for(20_000)]),
+            (H.STRAIGHT_FLUSH, [dollars_for(2_500), dollars_for(2_000), dollars_for(2_000)]),
+            (H.FOUR_OF_A_KIND, [dollars_for(400), dollars_for(200), dollars_for(100)]),
+            (H.FULL_HOUSE, [dollars_for(200), dollars_for(75), dollars_for(75)]),
+            (H.FLUSH, [dollars_for(50), dollars_for(50), dollars_for(50)]),
+            (H.STRAIGHT, [dollars_for(25), dollars_for(25), dollars_for(25)]),
+            (H.THREE_OF_A_KIND, [dollars_for(5), dollars_for(5), dollars_for(9)]),
+            (H.TWO_PAIR, [None, dollars_for(4), dollars_for(6)]),
+            (H.PAIR_TENS_OR_BETTER, [None, dollars_for(1), None]),
         ],
         "ABC",
     ),
@@ -339,13 +383,15 @@ def paytable(game: str, wager: str, letter: str) -> Paytable:
 
 
 def parse_pay(text: str) -> Pay:
-    """ "500 to 1", "3 to 2", "50 for 1", "$1,000", "push" or "10% of meter"."""
+    """ "500 to 1", "3 to 2", "50 for 1", "$1,000" (won on $1, the wager returned, as
+    "$1,000 to $1"), "$1,000 for $1" (received in all), "push" or "10% of meter"."""
     words = text.strip().lower().split()
     try:
         if words == ["push"]:
             return PUSH
-        if len(words) == 1 and words[0].startswith("$"):
-            return dollars(int(words[0][1:].replace(",", "")))
+        if words and words[0].startswith("$") and words[1:] in ([], ["to", "$1"], ["for", "$1"]):
+            amount = int(words[0][1:].replace(",", ""))
+            return dollars_for(amount) if words[1:2] == ["for"] else dollars_to(amount)
         if len(words) == 3 and words[1] in ("to", "for"):
             n, d = int(words[0].replace(",", "")), int(words[2])
             return to(n, d) if words[1] == "to" else Pay(PayKind.FOR, Fraction(n, d))
@@ -354,7 +400,8 @@ def parse_pay(text: str) -> Pay:
     except ValueError:
         pass
     raise ValueError(
-        f"{text!r} is not a payout: write '500 to 1', '3 to 2', '50 for 1', '$1,000' or 'push'"
+        f"{text!r} is not a payout: write '500 to 1', '3 to 2', '50 for 1', '$1,000', "
+        "'$1,000 for $1' or 'push'"
     )
 
 
