@@ -188,6 +188,20 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
             "643a.12(b) are for a $1 wager and paid in proportion",
         ),
         (
+            "ultimate-texas-holdem",
+            [(r"^minimum_wager = .*$", 'minimum_wager = "100.00"')],
+            "game: payout_limit $50,000.00 is below the $55,500.00 minimum of 653a.12(e): at "
+            "least $50,000.00 or the most one patron can win per round when betting the minimum "
+            "wager (Ante, Blind and Trips at the minimum, the Play at four times the Ante), "
+            "whichever is greater",
+        ),
+        (
+            "let-it-ride",
+            [(r"^minimum_wager = .*$", "")],
+            "game: payout_limit needs the table's minimum_wager: 643a.12(d) sets its minimum "
+            "from the most one patron can win per round when betting the minimum wager",
+        ),
+        (
             "let-it-ride",
             [(r'^name = "let-it-ride"', 'name = "baccarat"')],
             "game: game.name must be one of three-card-poker, ultimate-texas-holdem, let-it-ride",

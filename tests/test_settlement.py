@@ -535,9 +535,9 @@ def test_a_payout_limit_below_the_minimum_is_an_error_naming_the_rule() -> None:
     UthRules(seats=6, payout_limit_cents=5_550_000, minimum_wager_cents=10_000)
     with pytest.raises(ValueError, match=r"below the \$50,000\.00 minimum of 643a\.12\(d\)"):
         LirRules(seats=6, payout_limit_cents=4_999_999, minimum_wager_cents=500)
-    with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 653a\.12\(e\)"):
+    with pytest.raises(ValueError, match=r"needs the table.s minimum_wager: 653a\.12\(e\)"):
         UthRules(seats=6, payout_limit_cents=10_000_000)
-    with pytest.raises(ValueError, match=r"needs minimum_wager_cents: 643a\.12\(d\)"):
+    with pytest.raises(ValueError, match=r"needs the table.s minimum_wager: 643a\.12\(d\)"):
         LirRules(seats=6, payout_limit_cents=10_000_000)
     with pytest.raises(ValueError, match="the minimum wager is a positive amount"):
         lir_minimum_payout_limit_cents("A", 0)

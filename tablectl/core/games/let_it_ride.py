@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import Literal, Self
 
-from pydantic import field_validator
+from pydantic import Field, field_validator, model_validator
 
 from tablectl.core.games.base import (
     DealPlan,
@@ -35,6 +36,8 @@ from tablectl.core.games.base import (
 from tablectl.rules.hands import five_card_classes
 from tablectl.rules.paytables import LIR, PAYTABLES
 from tablectl.rules.progressive import settlement_order
+from tablectl.rules.settlement import lir_minimum_payout_limit_cents
+from tablectl.rules.settlement.common import check_payout_limit
 from tablectl.util.money import Cents, Strict
 
 NAME = "let-it-ride"
@@ -72,7 +75,21 @@ class LirBonusConfig(Strict):
 class LetItRideConfig(Strict):
     name: Literal["let-it-ride"]
     dealing: Literal["manual-shoe", "hand", "automated-shoe"] = "automated-shoe"
+    paytable: Literal["A", "B"] = Field(default="A", description="643a.12(a)")
+    minimum_wager: Cents | None = Field(default=None, description="each Let It Ride Poker Wager")
+    payout_limit: Cents | None = Field(default=None, description="643a.12(d), per hand")
     bonus: LirBonusConfig
+
+    @model_validator(mode="after")
+    def _payout_limit_at_least_the_minimum(self) -> Self:
+        check_payout_limit(
+            self.payout_limit,
+            self.minimum_wager,
+            partial(lir_minimum_payout_limit_cents, self.paytable),
+            "643a.12(d)",
+            "three Let It Ride Poker Wagers at the minimum",
+        )
+        return self
 
     def table_game(self) -> LetItRide:
         return LetItRide(self)
@@ -145,7 +162,7 @@ class LetItRide:
             hand, pay = won
             # The wager was collected at "no more bets" (643a.8(b)): the amount is all the
             # player receives, for a $1 wager and in proportion to a larger one.
-            received = pay.cents * wagers[seat] // 100
+            received = pay.paid_cents(wagers[seat])
             out.results.append(WagerResult(seat, Outcome.WON, received, hand.value, "643a.12(b)"))
         return out
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from tablectl.core.games.base import (
     DealPlan,
@@ -36,6 +37,8 @@ from tablectl.core.games.base import (
 from tablectl.rules.hands import five_card_classes
 from tablectl.rules.paytables import PAYTABLES, UTH, UTH_ENVY_CENTS
 from tablectl.rules.progressive import settle_progressive
+from tablectl.rules.settlement import uth_minimum_payout_limit_cents
+from tablectl.rules.settlement.common import check_payout_limit
 from tablectl.util.money import BasisPoints, Cents, Strict, dollars
 
 NAME = "ultimate-texas-holdem"
@@ -106,7 +109,22 @@ class UltimateTexasHoldemConfig(Strict):
     dealing: Literal["manual-shoe", "hand", "automated-shoe", "automated-shoe-community-first"] = (
         "automated-shoe"
     )
+    blind_paytable: Literal["A", "B"] = Field(default="A", description="653a.12(b)")
+    trips_paytable: Literal["A", "B", "C", "D"] = Field(default="A", description="653a.12(c)")
+    minimum_wager: Cents | None = Field(default=None, description="the table's minimum Ante")
+    payout_limit: Cents | None = Field(default=None, description="653a.12(e), per hand")
     progressive: UthProgressiveConfig
+
+    @model_validator(mode="after")
+    def _payout_limit_at_least_the_minimum(self) -> Self:
+        check_payout_limit(
+            self.payout_limit,
+            self.minimum_wager,
+            partial(uth_minimum_payout_limit_cents, self.blind_paytable, self.trips_paytable),
+            "653a.12(e)",
+            "Ante, Blind and Trips at the minimum, the Play at four times the Ante",
+        )
+        return self
 
     def table_game(self) -> UltimateTexasHoldem:
         return UltimateTexasHoldem(self)

@@ -20,6 +20,7 @@ from tablectl.rules.hands import five_card_classes_of_value
 from tablectl.rules.paytables import Hand, Pay, PayKind, Paytable
 from tablectl.rules.poker import CATEGORY_SHIFT, FiveCardCategory
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settlement_order
+from tablectl.util.money import dollars
 
 T = TypeVar("T")
 
@@ -218,21 +219,17 @@ def check_payout_limit(
         return
     if minimum_wager_cents is None:
         raise ValueError(
-            f"a payout limit needs minimum_wager_cents: {rule} sets its minimum from the most "
-            "one patron can win per round when betting the minimum wager"
+            f"payout_limit needs the table's minimum_wager: {rule} sets its minimum from the "
+            "most one patron can win per round when betting the minimum wager"
         )
     least = minimum_limit_cents(minimum_wager_cents)
     if limit_cents < least:
         raise ValueError(
-            f"payout limit {dollars(limit_cents)} is below the {dollars(least)} "
+            f"payout_limit {dollars(limit_cents)} is below the {dollars(least)} "
             f"minimum of {rule}: at least {dollars(PAYOUT_LIMIT_FLOOR_CENTS)} or the most one "
             "patron can win per round when betting the minimum wager "
             f"({reading}), whichever is greater"
         )
-
-
-def dollars(cents: int) -> str:
-    return f"${cents // 100:,}.{cents % 100:02d}"
 
 
 def apply_limit(results: list[WagerResult], limited: set[str], limit: int | None) -> None:
