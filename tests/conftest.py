@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import random
 import sys
+from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ from tablectl.simulators.table_inputs import MockTableInputs
 
 from tablectl.config import TableConfig, load_config
 from tablectl.control import client as control
+from tablectl.core.effects import Effect
+from tablectl.core.events import ChipSensed, Event
 from tablectl.core.meters import LocalMeter
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
@@ -56,9 +59,11 @@ class SimulatedTable:
     daemon: Daemon = field(init=False)
     inputs: MockTableInputs = field(init=False)
     _task: asyncio.Task[None] | None = None
+    _decided: defaultdict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
 
     async def start(self) -> None:
         self.daemon = Daemon(self.config)
+        self.daemon.observers.append(self._count_decisions)
         self.inputs = MockTableInputs(self.daemon.pin_factory, self.config.gpio)
         self._task = asyncio.create_task(self.daemon.run(), name="daemon-under-test")
         async with asyncio.timeout(10):
@@ -90,14 +95,30 @@ class SimulatedTable:
     async def wait_phase(self, phase: Phase, timeout_s: float = 10) -> None:
         await self.daemon.wait_until(lambda s: s.phase is phase, timeout_s)
 
-    async def settle_time(self) -> None:
-        """Long enough for a chip to count as resting (debounce) plus the loop's turn."""
-        await asyncio.sleep(self.config.gpio.chip_present_ms / 1000 + 0.15)
+    def _count_decisions(self, event: Event, state: TableState, effects: list[Effect]) -> None:
+        # Observers see a step before it is committed: it is done at the next steps_done.
+        if isinstance(event, ChipSensed) and event.present:
+            self._decided[event.seat].append(self.daemon.steps_done + 1)
+
+    async def until_decided(self, *seats: int, timeout_s: float = 10) -> None:
+        """Wait until the core has committed the next resting decision of each seat."""
+        before = {seat: len(self._decided[seat]) for seat in seats}
+
+        def done(_: TableState) -> bool:
+            return all(
+                len(self._decided[seat]) > n and self._decided[seat][n] <= self.daemon.steps_done
+                for seat, n in before.items()
+            )
+
+        await self.daemon.wait_until(done, timeout_s)
 
     async def place_wagers(self, *seats: int) -> None:
+        """Chips rest on these seats; returns once the core has decided each one."""
+        decided = asyncio.create_task(self.until_decided(*seats))
+        await asyncio.sleep(0)  # count from before the chips land
         for seat in seats:
             self.inputs.place_chip(seat)
-        await self.settle_time()
+        await decided
 
     async def lock(self) -> None:
         """The lock-out button; then the dealer collects the progressive chips (649a.8(b))."""

@@ -167,6 +167,7 @@ async def test_daemon_restart_keeps_the_meter_exactly(table: SimulatedTable) -> 
     assert table.daemon.boot_id != boot
     assert table.meter == meter
     assert table.state.phase is Phase.LOCKED and table.state.wagers == {1: 100, 3: 100, 6: 100}
+    assert all(table.inputs.light_is_on(seat) for seat in (1, 3, 6))  # lamps restored
     assert table.daemon.store.last_seq >= last_seq  # type: ignore[union-attr]
     assert table.daemon.store.verify_chain() is None  # type: ignore[union-attr]
     assert (await table.dealer(cmd="settle", hands={"1": "2c7d9h", "3": "2d7c9s", "6": "3c8d9c"}))[
@@ -259,8 +260,9 @@ async def test_broker_down_at_start_delays_but_loses_nothing(table: SimulatedTab
 async def test_sensor_edges_from_another_thread(table: SimulatedTable) -> None:
     """gpiozero calls back on its own threads; edges must reach the loop intact."""
     await table.wait_phase(Phase.BETTING)
+    decided = asyncio.create_task(table.until_decided(1, 3, 6))
     await asyncio.gather(*(asyncio.to_thread(table.inputs.place_chip, s) for s in (1, 3, 6)))
-    await table.settle_time()
+    await decided
     assert table.state.wagers == {1: 100, 3: 100, 6: 100}
     await asyncio.to_thread(table.inputs.press_lockout)
     await table.wait_phase(Phase.LOCKED)

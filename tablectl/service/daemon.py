@@ -69,6 +69,7 @@ class Daemon:
         self.observers: list[StepObserver] = []
         self.ready = asyncio.Event()
         self._stepped = asyncio.Event()
+        self.steps_done = 0  # steps committed since start; observers see the next one coming
         self.started_at = time.time()
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
         # Every database write happens here, one at a time, in order.
@@ -141,6 +142,9 @@ class Daemon:
                 self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
+                # The lamps say what the journal says: recognised wagers, wins to verify.
+                for seat in self.state.wagers:
+                    self.gpio.set_lamp(seat, Lamp.ON)
                 for hit in self.state.hits_pending:
                     self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
@@ -195,6 +199,7 @@ class Daemon:
                 journal_input(sub.event),
             )
             self.state = new_state
+            self.steps_done += 1
             for type_, data in entries:
                 log.info(type_, **data)
             self._execute(effects)
