@@ -25,7 +25,7 @@ from pathlib import Path
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
-from tablectl.simulators.table_inputs import MockTableInputs
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.effects import Effect
@@ -68,8 +68,9 @@ async def lockout(samples: int) -> tuple[list[float], list[float]]:
             broker=broker,
             data_dir=Path(tmp),
         )
-        daemon = Daemon(cfg)
-        inputs = MockTableInputs(daemon.pin_factory, cfg.gpio)
+        inputs = SimulatedTableInputs(cfg.table.seats)
+        daemon = Daemon(cfg, gpio_backend=inputs.backend())
+        loop = asyncio.get_running_loop()
         closed_at: list[int] = []
         queued_at: list[int] = []
         post = daemon.post
@@ -94,8 +95,9 @@ async def lockout(samples: int) -> tuple[list[float], list[float]]:
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
 
             def press() -> int:
+                # From a worker thread, as a gpiozero callback arrives.
                 t0 = time.perf_counter_ns()
-                inputs.press_lockout()
+                loop.call_soon_threadsafe(inputs.press_lockout)
                 return t0
 
             t0 = await asyncio.to_thread(press)

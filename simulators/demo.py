@@ -1,10 +1,11 @@
 """The demo: the daemon on simulated devices, a scripted dealer, players and floorperson.
 
-Everything real but the hardware: the shuffler simulator on a pseudo-terminal, gpiozero's
-mock pins for chips, lamps and the lock-out button, a private Mosquitto, SQLite, and the
-control socket the dealer's and floorperson's commands go through. It plays any game: the
-hands come from the game's own deal plan. It prints what the backend receives and a summary,
-then replays the journal, and exits 0 only when the backend's view matches the table's.
+Everything real but the hardware: the shuffler simulator on a pseudo-terminal, the simulated
+table's chips, lamps and lock-out button (the mock GPIO backend), a private Mosquitto,
+SQLite, and the control socket the dealer's and floorperson's commands go through. It plays
+any game: the hands come from the game's own deal plan. It prints what the backend receives
+and a summary, then replays the journal, and exits 0 only when the backend's view matches
+the table's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.dealer import Wanted, as_request, deal_round
 from tablectl.simulators.shuffler import ShufflerSimulator
-from tablectl.simulators.table_inputs import MockTableInputs
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import TableConfig
 from tablectl.control import client
@@ -93,7 +94,7 @@ def _print_event(evt: dict[str, Any]) -> None:
 class DemoTable:
     """The scripted people at a simulated table, through the same paths as real ones."""
 
-    def __init__(self, daemon: Daemon, players: MockTableInputs, rng: random.Random) -> None:
+    def __init__(self, daemon: Daemon, players: SimulatedTableInputs, rng: random.Random) -> None:
         self.daemon = daemon
         self.players = players
         self.rng = rng
@@ -200,7 +201,8 @@ async def play(
         sim = ShufflerSimulator(shuffle_ms=100, rng=random.Random(seed))
         cfg = simulated_config(config, port=sim.open_pty(), broker=broker, data_dir=data_dir)
         cfg = cfg.model_copy(update={"gpio": cfg.gpio.model_copy(update={"chip_present_ms": 80})})
-        daemon = Daemon(cfg)
+        players = SimulatedTableInputs(cfg.table.seats)
+        daemon = Daemon(cfg, gpio_backend=players.backend())
         backend = ReferenceBackend(
             broker.host,
             broker.port,
@@ -208,7 +210,7 @@ async def play(
             table=cfg.table.table_id,
             on_event=None if as_json else _print_event,
         )
-        table = DemoTable(daemon, MockTableInputs(daemon.pin_factory, cfg.gpio), rng)
+        table = DemoTable(daemon, players, rng)
         say(
             f"tablectl demo: {cfg.game.name}, table {cfg.table.table_id}, {cfg.table.seats} "
             f"seats, shuffler on {cfg.shuffler.port}, broker {broker.host}:{broker.port}",

@@ -6,11 +6,12 @@ field and cites the rule, so `tablectl config check` tells a technician exactly 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, PlainValidator, ValidationError, model_validator
 
 from tablectl.core.events import TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
@@ -35,14 +36,49 @@ class ShufflerSection(Strict):
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
 
 
+def _gpio_line(value: object) -> int | str:
+    """A line: its offset on the chip (a whole number), or its name (gpioinfo shows both)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("a line is an offset (a whole number) or a line name in quotes")
+    if isinstance(value, int) and not 0 <= value <= 1023:
+        raise ValueError(f"line offset {value} is outside 0 to 1023")
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,63}", value):
+        raise ValueError(f"line name {value!r}: letters, digits, _ . : - (at most 63)")
+    return value
+
+
+GpioLine = Annotated[int | str, PlainValidator(_gpio_line)]
+
+
+def _backend(value: object) -> object:
+    if value == "native":
+        raise ValueError(
+            '"native" is gone: "auto" (libgpiod on any Linux board) or "gpiozero" '
+            "(Raspberry Pi only)"
+        )
+    return value
+
+
 class GpioSection(Strict):
-    backend: Literal["native", "mock"] = "native"
-    seat_sensor_pins: list[Annotated[int, Field(ge=0, le=1023)]]
-    seat_light_pins: list[Annotated[int, Field(ge=0, le=1023)]]
-    lockout_pin: int = Field(ge=0, le=1023)
+    # auto: libgpiod where /dev/gpiochip* exists (polled if the chip has no interrupts);
+    # mock: edges from `tablectl simulate table` (docs/gpio.md).
+    backend: Annotated[
+        Literal["auto", "gpiod", "gpiod-poll", "gpiozero", "mock"], BeforeValidator(_backend)
+    ] = "auto"
+    chip: str | None = Field(
+        default=None,
+        pattern=r"^(/dev/)?gpiochip[0-9]{1,3}$",
+        description="default: the one chip, or the one holding the named lines",
+    )
+    seat_sensor_pins: list[GpioLine]
+    seat_light_pins: list[GpioLine]
+    lockout_pin: GpioLine
     active_low: bool = True
     chip_present_ms: int = Field(default=150, ge=10, le=2000)
     lockout_debounce_ms: int = Field(default=50, ge=0, le=1000)
+    # gpiod-poll: a press must last longer than this to be seen; it is each edge's resolution.
+    poll_period_ms: int = Field(default=2, ge=1, le=20)
+    simulator_socket: Path | None = None  # mock: default data_dir / "table-simulator.sock"
 
 
 class MqttSection(Strict):
@@ -103,10 +139,15 @@ class TableConfig(Strict):
                     "needs a wagering device at each betting position"
                 )
         every = [*gpio.seat_sensor_pins, *gpio.seat_light_pins, gpio.lockout_pin]
-        dupes = sorted({p for p in every if every.count(p) > 1})
+        dupes = sorted({p for p in every if every.count(p) > 1}, key=str)
         if dupes:
             raise ValueError(f"gpio pins used twice: {dupes}")
         return self
+
+    @property
+    def simulator_socket(self) -> Path:
+        """Where `tablectl simulate table` serves the mock backend's edges."""
+        return self.gpio.simulator_socket or self.storage.data_dir / "table-simulator.sock"
 
     def rules(self) -> TableRules:
         """What the round core needs of this config (journaled with every power-up)."""

@@ -16,7 +16,7 @@ from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
-from tablectl.simulators.table_inputs import MockTableInputs
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import TableConfig, load_config
 from tablectl.control import client as control
@@ -57,14 +57,16 @@ class SimulatedTable:
     backend: ReferenceBackend
     broker: PrivateBroker
     daemon: Daemon = field(init=False)
-    inputs: MockTableInputs = field(init=False)
+    inputs: SimulatedTableInputs = field(init=False)  # the physical table: kept over restarts
     _task: asyncio.Task[None] | None = None
     _decided: defaultdict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
 
+    def __post_init__(self) -> None:
+        self.inputs = SimulatedTableInputs(self.config.table.seats)
+
     async def start(self) -> None:
-        self.daemon = Daemon(self.config)
+        self.daemon = Daemon(self.config, gpio_backend=self.inputs.backend())
         self.daemon.observers.append(self._count_decisions)
-        self.inputs = MockTableInputs(self.daemon.pin_factory, self.config.gpio)
         self._task = asyncio.create_task(self.daemon.run(), name="daemon-under-test")
         async with asyncio.timeout(10):
             await self.daemon.ready.wait()

@@ -225,7 +225,7 @@ def test_each_game_checks_its_own_rules(
         ('initial_amount = "1e999999"', "is not money a table can use"),
         ('initial_amount = "1e30"', "is not money a table can use"),
         ('initial_amount = "-1000"', "outside $0 to $100,000,000"),
-        ("lockout_pin = -16", "gpio.lockout_pin: Input should be greater than or equal to 0"),
+        ("lockout_pin = -16", "gpio.lockout_pin: line offset -16 is outside 0 to 1023"),
     ],
 )
 def test_malformed_values_are_exit_2_naming_the_field(

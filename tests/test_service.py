@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import aiomqtt
 import pytest
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.mqtt.relay import topic_root
 
@@ -27,7 +29,7 @@ def table_toml(tmp_path: Path, shuffler_port: str, broker: PrivateBroker) -> Pat
     text = EXAMPLE_CONFIG.read_text()
     for old, new in [
         ('port = "/dev/tablectl-shuffler"', f'port = "{shuffler_port}"'),
-        ('backend = "native"', 'backend = "mock"'),
+        ('backend = "auto" ', 'backend = "mock" '),
         ("port = 1883", f"port = {broker.port}"),
         ('data_dir = "/var/lib/tablectl"', f'data_dir = "{tmp_path / "data"}"'),
         (
@@ -48,6 +50,8 @@ async def test_daemon_notifies_systemd_and_stops_in_order(
 ) -> None:
     sim = ShufflerSimulator(shuffle_ms=20)
     config = table_toml(tmp_path, sim.open_pty(), broker)
+    table = SimulatedTableInputs(6)  # the daemon's mock backend connects to it
+    sim_server = await table.serve(tmp_path / "data" / "table-simulator.sock")
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(tmp_path / "notify"))
     notify.setblocking(False)
@@ -103,21 +107,7 @@ async def test_daemon_notifies_systemd_and_stops_in_order(
                 await proc.wait()
             notify.close()
             sim.close()
-
-
-def _machine_has_gpio() -> bool:
-    import warnings
-
-    from gpiozero import Device
-    from gpiozero.exc import BadPinFactory
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            Device._default_pin_factory()
-        except BadPinFactory:
-            return False
-    return True
+            sim_server.close()
 
 
 async def run_until_it_exits(config: Path) -> tuple[int | None, str]:
@@ -130,17 +120,30 @@ async def run_until_it_exits(config: Path) -> tuple[int | None, str]:
     return proc.returncode, err.decode()
 
 
-@pytest.mark.skipif(_machine_has_gpio(), reason="this machine has GPIO hardware")
-async def test_native_gpio_without_hardware_is_a_clear_error(
+@pytest.mark.skipif(bool(glob.glob("/dev/gpiochip*")), reason="this machine has GPIO chips")
+async def test_auto_gpio_without_hardware_is_a_clear_error(
     tmp_path: Path, broker: PrivateBroker
 ) -> None:
     sim = ShufflerSimulator()
     config = table_toml(tmp_path, sim.open_pty(), broker)
-    config.write_text(config.read_text().replace('backend = "mock"', 'backend = "native"'))
+    config.write_text(config.read_text().replace('backend = "mock" ', 'backend = "auto" '))
     code, err = await run_until_it_exits(config)
     sim.close()
     assert code == 1
-    assert "GPIO unavailable" in err and 'gpio.backend = "mock"' in err
+    assert "GPIO unavailable: no GPIO chip: looked for /dev/gpiochip*, found none" in err
+    assert 'gpio.backend = "mock"' in err and "Traceback" not in err
+
+
+async def test_mock_gpio_without_a_simulated_table_says_how_to_start_one(
+    tmp_path: Path, broker: PrivateBroker
+) -> None:
+    sim = ShufflerSimulator()
+    config = table_toml(tmp_path, sim.open_pty(), broker)
+    code, err = await run_until_it_exits(config)
+    sim.close()
+    assert code == 1
+    assert f"no simulated table on {tmp_path / 'data' / 'table-simulator.sock'}" in err
+    assert "tablectl simulate table --config" in err and "Traceback" not in err
 
 
 async def test_unwritable_data_dir_is_a_clear_error(tmp_path: Path, broker: PrivateBroker) -> None:

@@ -1,4 +1,4 @@
-"""The whole table: daemon, shuffler on a real pty, mock GPIO pins, a real Mosquitto, SQLite."""
+"""The whole table: daemon, shuffler on a real pty, the simulated table's GPIO, Mosquitto, SQLite."""
 
 from __future__ import annotations
 
@@ -255,17 +255,6 @@ async def test_broker_down_at_start_delays_but_loses_nothing(table: SimulatedTab
     seqs = sorted(table.backend.events)
     assert seqs == list(range(1, seqs[-1] + 1))
     assert [d["amount_cents"] for d in events_of(table, "jackpot.hit")] == [60 * 100]
-
-
-async def test_sensor_edges_from_another_thread(table: SimulatedTable) -> None:
-    """gpiozero calls back on its own threads; edges must reach the loop intact."""
-    await table.wait_phase(Phase.BETTING)
-    decided = asyncio.create_task(table.until_decided(1, 3, 6))
-    await asyncio.gather(*(asyncio.to_thread(table.inputs.place_chip, s) for s in (1, 3, 6)))
-    await decided
-    assert table.state.wagers == {1: 100, 3: 100, 6: 100}
-    await asyncio.to_thread(table.inputs.press_lockout)
-    await table.wait_phase(Phase.LOCKED)
 
 
 async def test_chip_resting_before_betting_opens_counts_when_it_opens(

@@ -37,7 +37,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     reshuffle = dealer_sub.add_parser(
         "reshuffle", help="the shuffler fault is cleared: reshuffle (649a.13(e))"
     )
-    for sp in (settle, void, new_deck, reshuffle):
+    clear_fault = dealer_sub.add_parser(
+        "clear-fault", help="the sensors were checked after a GPIO fault: reopen betting"
+    )
+    for sp in (settle, void, new_deck, reshuffle, clear_fault):
         socket_args(sp)
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
         sp.set_defaults(handler=_command)
@@ -139,6 +142,19 @@ def print_status(data: dict[str, Any]) -> None:
         f"  deck ready: {yes_no(data['deck_ready'])}  blocked: {data['blocked'] or 'no'}  "
         f"shuffler fault: {data['shuffler_fault'] or 'none'}"
     )
+    gpio = data["gpio"]
+    how = "polled" if gpio["polled"] else "edges"
+    print(
+        f"  gpio: {gpio['backend']} ({how}, resolution {gpio['resolution_ns']} ns) on "
+        f"{gpio['where']}  edges {gpio['edges']}  faults {gpio['faults']}"
+    )
+    if data["gpio_fault"]:
+        print(
+            f"  GPIO FAULT: {data['gpio_fault']} -- betting stays closed until the sensors "
+            "are checked and `tablectl dealer clear-fault`"
+        )
+    if data["sensor_test"]:
+        print(f"  {data['sensor_test']} test running: no round opens")
     sh = data["shuffler"]
     print(
         f"  shuffler: link {sh['link']} on {sh['port']}  state {sh['state']}  "

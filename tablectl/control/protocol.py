@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from tablectl.core.events import (
+    ClearGpioFault,
     ConfirmDocumentation,
     Event,
     NewDeckRegistered,
@@ -53,15 +54,32 @@ class DeckRequest(_Request):
     cmd: Literal["new-deck", "reshuffle"]
 
 
+class ClearFaultRequest(_Request):
+    """The sensors were checked after a GPIO fault: betting may reopen."""
+
+    cmd: Literal["clear-fault"]
+
+
 class HitRequest(_Request):
     cmd: Literal["validate", "document"]
     hit_id: str = Field(min_length=1, max_length=32)
     by: str = Field(min_length=1, max_length=64)  # the floorperson, always named
 
 
-AnyRequest = StatusRequest | SettleRequest | VoidRequest | DeckRequest | HitRequest
+AnyRequest = (
+    StatusRequest | SettleRequest | VoidRequest | DeckRequest | ClearFaultRequest | HitRequest
+)
 Request = Annotated[AnyRequest, Field(discriminator="cmd")]
-COMMANDS = ("status", "settle", "void", "new-deck", "reshuffle", "validate", "document")
+COMMANDS = (
+    "status",
+    "settle",
+    "void",
+    "new-deck",
+    "reshuffle",
+    "clear-fault",
+    "validate",
+    "document",
+)
 
 
 class RequestError(Exception):
@@ -72,9 +90,7 @@ class _Envelope(BaseModel):
     request: Request
 
 
-def parse_request(
-    raw: Any,
-) -> StatusRequest | SettleRequest | VoidRequest | DeckRequest | HitRequest:
+def parse_request(raw: Any) -> AnyRequest:
     if not isinstance(raw, dict):
         raise RequestError("send one JSON object per line")
     cmd = raw.get("cmd")
@@ -111,6 +127,8 @@ def to_input(request: _Request, peer: str) -> Event:
                 return NewDeckRegistered(by=by)
             case DeckRequest():
                 return ReshuffleRequested(by=by)
+            case ClearFaultRequest():
+                return ClearGpioFault(by=by)
             case HitRequest(cmd="validate"):
                 return ValidateHit(hit_id=request.hit_id, by=by)
             case HitRequest():

@@ -106,6 +106,37 @@ class MeterContribution(MeterChange):
     contribution_ten_thousandths_cent: int
 
 
+class GpioFaultRecord(Record):
+    """The sensors cannot be trusted; a round taking bets was locked out (649a.2(c)(2))."""
+
+    TYPE = "gpio.fault"
+    reason: str
+    round_id: int
+    round_locked: bool  # the round was taking bets and is locked out by this fault
+    rule: str
+
+
+class GpioFaultCleared(Record):
+    TYPE = "gpio.fault_cleared"
+    reason: str
+    by: str
+
+
+class SensorTestStartedRecord(Record):
+    TYPE = "gpio.test_started"
+    test: str
+    by: str
+
+
+class SensorTestEndedRecord(Record):
+    TYPE = "gpio.test_ended"
+    test: str
+    passed: list[int]
+    failed: list[int]
+    resolution_ns: int | None
+    by: str
+
+
 class ShuffleStartedRecord(Record):
     TYPE = "shuffle.started"
 
@@ -278,6 +309,10 @@ RECORD_TYPES: dict[str, type[Record]] = {
         RoundLocked,
         WagersCounted,
         MeterContribution,
+        GpioFaultRecord,
+        GpioFaultCleared,
+        SensorTestStartedRecord,
+        SensorTestEndedRecord,
         ShuffleStartedRecord,
         ShuffleCompletedRecord,
         ShufflerFaultRecord,

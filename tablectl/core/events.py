@@ -8,7 +8,7 @@ the edge happened; the core compares them but never reads a clock.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 
@@ -78,11 +78,34 @@ class LockoutPressed(Input):
 
     undecided_seats: seats whose chip arrived before the edge but has not yet rested;
     each is decided by its own ChipSensed later (649a.2(c)(2): placed before the edge).
+    resolution_ns: the edge happened within (at_ns - resolution_ns, at_ns]: 1 for a kernel
+    timestamp, the sampling period for a polled backend.
     """
 
     TYPE = "lockout_pressed"
     at_ns: int
     undecided_seats: tuple[int, ...] = ()
+    resolution_ns: int = 1
+
+
+def placed_before_lockout(since_ns: int, at_ns: int, resolution_ns: int) -> bool:
+    """The tie rule (649a.2(c)(2)): a chip counts only if it surely arrived before the edge.
+
+    Every stamp is the latest moment its edge can have happened; the lock-out edge may have
+    happened up to resolution_ns before its stamp. A chip whose stamp falls within that
+    (equal stamps included) is a tie, and a tie is refused: nothing placed after "no more
+    bets" may count.
+    """
+    return since_ns <= at_ns - max(1, resolution_ns)
+
+
+class GpioFault(Input):
+    """The sensors cannot be trusted: an edge was lost (a gap in the kernel's sequence
+    numbers), a read failed, or the link to the I/O went away. Betting stops until cleared."""
+
+    TYPE = "gpio_fault"
+    reason: str
+    at_ns: int
 
 
 # --- the shuffler ---------------------------------------------------------------------
@@ -147,6 +170,27 @@ class ReshuffleRequested(Command):
     TYPE = "reshuffle_requested"
 
 
+class ClearGpioFault(Command):
+    """The dealer or a technician checked the sensors after a GPIO fault: betting may reopen."""
+
+    TYPE = "clear_gpio_fault"
+
+
+class SensorTestStarted(Command):
+    """A technician's walk test takes the sensors and lamps: no round opens meanwhile."""
+
+    TYPE = "sensor_test_started"
+    test: Literal["sensors", "lockout"]
+
+
+class SensorTestEnded(Command):
+    TYPE = "sensor_test_ended"
+    test: Literal["sensors", "lockout"]
+    passed: tuple[int, ...] = ()  # seats (the lock-out test: 0 when the press was seen)
+    failed: tuple[int, ...] = ()
+    resolution_ns: int | None = None  # the coarsest edge resolution seen
+
+
 class ValidateHit(Command):
     """A floorperson validated a progressive payout (649a.11(c)(5)(iii), 653a.11(k)(3))."""
 
@@ -165,6 +209,10 @@ Event = (
     PowerUp
     | ChipSensed
     | LockoutPressed
+    | GpioFault
+    | ClearGpioFault
+    | SensorTestStarted
+    | SensorTestEnded
     | ShuffleStarted
     | ShuffleCompleted
     | ShufflerFault
@@ -184,6 +232,10 @@ INPUT_TYPES: dict[str, type[Event]] = {
         PowerUp,
         ChipSensed,
         LockoutPressed,
+        GpioFault,
+        ClearGpioFault,
+        SensorTestStarted,
+        SensorTestEnded,
         ShuffleStarted,
         ShuffleCompleted,
         ShufflerFault,

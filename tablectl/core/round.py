@@ -16,12 +16,16 @@ from tablectl.core import effects as rec
 from tablectl.core.effects import Effect, Lamp, ReportRestingChips, RequestShuffle, SeatLamp
 from tablectl.core.events import (
     ChipSensed,
+    ClearGpioFault,
     ConfirmDocumentation,
     Event,
+    GpioFault,
     LockoutPressed,
     NewDeckRegistered,
     PowerUp,
     ReshuffleRequested,
+    SensorTestEnded,
+    SensorTestStarted,
     Settle,
     ShuffleCompleted,
     ShuffleRequestFailed,
@@ -31,6 +35,7 @@ from tablectl.core.events import (
     TableRules,
     ValidateHit,
     VoidRound,
+    placed_before_lockout,
 )
 from tablectl.core.games.base import DECK_SIZE, Hit, RoundCards, TableGame
 from tablectl.core.meters import LocalMeter, MeterState
@@ -78,6 +83,7 @@ class TableState(BaseModel):
     round_id: int = 0
     wagers: dict[int, int] = {}  # seat -> accepted table-system wager, cents
     lockout_at_ns: int | None = None
+    lockout_resolution_ns: int = 1  # the edge happened within (at - resolution, at]
     undecided: tuple[int, ...] = ()  # chips that arrived before the edge, still resting
     decided_after_lockout: tuple[int, ...] = ()
     counted: bool = False  # the accepted count is final and contributions are booked
@@ -87,6 +93,8 @@ class TableState(BaseModel):
     shuffle_requested: bool = False
     shuffler_fault: str | None = None  # 649a.13(e): cleared only by a reshuffle request
     blocked: str | None = None  # 649a.5(b): the deck left the table; a new one is needed
+    gpio_fault: str | None = None  # lost edges: no round opens until a person clears it
+    sensor_test: str | None = None  # a technician's walk test holds the sensors
     hits_pending: tuple[HitEntry, ...] = ()  # hold the table (649a.11(c)(5))
     hit_history: tuple[HitEntry, ...] = ()  # newest first
     counters: dict[str, int] = {}
@@ -145,14 +153,40 @@ def _apply(
                 s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
             if s.phase is Phase.LOCKED and not s.counted:
                 s = _finish_count(game, s.model_copy(update={"undecided": ()}), fx)
-            # Whatever the shuffler held before is unknown now: reshuffle.
-            return s.model_copy(update={"deck_ready": False, "shuffle_requested": False})
+            # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
+            # was running ended with the daemon; a GPIO fault stays until a person clears it.
+            return s.model_copy(
+                update={"deck_ready": False, "shuffle_requested": False, "sensor_test": None}
+            )
         case ChipSensed():
             return _chip(rules, game, s, event, fx)
         case LockoutPressed(at_ns=at_ns, undecided_seats=undecided):
             if s.phase is not Phase.BETTING:
                 return s.model_copy(update={"counters": _count(s, "lockout_presses_ignored")})
+            s = s.model_copy(update={"lockout_resolution_ns": event.resolution_ns})
             return _lock(game, s, fx, cause="lockout-button", at_ns=at_ns, undecided=undecided)
+        case GpioFault(reason=reason):
+            return _gpio_fault(game, s, reason, fx)
+        case ClearGpioFault(by=by):
+            if s.gpio_fault is None:
+                raise Rejected("no GPIO fault to clear")
+            fx.append(rec.GpioFaultCleared(reason=s.gpio_fault, by=by))
+            return s.model_copy(update={"gpio_fault": None})
+        case SensorTestStarted():
+            return _test_started(s, event, fx)
+        case SensorTestEnded():
+            if s.sensor_test != event.test:
+                raise Rejected(f"no {event.test} test is running")
+            fx.append(
+                rec.SensorTestEndedRecord(
+                    test=event.test,
+                    passed=list(event.passed),
+                    failed=list(event.failed),
+                    resolution_ns=event.resolution_ns,
+                    by=event.by,
+                )
+            )
+            return s.model_copy(update={"sensor_test": None})
         case ShuffleStarted():
             fx.append(rec.ShuffleStartedRecord())
             return s.model_copy(update={"shuffle_requested": True})
@@ -192,7 +226,8 @@ def _apply(
 def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
     usable = s.blocked is None and s.shuffler_fault is None
-    if s.phase is Phase.CLOSED and s.deck_ready and usable and not s.hits_pending:
+    sensors_ok = s.gpio_fault is None and s.sensor_test is None
+    if s.phase is Phase.CLOSED and s.deck_ready and usable and sensors_ok and not s.hits_pending:
         s = s.model_copy(
             update={
                 "phase": Phase.BETTING,
@@ -200,6 +235,7 @@ def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
                 "deck_ready": False,
                 "wagers": {},
                 "lockout_at_ns": None,
+                "lockout_resolution_ns": 1,
                 "undecided": (),
                 "decided_after_lockout": (),
                 "counted": False,
@@ -254,7 +290,9 @@ def _chip(
         # The chip was on its way before the edge; its episode is decided now.
         s = s.model_copy(update={"undecided": tuple(x for x in s.undecided if x != seat)})
         assert s.lockout_at_ns is not None
-        if present and chip.since_ns < s.lockout_at_ns:
+        if present and placed_before_lockout(
+            chip.since_ns, s.lockout_at_ns, s.lockout_resolution_ns
+        ):
             s = _accept(game, s, seat, fx, late=True)
             s = s.model_copy(
                 update={"decided_after_lockout": tuple(sorted({*s.decided_after_lockout, seat}))}
@@ -292,6 +330,38 @@ def _lock(
     )
     s = s.model_copy(update={"phase": Phase.LOCKED, "lockout_at_ns": at_ns, "undecided": pending})
     return s if pending else _finish_count(game, s, fx)
+
+
+def _gpio_fault(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -> TableState:
+    """Lost edges: the lock-out can no longer prevent a late wager's recognition (649a.2(c)(2))."""
+    betting = s.phase is Phase.BETTING
+    fx.append(
+        rec.GpioFaultRecord(
+            reason=reason,
+            round_id=s.round_id,
+            round_locked=betting,
+            rule=game.table_wager.lockout_rule,
+        )
+    )
+    if betting:
+        s = _lock(game, s, fx, cause="gpio-fault", at_ns=None, undecided=())
+    elif s.phase is Phase.LOCKED and not s.counted:
+        # The chips still resting cannot be confirmed from edges that may be lost.
+        s = _finish_count(game, s.model_copy(update={"undecided": ()}), fx)
+    return s.model_copy(update={"gpio_fault": reason, "counters": _count(s, "gpio_faults")})
+
+
+def _test_started(s: TableState, event: SensorTestStarted, fx: list[Effect]) -> TableState:
+    if s.sensor_test is not None:
+        raise Rejected(f"a {s.sensor_test} test is already running")
+    if s.phase is Phase.BETTING:
+        raise Rejected(
+            f"round {s.round_id} is taking bets: press the lock-out and settle or void it first"
+        )
+    if s.phase is Phase.LOCKED and not s.counted:
+        raise Rejected(f"round {s.round_id}: chips are still resting; wait for the count")
+    fx.append(rec.SensorTestStartedRecord(test=event.test, by=event.by))
+    return s.model_copy(update={"sensor_test": event.test})
 
 
 def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableState:

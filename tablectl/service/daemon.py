@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from gpiozero.exc import GPIOZeroError
 
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
@@ -32,7 +31,9 @@ from tablectl.core.effects import (
 )
 from tablectl.core.events import Event, PowerUp, ShuffleRequestFailed, TableRules
 from tablectl.core.round import Phase, Rejected, TableState, step
-from tablectl.drivers.gpio.table_io import TableGpio, make_pin_factory
+from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
+from tablectl.drivers.gpio.registry import open_backend
+from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.drivers.link import LinkError
 from tablectl.drivers.shuffler import ShufflerDriver
 from tablectl.mqtt.relay import Relay
@@ -60,7 +61,8 @@ class _Submission:
 @dataclass
 class Daemon:
     config: TableConfig
-    pin_factory: Any = None  # None: from config (mock for simulation, native otherwise)
+    # None: from config (gpio.backend); the demo and tests hand in a MockBackend.
+    gpio_backend: GpioBackend | None = None
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def __post_init__(self) -> None:
@@ -78,8 +80,6 @@ class Daemon:
         self.gpio: TableGpio | None = None
         self.store: Store | None = None
         self.state: TableState | None = None
-        if self.pin_factory is None:
-            self.pin_factory = make_pin_factory(self.config.gpio)
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -131,12 +131,18 @@ class Daemon:
         )
         control = ControlServer(cfg.storage.socket_path, self)
         try:
-            self.gpio = TableGpio(cfg.gpio, emit=self.post, pin_factory=self.pin_factory)
-        except GPIOZeroError as exc:
+            backend, levels = await self._open_gpio()
+        except GpioUnavailable as exc:
             store.close()
-            raise StartupError(
-                f'GPIO unavailable: {exc} (without GPIO hardware, set gpio.backend = "mock")'
-            ) from exc
+            raise StartupError(f"GPIO unavailable: {exc}") from None
+        self.gpio = TableGpio(cfg.gpio, backend, seats=cfg.table.seats, emit=self.post)
+        self.gpio.start(levels)
+        if backend.info.polled:
+            log.warning(
+                "GPIO is polled: edges are stamped at each read",
+                resolution_ns=backend.info.resolution_ns,
+                chip=backend.info.where,
+            )
         try:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
@@ -149,6 +155,7 @@ class Daemon:
                     self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
                 tasks.create_task(self._consume(), name="table-core")
+                tasks.create_task(self.gpio.run(), name="gpio")
                 tasks.create_task(self.shuffler.run(), name="shuffler")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self._watchdog(), name="watchdog")
@@ -162,6 +169,15 @@ class Daemon:
             # A commit under way finishes (it is one transaction) before the database closes.
             self._journal_thread.shutdown(wait=True)
             store.close()
+
+    async def _open_gpio(self) -> tuple[GpioBackend, Levels]:
+        if self.gpio_backend is not None:
+            return self.gpio_backend, await self.gpio_backend.open()
+        return await open_backend(
+            self.config.gpio,
+            seats=self.config.table.seats,
+            simulator_socket=self.config.simulator_socket,
+        )
 
     async def serve(self) -> None:
         """run() until SIGTERM or SIGINT, then stop in order (the CLI's `run`)."""
@@ -283,7 +299,8 @@ class Daemon:
         }
 
     def health(self) -> dict[str, Any]:
-        return {"shuffler": self.shuffler.health()}
+        gpio = None if self.gpio is None else self.gpio.health()
+        return {"shuffler": self.shuffler.health(), "gpio": gpio}
 
     def status(self) -> dict[str, Any]:
         assert self.state is not None and self.store is not None and self.gpio is not None
@@ -310,6 +327,9 @@ class Daemon:
             "deck_ready": s.deck_ready,
             "shuffle_requested": s.shuffle_requested,
             "shuffler_fault": s.shuffler_fault,
+            "gpio_fault": s.gpio_fault,
+            "sensor_test": s.sensor_test,
+            "gpio": self.gpio.status(),
             "blocked": s.blocked,
             "counters": s.counters,
             "journal": {"last_seq": self.store.last_seq},
