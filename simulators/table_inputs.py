@@ -92,6 +92,7 @@ class SimulatedTableInputs:
         """The daemon's backend, wired to this table in the same process."""
         backend = MockBackend(self.seats, where="simulated table (in-process)")
         backend.levels.update(self.levels)
+        backend.last_seq = self.seq
         backend.on_lamp = self._lamp
         if self._backend is not None:  # the daemon restarted: its old backend is gone
             self._listeners.remove(self._backend.deliver)

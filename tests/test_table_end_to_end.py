@@ -1,4 +1,4 @@
-"""The whole table: daemon, shuffler on a real pty, the simulated table's GPIO, Mosquitto, SQLite."""
+"""The whole table: daemon, shuffler on a pty, the simulated table's GPIO, Mosquitto, SQLite."""
 
 from __future__ import annotations
 

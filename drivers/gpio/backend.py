@@ -64,6 +64,9 @@ class EdgeSink(Protocol):
 
 class GpioBackend(Protocol):
     info: BackendInfo
+    # The sequence number just before the first edge run() delivers (0 for a new kernel
+    # request), so a loss even before it is seen; None: the first edge sets it.
+    last_seq: int | None
 
     async def open(self) -> Levels:
         """Claim the lines; the levels they have now. Raises GpioUnavailable."""

@@ -153,6 +153,7 @@ class _GpiodLines:
         self._offsets: list[int] = []
         self._lamp_offsets: list[int] = []
         self._line_of: dict[int, int] = {}
+        self.last_seq: int | None = None
 
     def _claim(self, *, edges: bool) -> Levels:
         self._offsets = self._chip.resolve(self._inputs)
@@ -215,11 +216,14 @@ class GpiodBackend(_GpiodLines):
             kernel_sequence=True,
         )
         self._failing = False
+        self.retry_s = READ_RETRY_S
         self._retry: asyncio.TimerHandle | None = None
         self.unknown_offsets = 0
 
     async def open(self) -> Levels:
-        return self._claim(edges=True)
+        levels = self._claim(edges=True)
+        self.last_seq = 0  # the kernel numbers a new request's edges from 1
+        return levels
 
     async def run(self, sink: EdgeSink) -> None:
         assert self._req is not None
@@ -268,7 +272,7 @@ class GpiodBackend(_GpiodLines):
         if not self._failing:
             self._failing = True
             sink.fault(f"edge read failed on {self._chip.path}: {exc.strerror or exc}")
-        self._retry = loop.call_later(READ_RETRY_S, loop.add_reader, fd, self._readable, sink)
+        self._retry = loop.call_later(self.retry_s, loop.add_reader, fd, self._readable, sink)
 
 
 class GpiodPollBackend(_GpiodLines):
@@ -295,7 +299,7 @@ class GpiodPollBackend(_GpiodLines):
             kernel_sequence=False,
         )
         self._clock_ns = clock_ns
-        self._levels: dict[int, bool] = {}
+        self._levels: dict[int, bool] = {}  # as last read; no sequence numbers when polled
         self._read_at = 0
         self._failing = False
         self.late_polls = 0

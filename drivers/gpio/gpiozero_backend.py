@@ -50,6 +50,7 @@ class GpiozeroBackend:
             resolution_ns=GPIOZERO_RESOLUTION_NS,
             kernel_sequence=False,
         )
+        self.last_seq: int | None = None  # gpiozero numbers nothing
         self._inputs: list[Any] = []
         self._lights: list[Any] = []
         self._sink: EdgeSink | None = None

@@ -44,6 +44,7 @@ class MockBackend:
         self.levels: dict[int, bool] = dict.fromkeys(lines_of(seats), False)
         self.lamps: dict[int, bool] = dict.fromkeys(range(1, seats + 1), False)
         self.on_lamp: Callable[[int, bool], None] | None = None
+        self.last_seq: int | None = None
         self._sink: EdgeSink | None = None
         self._pending: list[Edge] = []
 
@@ -165,7 +166,7 @@ class SimulatorLinkBackend:
         self._backoff = backoff or Backoff(initial_s=0.2, max_s=5.0)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._hello: HelloMsg | None = None
+        self.last_seq: int | None = None
         self.bad_lines = 0
 
     async def _connect(self) -> HelloMsg:
@@ -184,13 +185,14 @@ class SimulatorLinkBackend:
 
     async def open(self) -> Levels:
         try:
-            self._hello = await self._connect()
+            hello = await self._connect()
         except OSError as exc:
             raise GpioUnavailable(
                 f"no simulated table on {self.path} ({exc.strerror or exc}): start "
                 "`tablectl simulate table --config FILE` first"
             ) from None
-        return _levels(self._hello)
+        self.last_seq = hello.seq
+        return _levels(hello)
 
     async def run(self, sink: EdgeSink) -> None:
         while True:

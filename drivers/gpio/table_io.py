@@ -161,7 +161,7 @@ class TableGpio:
 
     def start(self, levels: Levels) -> None:
         """The lines' levels as claimed: chips resting since before start-up."""
-        self.inputs.resync(levels, self._clock_ns())
+        self.inputs.resync(levels, self._clock_ns(), self.backend.last_seq)
         self._schedule()
 
     async def run(self) -> None:
