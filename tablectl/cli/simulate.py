@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
 
-from tablectl.cli.common import EXIT_OK
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, config_arg, config_path, fail
+from tablectl.config import load_config
+
+if TYPE_CHECKING:
+    from tablectl.simulators.table import SimulatedTable as SimulatedTableLike
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,6 +28,64 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--cards", type=int, default=52, help="cards in its deck (51: a miscount)"
     )
     shuffler.set_defaults(handler=lambda args: asyncio.run(_shuffler(args)))
+
+    table = sim_sub.add_parser(
+        "table",
+        help="every device of a table, for a daemon in another process; type commands to play",
+    )
+    config_arg(table)
+    table.add_argument(
+        "--shuffle-ms", type=int, default=1500, help="how long a shuffle takes (default 1500)"
+    )
+    table.set_defaults(handler=_table, quiet_logs=True)
+
+
+def _table(args: argparse.Namespace) -> int:
+    path = config_path(args)
+    config = load_config(path)
+    if config.gpio.backend != "mock":
+        return fail(
+            args,
+            f'{path}: gpio.backend is "{config.gpio.backend}", so the daemon would not look for '
+            'a simulated table: set gpio.backend = "mock"',
+            EXIT_BAD_INPUT,
+        )
+    if args.shuffle_ms < 0:
+        return fail(args, "--shuffle-ms: 0 or more", EXIT_BAD_INPUT)
+    from tablectl.simulators.table import SimulatedTable
+
+    table = SimulatedTable(config, shuffle_ms=args.shuffle_ms)
+    try:
+        return asyncio.run(_play_table(table))
+    except (OSError, ValueError) as exc:
+        return fail(args, f"cannot start the simulated table: {exc}", 1)
+
+
+async def _play_table(table: SimulatedTableLike) -> int:
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)
+    try:
+        for line in await table.start():
+            print(line, flush=True)
+        print("simulated table ready; type help for commands", flush=True)
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        async for raw in reader:
+            try:
+                reply = table.command(raw.decode(errors="replace"))
+            except ValueError as exc:
+                reply = f"? {exc}"
+            if reply:
+                print(reply, flush=True)
+        await asyncio.Event().wait()  # no more input (started in the background): keep serving
+    except asyncio.CancelledError:
+        pass
+    finally:
+        table.close()
+    return EXIT_OK
 
 
 async def _shuffler(args: argparse.Namespace) -> int:
