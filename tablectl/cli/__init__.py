@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from tablectl.cli import control, demo, journal, paytable, run, simulate
+from tablectl.cli import control, demo, journal, paytable, run, simulate, test
 from tablectl.cli.common import EXIT_BAD_INPUT
 from tablectl.config import ConfigError
 from tablectl.util import logs
@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tablectl", description=__doc__, parents=[common])
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
-    for module in (run, control, journal, paytable, simulate, demo):
+    for module in (run, control, journal, paytable, simulate, test, demo):
         module.add_parsers(sub)
     for leaf in _leaf_parsers(p):
         leaf.add_argument(

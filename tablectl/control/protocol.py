@@ -66,8 +66,39 @@ class HitRequest(_Request):
     by: str = Field(min_length=1, max_length=64)  # the floorperson, always named
 
 
+class TestBeginRequest(_Request):
+    """A technician's walk test takes the sensors (the table must not be taking bets)."""
+
+    cmd: Literal["test-begin"]
+    test: Literal["sensors", "lockout"]
+
+
+class TestSeatRequest(_Request):
+    cmd: Literal["test-seat"]
+    seat: Seat
+    timeout_s: float = Field(default=30, gt=0, le=600)
+
+
+class TestLockoutRequest(_Request):
+    cmd: Literal["test-lockout"]
+    timeout_s: float = Field(default=30, gt=0, le=600)
+
+
+class TestEndRequest(_Request):
+    cmd: Literal["test-end"]
+
+
 AnyRequest = (
-    StatusRequest | SettleRequest | VoidRequest | DeckRequest | ClearFaultRequest | HitRequest
+    StatusRequest
+    | SettleRequest
+    | VoidRequest
+    | DeckRequest
+    | ClearFaultRequest
+    | HitRequest
+    | TestBeginRequest
+    | TestSeatRequest
+    | TestLockoutRequest
+    | TestEndRequest
 )
 Request = Annotated[AnyRequest, Field(discriminator="cmd")]
 COMMANDS = (
@@ -79,6 +110,10 @@ COMMANDS = (
     "clear-fault",
     "validate",
     "document",
+    "test-begin",
+    "test-seat",
+    "test-lockout",
+    "test-end",
 )
 
 

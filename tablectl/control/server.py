@@ -18,8 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from tablectl.control.protocol import RequestError, StatusRequest, parse_request, to_input
+from tablectl.control.protocol import (
+    RequestError,
+    StatusRequest,
+    TestBeginRequest,
+    TestEndRequest,
+    TestLockoutRequest,
+    TestSeatRequest,
+    parse_request,
+    to_input,
+)
 from tablectl.core.round import Rejected
+from tablectl.service.walk_test import technician_test
 
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
@@ -79,6 +89,11 @@ class ControlServer:
             request = parse_request(json.loads(line))
             if isinstance(request, StatusRequest):
                 return {"ok": True, "data": self._daemon.status()}
+            if isinstance(
+                request, TestBeginRequest | TestSeatRequest | TestLockoutRequest | TestEndRequest
+            ):
+                by = f"{request.by} ({peer})" if request.by else peer
+                return {"ok": True, "data": await technician_test(self._daemon, request, by)}
             done = await self._daemon.submit(to_input(request, peer))
             return {"ok": True, "data": {"journaled": done, "status": self._daemon.status()}}
         except json.JSONDecodeError as exc:

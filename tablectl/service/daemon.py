@@ -38,6 +38,7 @@ from tablectl.drivers.link import LinkError
 from tablectl.drivers.shuffler import ShufflerDriver
 from tablectl.mqtt.relay import Relay
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.walk_test import WalkTest
 from tablectl.store.journal import Store
 from tablectl.util import sdnotify
 
@@ -78,6 +79,7 @@ class Daemon:
         self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._tasks: asyncio.TaskGroup | None = None
         self.gpio: TableGpio | None = None
+        self.walk_test: WalkTest | None = None  # a technician's walk test (control socket)
         self.store: Store | None = None
         self.state: TableState | None = None
 

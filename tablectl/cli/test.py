@@ -1,0 +1,186 @@
+"""`tablectl test`: the technician's walk tests of the seat sensors, lamps and lock-out.
+
+The running daemon lends its inputs to the test (the table must not be taking bets) and
+journals the result. Prompts go to stderr under --json, so stdout is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tablectl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    fail,
+    socket_args,
+    socket_path,
+)
+from tablectl.control import client
+
+MARGIN_S = 5.0  # the client waits this much longer than the daemon's own timeout
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    test = sub.add_parser("test", help="technician's walk tests (sensors, lamps, lock-out)")
+    test_sub = test.add_subparsers(dest="test_verb", required=True)
+    sensors = test_sub.add_parser(
+        "sensors", help="ask for a chip on each seat in turn; light its lamp; report each seat"
+    )
+    sensors.add_argument(
+        "--seats", help="which seats, e.g. 1,3,5 (default: every seat of the table)"
+    )
+    lockout = test_sub.add_parser("lockout", help="ask for a press of the lock-out button")
+    end = test_sub.add_parser("end", help="end a walk test left running (the table reopens)")
+    for sp in (sensors, lockout):
+        sp.add_argument(
+            "--timeout", type=float, default=30, help="seconds to wait at each step (default 30)"
+        )
+    for sp in (sensors, lockout, end):
+        socket_args(sp)
+        sp.add_argument("--by", help="who you are (an employee id), journaled with the result")
+        sp.set_defaults(handler=_test)
+
+
+class _Refused(Exception):
+    pass
+
+
+def _ask(args: argparse.Namespace, request: dict[str, Any], wait_s: float = 0) -> dict[str, Any]:
+    if args.by:
+        request = {**request, "by": args.by}
+    try:
+        reply = client.call(socket_path(args), request, timeout_s=wait_s + MARGIN_S)
+    except client.ControlClientError as exc:
+        raise _Refused(str(exc)) from None
+    if not reply.get("ok"):
+        raise _Refused(f"refused: {reply.get('error')}")
+    data = reply.get("data")
+    return data if isinstance(data, dict) else {}
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+
+def _resolution(ns: int) -> str:
+    if ns <= 1:
+        return "1 ns (kernel timestamps)"
+    if ns < 1_000_000:
+        return f"{ns / 1000:g} us"
+    return f"{ns / 1_000_000:g} ms"
+
+
+def _test(args: argparse.Namespace) -> int:
+    if args.test_verb == "end":
+        try:
+            _ask(args, {"cmd": "test-end"})
+        except _Refused as exc:
+            return fail(args, str(exc), EXIT_REFUSED)
+        if args.json:
+            print(json.dumps({"ok": True, "ended": True}))
+        else:
+            print("walk test ended; the table may open a round")
+        return EXIT_OK
+    if args.timeout <= 0 or args.timeout > 600:
+        return fail(args, "--timeout: more than 0 and at most 600 seconds", EXIT_BAD_INPUT)
+    test = "lockout" if args.test_verb == "lockout" else "sensors"
+    try:
+        begun = _ask(args, {"cmd": "test-begin", "test": test})
+    except _Refused as exc:
+        return fail(args, str(exc), EXIT_REFUSED)
+    gpio = begun["gpio"]
+    _say(
+        args,
+        f"{test} test on {gpio['backend']} ({gpio['where']}); "
+        f"{'polled' if gpio['polled'] else 'edge'} resolution {_resolution(gpio['resolution_ns'])}",
+    )
+    results: list[dict[str, Any]] = []
+    try:
+        if test == "lockout":
+            _say(args, "press the lock-out button")
+            results.append(
+                _ask(args, {"cmd": "test-lockout", "timeout_s": args.timeout}, args.timeout)
+            )
+        else:
+            for seat in _seats(args):
+                _say(args, f"seat {seat}: place a chip, wait for its lamp, then lift it")
+                step = _ask(
+                    args,
+                    {"cmd": "test-seat", "seat": seat, "timeout_s": args.timeout},
+                    2 * args.timeout,
+                )
+                results.append(step)
+                _say(args, f"seat {seat}: " + _verdict(step))
+    except (_Refused, ValueError) as exc:
+        code = EXIT_BAD_INPUT if isinstance(exc, ValueError) else EXIT_REFUSED
+        try:
+            _ask(args, {"cmd": "test-end"})
+        except _Refused:
+            pass
+        return fail(args, str(exc), code)
+    except KeyboardInterrupt:
+        _ask(args, {"cmd": "test-end"})
+        raise
+    _ask(args, {"cmd": "test-end"})
+    return _report(args, test, gpio, results)
+
+
+def _seats(args: argparse.Namespace) -> list[int]:
+    if not args.seats:
+        from tablectl.cli.common import config_path
+        from tablectl.config import load_config
+
+        if args.socket:
+            raise ValueError("--seats is needed with --socket (the config names the seats)")
+        return list(range(1, load_config(config_path(args)).table.seats + 1))
+    try:
+        return [int(s) for s in args.seats.split(",")]
+    except ValueError:
+        raise ValueError(f"--seats {args.seats!r}: seat numbers separated by commas") from None
+
+
+def _verdict(step: dict[str, Any]) -> str:
+    if not step["passed"]:
+        return f"FAILED: {step['reason']}"
+    lifted = "" if step.get("lifted") else " (the chip was not lifted)"
+    also = f"; chips also seen on seats {step['also_seen_on']}" if step.get("also_seen_on") else ""
+    return f"passed, lamp lit{lifted}{also}"
+
+
+def _report(
+    args: argparse.Namespace, test: str, gpio: dict[str, Any], results: list[dict[str, Any]]
+) -> int:
+    ok = all(r["passed"] for r in results)
+    resolution = max((r["resolution_ns"] for r in results), default=gpio["resolution_ns"])
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": ok,
+                    "test": test,
+                    "backend": gpio["backend"],
+                    "polled": gpio["polled"],
+                    "resolution_ns": resolution,
+                    "results": results,
+                }
+            )
+        )
+    elif test == "lockout":
+        step = results[0]
+        print(
+            "lock-out: "
+            + ("passed" if step["passed"] else f"FAILED: {step['reason']}")
+            + f"; edge resolution {_resolution(resolution)}"
+        )
+    else:
+        failed = [r["seat"] for r in results if not r["passed"]]
+        print(
+            f"sensors: {len(results) - len(failed)} passed, {len(failed)} failed"
+            + (f" (seats {failed})" if failed else "")
+            + f"; edge resolution {_resolution(resolution)}"
+        )
+    return EXIT_OK if ok else EXIT_REFUSED
