@@ -48,6 +48,7 @@ test: check mosquitto
 bench: $(STAMP)
 	$(BIN)/python bench/lockout_window.py
 	$(BIN)/python bench/lockout_latency.py
+	cd bench && ../$(BIN)/python gpio_edges.py
 	$(BIN)/python bench/evaluator.py
 
 clean:

@@ -25,6 +25,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from lockout_window import RULES  # type: ignore[import-not-found]
 from tablectl.drivers.gpio.gpiod_backend import GpiodBackend, GpiodPollBackend
 from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.simulators.gpio_chip import FakeChip, kernel_event
@@ -34,11 +35,10 @@ from tablectl.core.events import ChipSensed, Event, LockoutPressed, PowerUp, Shu
 from tablectl.core.round import TableState, step
 from tablectl.util import logs
 
-from lockout_window import RULES  # type: ignore[import-not-found]
-
 MS, US = 1_000_000, 1_000
-SEATS, LOCKOUT = [5, 6, 13, 19, 26, 21], 16
-LAMPS = [17, 27, 22, 23, 24, 25]
+SEATS: list[int | str] = [5, 6, 13, 19, 26, 21]
+LOCKOUT = 16
+LAMPS: list[int | str] = [17, 27, 22, 23, 24, 25]
 POLL_MS = 2
 GPIO = GpioSection(
     backend="gpiod",
@@ -112,12 +112,24 @@ async def decision_latency(samples: int, use_poll: bool) -> list[float]:
     rng = random.Random(1)
     for _ in range(samples):
         decided.append(loop.create_future())
-        if use_poll:  # the press lands anywhere in the poll period
-            await asyncio.sleep(rng.uniform(0, POLL_MS / 1000))
-        t0 = time.perf_counter_ns()
-        chip.set_logical(LOCKOUT, True)
+        if use_poll:
+            # The button is pressed at a moment of its own, not on the loop's timer ticks.
+            delay_s = rng.uniform(0, POLL_MS / 1000)
+
+            def press(delay_s: float = delay_s) -> int:
+                time.sleep(delay_s)
+                t0 = time.perf_counter_ns()
+                chip.set_logical(LOCKOUT, True)
+                return t0
+
+            t0 = await asyncio.to_thread(press)
+        else:
+            t0 = time.perf_counter_ns()
+            chip.set_logical(LOCKOUT, True)
         out.append((await decided[-1] - t0) / US)
         chip.set_logical(LOCKOUT, False)
+        if use_poll:  # released long enough for a read to see it
+            await asyncio.sleep(3 * POLL_MS / 1000)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     gpio.close()
@@ -157,7 +169,7 @@ async def refusal_window(trials: int, seed: int, use_poll: bool) -> tuple[float,
         gpio.start(await backend.open())
         edge_at = clock.now + 10 * MS
         offset = rng.randint(-3 * POLL_MS * MS, 3 * POLL_MS * MS)
-        changes = sorted([(edge_at + offset, SEATS[3]), (edge_at, LOCKOUT)])
+        changes = sorted([(edge_at + offset, 19), (edge_at, LOCKOUT)])  # seat 4
         if use_poll:
             assert isinstance(backend, GpiodPollBackend)
             poll_at = clock.now + rng.randint(0, POLL_MS * MS)
@@ -190,7 +202,9 @@ async def refusal_window(trials: int, seed: int, use_poll: bool) -> tuple[float,
 
 
 def spread(values: list[float]) -> str:
-    return f"min {min(values):9.3f}  median {statistics.median(values):9.3f}  max {max(values):9.3f}"
+    return (
+        f"min {min(values):9.3f}  median {statistics.median(values):9.3f}  max {max(values):9.3f}"
+    )
 
 
 async def main(samples: int, trials: int, repeats: int) -> None:

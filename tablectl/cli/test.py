@@ -7,6 +7,7 @@ journals the result. Prompts go to stderr under --json, so stdout is one JSON ob
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
@@ -117,10 +118,8 @@ def _test(args: argparse.Namespace) -> int:
                 _say(args, f"seat {seat}: " + _verdict(step))
     except (_Refused, ValueError) as exc:
         code = EXIT_BAD_INPUT if isinstance(exc, ValueError) else EXIT_REFUSED
-        try:
+        with contextlib.suppress(_Refused):
             _ask(args, {"cmd": "test-end"})
-        except _Refused:
-            pass
         return fail(args, str(exc), code)
     except KeyboardInterrupt:
         _ask(args, {"cmd": "test-end"})
