@@ -60,9 +60,10 @@ class SimulatedTable:
         for server in self._servers:
             server.close()
         self.shuffler.close()
-        if self._link is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self._link.unlink()
+        for path in (self._link, self.config.simulator_socket):
+            if path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
     # --- what a person does, typed on the simulator's terminal --------------------------
 

@@ -59,7 +59,7 @@ class WalkTest:
                             break
                         elsewhere.add(event.seat)
         except TimeoutError:
-            seen = f"; chips seen on seat(s) {sorted(elsewhere)} (wiring?)" if elsewhere else ""
+            seen = f"; chips seen on seats {sorted(elsewhere)} (wiring?)" if elsewhere else ""
             result["reason"] = f"no chip seen on seat {seat} in {timeout_s:g} s{seen}"
             self.failed.append(seat)
             return {**result, "resolution_ns": self._resolution()}
