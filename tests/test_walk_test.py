@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tablectl import cli
+from tablectl.core.events import ChipSensed, LockoutPressed
 from tablectl.core.round import Phase
 
 from .conftest import SimulatedTable
@@ -32,22 +33,36 @@ async def test_the_sensor_walk_test_reports_each_seat_and_the_resolution(
     await locked_out(table)
     walk = asyncio.create_task(asyncio.to_thread(cli.main, [*args, "--json", "--by", "T1"]))
     await table.daemon.wait_until(lambda s: s.sensor_test == "sensors", 10)
+    gpio = table.daemon.gpio
+    assert gpio is not None and gpio.test_listener is not None
+    to_test, seat_3_seen = gpio.test_listener, asyncio.Event()
+
+    def listener(event: ChipSensed | LockoutPressed) -> None:
+        to_test(event)
+        if isinstance(event, ChipSensed) and event.seat == 3:
+            seat_3_seen.set()
+
+    gpio.test_listener = listener
+    table.inputs.place_chip(3)  # a chip on seat 3 before seat 1 is asked for (wiring?)
+    await asyncio.wait_for(seat_3_seen.wait(), 10)
+    lit = asyncio.Event()
+    table.inputs.on_lamp = lambda seat, on: lit.set() if on else None
     lamps = []
-    for seat in (1, 3, 2):  # seat 3 is a chip where seat 4 was asked for (crossed wires?)
+    for seat in (1, 2):
+        lit.clear()
         table.inputs.place_chip(seat)
-        await table.settle_time()
+        await asyncio.wait_for(lit.wait(), 10)  # the walk test lit the seat's lamp
         lamps.append(table.inputs.light_is_on(seat))
         table.inputs.remove_chip(seat)
-        await table.settle_time()
     assert await walk == 1  # one seat failed
     report = json.loads(capsys.readouterr().out)
-    assert lamps == [True, False, True]
+    assert lamps == [True, True] and not table.inputs.light_is_on(3)
     assert [(r["seat"], r["passed"]) for r in report["results"]] == [
         (1, True),
         (2, True),
         (4, False),
     ]
-    assert report["results"][1]["also_seen_on"] == [3]
+    assert report["results"][0]["also_seen_on"] == [3]
     assert report["results"][2]["reason"] == "no chip seen on seat 4 in 2 s"
     assert report["resolution_ns"] == 1 and report["backend"] == "mock"
     # No wager was taken; the result is journaled and the table is released.
