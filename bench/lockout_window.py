@@ -22,7 +22,14 @@ import statistics
 
 from tablectl.drivers.gpio.table_io import SeatInputs
 
-from tablectl.core.events import ChipSensed, LockoutPressed, PowerUp, ShuffleCompleted, TableRules
+from tablectl.core.events import (
+    ChipSensed,
+    LockoutPressed,
+    PowerUp,
+    ShuffleCompleted,
+    ShuffleStarted,
+    TableRules,
+)
 from tablectl.core.round import TableState, step
 
 MS = 1_000_000
@@ -46,7 +53,7 @@ RULES = TableRules.model_validate(
 
 def betting() -> TableState:
     state = TableState.initial(RULES)
-    for event in (PowerUp(rules=RULES), ShuffleCompleted(card_count=52)):
+    for event in (PowerUp(rules=RULES), ShuffleStarted(), ShuffleCompleted(card_count=52)):
         state, _ = step(RULES, state, event)
     return state
 

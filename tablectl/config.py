@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import BeforeValidator, Field, PlainValidator, ValidationError, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tablectl.core.events import TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
@@ -24,16 +32,62 @@ class TableSection(Strict):
     seats: int = Field(ge=1, le=7, description="betting positions; seat 1 is dealt first")
 
 
-class ShufflerSection(Strict):
-    port: str = Field(min_length=1, description="serial device, or a pyserial URL (socket://)")
+class DeviceSection(Strict):
+    """A polled device on the reference link (docs/protocols/)."""
+
+    driver: str = Field(default="reference", description="the device's protocol module")
+    port: str = Field(
+        min_length=1,
+        description="a serial device, usb:VVVV:PPPP[:SERIAL], socket://HOST:PORT (a simulator)",
+    )
     baudrate: int = Field(default=115200, gt=0)
     address: int = Field(default=1, ge=0, le=255)
-    # 649a.3(b): with a shuffler, two decks may alternate, one shuffled while the other plays.
-    decks: Literal[1, 2] = 2
     poll_interval_ms: int = Field(default=150, ge=100, le=200)
     response_timeout_ms: int = Field(default=250, ge=50, le=5000)
     retries: int = Field(default=3, ge=0, le=10)
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
+    trace_file: Path | None = Field(
+        default=None, description="record the link's bytes and the core inputs (a field trace)"
+    )
+
+    @field_validator("port")
+    @classmethod
+    def _port_parses(cls, port: str) -> str:
+        from tablectl.drivers.registry import check_port
+
+        check_port(port)
+        return port
+
+
+class ShufflerSection(DeviceSection):
+    # 649a.3(b): with a shuffler, two decks may alternate, one shuffled while the other plays.
+    decks: Literal[1, 2] = 2
+
+    @field_validator("driver")
+    @classmethod
+    def _known_driver(cls, name: str) -> str:
+        from tablectl.drivers.registry import SHUFFLERS
+
+        return _known(name, SHUFFLERS)
+
+
+class ShoeSection(DeviceSection):
+    """An automated dealing shoe (649a.10, 653a.10, 643a.10): it reads every card it deals."""
+
+    usb_read_timeout_ms: int = Field(default=10, ge=1, le=100)
+
+    @field_validator("driver")
+    @classmethod
+    def _known_driver(cls, name: str) -> str:
+        from tablectl.drivers.registry import SHOES
+
+        return _known(name, SHOES)
+
+
+def _known(name: str, drivers: Mapping[str, object]) -> str:
+    if name not in drivers:
+        raise ValueError(f"unknown driver {name!r}; one of {', '.join(sorted(drivers))}")
+    return name
 
 
 def _gpio_line(value: object) -> int | str:
@@ -110,6 +164,7 @@ class TableConfig(Strict):
     table: TableSection
     game: GameConfig
     shuffler: ShufflerSection
+    shoe: ShoeSection | None = None  # without one, the dealer enters the hands shown
     gpio: GpioSection
     mqtt: MqttSection = MqttSection()
     storage: StorageSection
@@ -151,7 +206,12 @@ class TableConfig(Strict):
 
     def rules(self) -> TableRules:
         """What the round core needs of this config (journaled with every power-up)."""
-        return TableRules(seats=self.table.seats, decks=self.shuffler.decks, game=self.game)
+        return TableRules(
+            seats=self.table.seats,
+            decks=self.shuffler.decks,
+            game=self.game,
+            shoe=self.shoe is not None,
+        )
 
 
 class ConfigError(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from tablectl.drivers.framing import MAX_PAYLOAD, STX, Frame, FrameParser, crc16
+from tablectl.drivers.reference.framing import MAX_PAYLOAD, STX, Frame, FrameParser, crc16
 
 FRAME = Frame(addr=1, seq=7, type=0x81, payload=b"\x02\x00\x34\x34hello")
 

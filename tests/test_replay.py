@@ -22,6 +22,7 @@ from tablectl.core.events import (
     ReshuffleRequested,
     ShuffleCompleted,
     ShufflerFault,
+    ShuffleStarted,
     TableRules,
     ValidateHit,
     VoidRound,
@@ -74,6 +75,7 @@ def session(rules: TableRules, rounds: int, seed: int) -> list[Event]:
             roll = rng.random()
             if roll < 0.05:
                 feed(ShufflerFault(code="jam"))
+            feed(ShuffleStarted())
             feed(ShuffleCompleted(card_count=51 if roll > 0.95 else 52))
             continue
         if state.phase is Phase.BETTING:

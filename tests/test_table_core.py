@@ -19,6 +19,7 @@ from tablectl.core.events import (
     Settle,
     ShuffleCompleted,
     ShufflerFault,
+    ShuffleStarted,
     TableRules,
     ValidateHit,
     VoidRound,
@@ -101,7 +102,7 @@ def settle(community: str = "", folded: frozenset[int] = frozenset(), **seats: s
 
 
 def opened(rules: TableRules = RULES) -> list[Event]:
-    return [PowerUp(rules=rules), ShuffleCompleted(card_count=52)]
+    return [PowerUp(rules=rules), ShuffleStarted(), ShuffleCompleted(card_count=52)]
 
 
 def locked_with(*seats: int, rules: TableRules = RULES) -> TableState:
@@ -331,7 +332,8 @@ def test_settle_refuses_impossible_entries(entry: Settle, message: str) -> None:
 def test_a_hit_holds_the_table_until_a_floorperson_validates_it() -> None:
     state = locked_with(2, 5)
     state, effects = run(
-        [settle(s2="3h4h5h", s5="2c7d9h"), ShuffleCompleted(card_count=52)], state=state
+        [settle(s2="3h4h5h", s5="2c7d9h"), ShuffleStarted(), ShuffleCompleted(card_count=52)],
+        state=state,
     )
     (pending,) = state.hits_pending
     assert pending.hit_id == "1-2" and pending.paid_from_table_inventory
@@ -351,7 +353,9 @@ def test_a_hit_holds_the_table_until_a_floorperson_validates_it() -> None:
 def test_a_meter_hit_stays_on_the_table_until_documented() -> None:
     """649a.11(c)(5)(iv): not paid from the table inventory; the hand stays until documented."""
     state = locked_with(2)
-    state, _ = run([settle(s2="AsKsQs"), ShuffleCompleted(card_count=52)], state=state)
+    state, _ = run(
+        [settle(s2="AsKsQs"), ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state
+    )
     with pytest.raises(Rejected, match="validated before"):
         step(RULES, state, ConfirmDocumentation(hit_id="1-2", by="floor-1"))
     state, effects = run([ValidateHit(hit_id="1-2", by="floor-1")], state=state)
@@ -373,6 +377,7 @@ def test_hit_history_keeps_the_last_25() -> None:
     events: list[Event] = [PowerUp(rules=RULES)]
     for round_id in range(1, HIT_HISTORY + 3):
         events += [
+            ShuffleStarted(),
             ShuffleCompleted(card_count=52),
             chip(1),
             lockout(round_id * 10),
@@ -513,10 +518,12 @@ def test_void_with_an_unknown_reason_is_refused() -> None:
 
 
 def test_miscount_blocks_until_a_new_deck_is_registered() -> None:
-    state, effects = run([PowerUp(rules=RULES), ShuffleCompleted(card_count=51)])
+    state, effects = run([PowerUp(rules=RULES), ShuffleStarted(), ShuffleCompleted(card_count=51)])
     assert state.blocked == "deck-miscount:51" and state.phase is Phase.CLOSED
     assert records(effects, rec.DeckMiscount)[0].rule == "649a.5(b)"
-    state, effects = run([ShuffleCompleted(card_count=52)], state=state)  # still blocked
+    state, effects = run(
+        [ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state
+    )  # still blocked
     assert state.phase is Phase.CLOSED and RequestShuffle() not in effects
     state, effects = run([NewDeckRegistered(by="dealer-1")], state=state)
     assert state.blocked is None and state.phase is Phase.BETTING  # on the deck counted 52
@@ -532,7 +539,7 @@ def test_jam_stops_shuffling_until_the_dealer_asks_for_a_reshuffle() -> None:
     state, effects = run([PowerUp(rules=RULES), ShufflerFault(code="jam")])
     assert state.shuffler_fault == "jam"
     assert records(effects, rec.ShufflerFaultRecord)[0].rule == "649a.13(e)"
-    state, effects = run([ShuffleCompleted(card_count=52)], state=state)
+    state, effects = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
     assert state.phase is Phase.CLOSED  # no round on a deck from a faulted cycle
     state, effects = run([ReshuffleRequested()], state=state)
     assert state.shuffler_fault is None and RequestShuffle() in effects

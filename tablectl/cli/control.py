@@ -29,6 +29,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     settle.add_argument("--community", default="", help="community cards, e.g. AhKh9c2d3s")
     settle.add_argument("--dealer", default="", help="the dealer's cards (optional)")
     settle.add_argument("--fold", action="append", type=int, default=[], metavar="SEAT")
+    deal = dealer_sub.add_parser(
+        "deal", help="the shoe deals the round (649a.10(b)); its cards form the hands"
+    )
+    deal.add_argument(
+        "--seat",
+        action="append",
+        type=int,
+        default=[],
+        metavar="SEAT",
+        help="a player in the round without a table-system wager (repeat per seat)",
+    )
+    out_of_order = dealer_sub.add_parser(
+        "shoe-out-of-order",
+        help="the shoe is covered or signed out of order (649a.13(g)): enter hands by hand",
+    )
+    in_service = dealer_sub.add_parser("shoe-in-service", help="the shoe deals again")
     void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
     void.add_argument("reason", help="e.g. shoe-jam, cards-face-up, wrong-card-count")
     new_deck = dealer_sub.add_parser(
@@ -40,10 +56,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     clear_fault = dealer_sub.add_parser(
         "clear-fault", help="the sensors were checked after a GPIO fault: reopen betting"
     )
-    for sp in (settle, void, new_deck, reshuffle, clear_fault):
+    for sp in (settle, deal, out_of_order, in_service, void, new_deck, reshuffle, clear_fault):
         socket_args(sp)
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
         sp.set_defaults(handler=_command)
+
+    devices = sub.add_parser("devices", help="a technician's commands for the table's devices")
+    devices_sub = devices.add_subparsers(dest="devices_verb", required=True)
+    accept = devices_sub.add_parser(
+        "accept", help="accept the device now connected (another serial number) for play"
+    )
+    accept.add_argument("device", choices=("shuffler", "shoe"))
+    accept.add_argument("serial_number", help="its serial number, as status shows it")
+    accept.add_argument("--by", required=True, help="the technician (an employee id)")
+    socket_args(accept)
+    accept.set_defaults(handler=_command)
 
     floor = sub.add_parser("floor", help="the floorperson's commands (jackpot workflow)")
     floor_sub = floor.add_subparsers(dest="floor_verb", required=True)
@@ -64,6 +91,15 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     by = {"by": args.by} if getattr(args, "by", None) else {}
     if args.verb == "floor":
         return {"cmd": args.floor_verb, "hit_id": args.hit_id, **by}
+    if args.verb == "devices":
+        return {
+            "cmd": "accept-device",
+            "device": args.device,
+            "serial_number": args.serial_number,
+            **by,
+        }
+    if args.dealer_verb == "deal":
+        return {"cmd": "deal", "seats": args.seat, **by}
     if args.dealer_verb == "settle":
         hands = {}
         for item in args.hand:
@@ -155,12 +191,26 @@ def print_status(data: dict[str, Any]) -> None:
         )
     if data["sensor_test"]:
         print(f"  {data['sensor_test']} test running: no round opens")
-    sh = data["shuffler"]
-    print(
-        f"  shuffler: link {sh['link']} on {sh['port']}  state {sh['state']}  "
-        f"bad frames {sh.get('bad_crc', 0) + sh.get('bad_header', 0)}  "
-        f"retransmits {sh.get('retransmits', 0)}  bytes dropped {sh.get('bytes_dropped', 0)}"
-    )
+    for name in ("shuffler", "shoe"):
+        dev = data.get(name)
+        if not dev:
+            continue
+        print(
+            f"  {name}: link {dev['link']} on {dev['port']}  state {dev['state']}  "
+            f"serial {dev.get('serial_number') or '-'}  "
+            f"bad frames {dev.get('bad_crc', 0) + dev.get('bad_header', 0)}  "
+            f"retransmits {dev.get('retransmits', 0)}  "
+            f"bytes dropped {dev.get('bytes_dropped', 0)}  "
+            f"events refused {dev.get('events_refused', 0)}"
+        )
+    for name, seen in data.get("devices", {}).items():
+        if seen["waiting"]:
+            print(
+                f"  ANOTHER {name.upper()} CONNECTED: serial {seen['waiting']} (accepted: "
+                f"{seen['accepted']}); play is blocked until `tablectl devices accept`"
+            )
+    if data.get("shoe_out_of_order"):
+        print("  shoe OUT OF ORDER (649a.13(g)): hands are entered by hand")
     mq = data["mqtt"]
     print(
         f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "

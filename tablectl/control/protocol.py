@@ -13,10 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from tablectl.core.events import (
     ClearGpioFault,
     ConfirmDocumentation,
+    DealRequested,
+    DeviceAccepted,
     Event,
     NewDeckRegistered,
     ReshuffleRequested,
     Settle,
+    ShoeOutOfOrder,
     ValidateHit,
     VoidRound,
 )
@@ -60,6 +63,24 @@ class ClearFaultRequest(_Request):
     cmd: Literal["clear-fault"]
 
 
+class DealRequest(_Request):
+    """The shoe deals the round: to every table-system wager's seat and to `seats`."""
+
+    cmd: Literal["deal"]
+    seats: list[Seat] = []
+
+
+class ShoeRequest(_Request):
+    cmd: Literal["shoe-out-of-order", "shoe-in-service"]
+
+
+class AcceptDeviceRequest(_Request):
+    cmd: Literal["accept-device"]
+    device: Literal["shuffler", "shoe"]
+    serial_number: str = Field(min_length=1, max_length=64)
+    by: str = Field(min_length=1, max_length=64)  # the technician, always named
+
+
 class HitRequest(_Request):
     cmd: Literal["validate", "document"]
     hit_id: str = Field(min_length=1, max_length=32)
@@ -94,11 +115,14 @@ AnyRequest = (
     | VoidRequest
     | DeckRequest
     | ClearFaultRequest
-    | HitRequest
     | TestBeginRequest
     | TestSeatRequest
     | TestLockoutRequest
     | TestEndRequest
+    | DealRequest
+    | ShoeRequest
+    | AcceptDeviceRequest
+    | HitRequest
 )
 Request = Annotated[AnyRequest, Field(discriminator="cmd")]
 COMMANDS = (
@@ -114,6 +138,10 @@ COMMANDS = (
     "test-seat",
     "test-lockout",
     "test-end",
+    "deal",
+    "shoe-out-of-order",
+    "shoe-in-service",
+    "accept-device",
 )
 
 
@@ -158,6 +186,14 @@ def to_input(request: _Request, peer: str) -> Event:
                 )
             case VoidRequest():
                 return VoidRound(reason=request.reason, by=by)
+            case DealRequest():
+                return DealRequested(seats=tuple(sorted(set(request.seats))), by=by)
+            case ShoeRequest():
+                return ShoeOutOfOrder(out_of_order=request.cmd == "shoe-out-of-order", by=by)
+            case AcceptDeviceRequest():
+                return DeviceAccepted(
+                    device=request.device, serial_number=request.serial_number, by=by
+                )
             case DeckRequest(cmd="new-deck"):
                 return NewDeckRegistered(by=by)
             case DeckRequest():

@@ -139,12 +139,17 @@ class SensorTestEndedRecord(Record):
 
 class ShuffleStartedRecord(Record):
     TYPE = "shuffle.started"
+    stale: bool = False  # held by the shuffler since before this power-up
 
 
 class ShuffleCompletedRecord(Record):
     TYPE = "shuffle.completed"
     card_count: int
     count_ok: bool
+    # A completion opens no round unless a shuffle started since the last power-up, fault
+    # or reboot and no fault stands (649a.13(e)); why not, when it does not.
+    deck_ready: bool
+    not_ready_because: str | None = None
 
 
 class ShufflerFaultRecord(Record):
@@ -176,6 +181,102 @@ class DeckMiscount(Record):
     expected: int
     rule: str
     action: str
+
+
+class DeviceIdentifiedRecord(Record):
+    """A device was seen for the first time, or another one took its place (play is blocked
+    until a technician accepts it), or the accepted one is back."""
+
+    TYPE = "device.identified"
+    device: str
+    model: str
+    serial_number: str
+    firmware: str
+    accepted: bool
+    previous_serial_number: str | None
+
+
+class DeviceAcceptedRecord(Record):
+    TYPE = "device.accepted"
+    device: str
+    serial_number: str
+    replaces: str | None
+    by: str
+
+
+class DeviceEventsRefusedRecord(Record):
+    """A device broke its event sequence: its report is refused and it counts as faulted."""
+
+    TYPE = "device.events_refused"
+    device: str
+    boot_id: int
+    event_id: int
+    expected_event_id: int
+    kind: int
+
+
+class DealStarted(Record):
+    """The shoe is asked to deal the round's plan (no card identities leave the table PC)."""
+
+    TYPE = "deal.started"
+    round_id: int
+    seats: list[int]
+    stacks: list[int]
+    procedure: str
+    rule: str
+    by: str
+
+
+class DealCompleted(Record):
+    TYPE = "deal.completed"
+    round_id: int
+    cards_read: int
+    hands_read: int
+
+
+class DealRequestFailedRecord(Record):
+    TYPE = "deal.request_failed"
+    round_id: int
+    reason: str
+
+
+class CardFaceUp(Record):
+    """One card found face up while dealing: not used, to the discard rack (649a.13(a))."""
+
+    TYPE = "irregularity.card_face_up"
+    round_id: int
+    action: str
+    rule: str
+
+
+class DeckIrregular(Record):
+    """The shoe read a card twice or a card of no standard deck: the deck leaves the table."""
+
+    TYPE = "irregularity.deck"
+    round_id: int
+    reason: str  # duplicate-card, foreign-card
+    rule: str
+    action: str
+
+
+class ShoeFaultRecord(Record):
+    TYPE = "shoe.fault"
+    code: str
+    round_id: int | None
+    round_voided: bool
+    rule: str
+    at_connect: bool = False
+
+
+class ShoeRebootedRecord(Record):
+    TYPE = "shoe.rebooted"
+
+
+class ShoeOutOfOrderRecord(Record):
+    TYPE = "shoe.out_of_order"
+    out_of_order: bool
+    rule: str
+    by: str
 
 
 class DeckRegistered(Record):
@@ -259,6 +360,8 @@ class RoundSettled(Record):
     hits_pending: list[str]
     meter: MeterReading | None
     by: str
+    hands_read_by_shoe: int = 0  # the hands formed from the cards the shoe read
+    hands_entered: int = 0  # the hands the dealer entered (no shoe, or one out of order)
 
     def meter_reading(self) -> MeterReading | None:
         return self.meter
@@ -321,6 +424,17 @@ RECORD_TYPES: dict[str, type[Record]] = {
         ShufflerFaultCleared,
         DeckMiscount,
         DeckRegistered,
+        DeviceIdentifiedRecord,
+        DeviceAcceptedRecord,
+        DeviceEventsRefusedRecord,
+        DealStarted,
+        DealCompleted,
+        DealRequestFailedRecord,
+        CardFaceUp,
+        DeckIrregular,
+        ShoeFaultRecord,
+        ShoeRebootedRecord,
+        ShoeOutOfOrderRecord,
         WagerSettled,
         JackpotHit,
         MeterReset,
@@ -359,10 +473,17 @@ class RequestShuffle(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class DealCards(BaseModel):
+    """Have the shoe deal these stacks, in order (the by-shoe steps of the deal plan)."""
+
+    model_config = ConfigDict(frozen=True)
+    stacks: tuple[int, ...]
+
+
 class ReportRestingChips(BaseModel):
     """Betting opened: report chips already resting on sensors, placed before it opened."""
 
     model_config = ConfigDict(frozen=True)
 
 
-Effect = Record | SeatLamp | RequestShuffle | ReportRestingChips
+Effect = Record | SeatLamp | RequestShuffle | DealCards | ReportRestingChips

@@ -8,6 +8,7 @@ the edge happened; the core compares them but never reads a clock.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
@@ -48,6 +49,9 @@ class TableRules(BaseModel):
     seats: int
     decks: int
     game: GameConfig
+    # An automated dealing shoe reads the cards: hands are formed from what it read, and the
+    # dealer types a hand only for a shoe marked out of order (649a.13(g), 643a.13(g)).
+    shoe: bool = False
 
 
 class PowerUp(Input):
@@ -111,18 +115,26 @@ class GpioFault(Input):
 # --- the shuffler ---------------------------------------------------------------------
 
 
-class ShuffleStarted(Input):
+class DeviceInput(Input):
+    """From a device. stale: the device held it before this daemon started (power-up), so
+    it is journaled but never makes a deck ready."""
+
+    stale: bool = False
+
+
+class ShuffleStarted(DeviceInput):
     TYPE = "shuffle_started"
 
 
-class ShuffleCompleted(Input):
+class ShuffleCompleted(DeviceInput):
     TYPE = "shuffle_completed"
     card_count: int
 
 
-class ShufflerFault(Input):
+class ShufflerFault(DeviceInput):
     TYPE = "shuffler_fault"
     code: str  # jam, stopped, cycle-incomplete, door-open
+    at_connect: bool = False  # found in the STATUS read on connect, not as an event
 
 
 class ShufflerRebooted(Input):
@@ -131,6 +143,81 @@ class ShufflerRebooted(Input):
 
 class ShuffleRequestFailed(Input):
     TYPE = "shuffle_request_failed"
+    reason: str
+
+
+# --- every polled device ----------------------------------------------------------------
+
+
+class DeviceIdentified(Input):
+    """A device answered IDENTIFY on (re)connect. Another serial number than the accepted
+    one blocks play until a technician accepts the device."""
+
+    TYPE = "device_identified"
+    device: str  # shuffler, shoe
+    model: str
+    serial_number: str
+    firmware: str
+
+
+class DeviceEventsRefused(Input):
+    """A device's event broke its sequence (a gap, an absurd id, an unknown kind): refused,
+    never taken as the device's report; the device is treated as faulted."""
+
+    TYPE = "device_events_refused"
+    device: str
+    boot_id: int
+    event_id: int
+    expected_event_id: int
+    kind: int
+
+
+# --- the automated dealing shoe -------------------------------------------------------
+
+
+class CardRead(StrEnum):
+    READ = "read"
+    UNREAD = "unread"  # the shoe dealt a card it could not read
+    FOREIGN = "foreign"  # not a card of a standard deck
+    FACE_UP = "face-up"  # found face up: not used, to the discard rack (649a.13(a))
+
+
+class ShoeCard(DeviceInput):
+    """One card out of the shoe, in dealing order (never published: the order stays here)."""
+
+    TYPE = "shoe_card"
+    card: Annotated[
+        Card | None,
+        BeforeValidator(lambda v: Card.parse(v) if isinstance(v, str) else v),
+        PlainSerializer(lambda c: None if c is None else str(c), return_type=str | None),
+    ] = None
+    read: CardRead = CardRead.READ
+
+
+class ShoeStackDealt(DeviceInput):
+    """The shoe finished a stack (a hand, the dealer's, the community's) of this many cards."""
+
+    TYPE = "shoe_stack"
+    cards: int
+
+
+class ShoeDealCompleted(DeviceInput):
+    TYPE = "shoe_deal_completed"
+    cards: int
+
+
+class ShoeFault(DeviceInput):
+    TYPE = "shoe_fault"
+    code: str  # jam, stopped, incomplete, empty
+    at_connect: bool = False
+
+
+class ShoeRebooted(Input):
+    TYPE = "shoe_rebooted"
+
+
+class DealRequestFailed(Input):
+    TYPE = "deal_request_failed"
     reason: str
 
 
@@ -147,10 +234,34 @@ class Settle(Command):
     """The cards shown at the end of the round (entered, or read by a shoe) and the folds."""
 
     TYPE = "settle"
-    hands: dict[int, Cards]
+    hands: dict[int, Cards] = {}
     community: Cards = ()
     dealer: Cards = ()
     folded: frozenset[int] = frozenset()
+
+
+class DealRequested(Command):
+    """The dealer has the shoe deal this round (649a.10(b)): to the seats with a table-system
+    wager and to `seats`, the other players in the round."""
+
+    TYPE = "deal_requested"
+    seats: tuple[int, ...] = ()
+
+
+class DeviceAccepted(Command):
+    """A technician accepts the device now connected (its serial number) for play."""
+
+    TYPE = "device_accepted"
+    device: str
+    serial_number: str
+
+
+class ShoeOutOfOrder(Command):
+    """The shoe is covered or signed out of order (649a.13(g)): hands may be entered by hand;
+    or, out_of_order false, it is back in service."""
+
+    TYPE = "shoe_out_of_order"
+    out_of_order: bool = True
 
 
 class VoidRound(Command):
@@ -218,6 +329,17 @@ Event = (
     | ShufflerFault
     | ShufflerRebooted
     | ShuffleRequestFailed
+    | DeviceIdentified
+    | DeviceEventsRefused
+    | ShoeCard
+    | ShoeStackDealt
+    | ShoeDealCompleted
+    | ShoeFault
+    | ShoeRebooted
+    | DealRequestFailed
+    | DealRequested
+    | DeviceAccepted
+    | ShoeOutOfOrder
     | Settle
     | VoidRound
     | NewDeckRegistered
@@ -241,6 +363,17 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ShufflerFault,
         ShufflerRebooted,
         ShuffleRequestFailed,
+        DeviceIdentified,
+        DeviceEventsRefused,
+        ShoeCard,
+        ShoeStackDealt,
+        ShoeDealCompleted,
+        ShoeFault,
+        ShoeRebooted,
+        DealRequestFailed,
+        DealRequested,
+        DeviceAccepted,
+        ShoeOutOfOrder,
         Settle,
         VoidRound,
         NewDeckRegistered,

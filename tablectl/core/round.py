@@ -13,11 +13,25 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from tablectl.core import effects as rec
-from tablectl.core.effects import Effect, Lamp, ReportRestingChips, RequestShuffle, SeatLamp
+from tablectl.core.effects import (
+    DealCards,
+    Effect,
+    Lamp,
+    ReportRestingChips,
+    RequestShuffle,
+    SeatLamp,
+)
 from tablectl.core.events import (
+    CardRead,
+    Cards,
     ChipSensed,
     ClearGpioFault,
     ConfirmDocumentation,
+    DealRequested,
+    DealRequestFailed,
+    DeviceAccepted,
+    DeviceEventsRefused,
+    DeviceIdentified,
     Event,
     GpioFault,
     LockoutPressed,
@@ -27,6 +41,12 @@ from tablectl.core.events import (
     SensorTestEnded,
     SensorTestStarted,
     Settle,
+    ShoeCard,
+    ShoeDealCompleted,
+    ShoeFault,
+    ShoeOutOfOrder,
+    ShoeRebooted,
+    ShoeStackDealt,
     ShuffleCompleted,
     ShuffleRequestFailed,
     ShufflerFault,
@@ -37,7 +57,7 @@ from tablectl.core.events import (
     VoidRound,
     placed_before_lockout,
 )
-from tablectl.core.games.base import DECK_SIZE, Hit, RoundCards, TableGame
+from tablectl.core.games.base import DECK_SIZE, DealPlan, Hit, RoundCards, TableGame, form_hands
 from tablectl.core.meters import LocalMeter, MeterState
 
 HIT_HISTORY = 25  # hits kept in the state for status and the birth message
@@ -75,6 +95,26 @@ class HitEntry(BaseModel):
         )
 
 
+class Deal(BaseModel):
+    """The shoe's deal of the round in play: the plan's stacks and the cards read so far.
+
+    The cards stay in the state (on the table PC); no journal record carries their order.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seats: tuple[int, ...]  # the players dealt in, from the dealer's left
+    stacks: tuple[int, ...]  # the by-shoe steps of the deal plan, in order
+    cards: Cards = ()  # read, in dealing order
+    discarded: Cards = ()  # found face up, not used (649a.13(a))
+    stacks_done: tuple[int, ...] = ()  # the sizes the shoe reported
+    face_up: int = 0
+    complete: bool = False
+
+    def seen(self, card: object) -> bool:
+        return card in self.cards or card in self.discarded
+
+
 class TableState(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -91,10 +131,17 @@ class TableState(BaseModel):
     meter: MeterState | None = None
     deck_ready: bool = False
     shuffle_requested: bool = False
+    # A shuffle started since the last power-up, fault or reboot: only its completion makes a
+    # deck ready (a completion from before a restart, or after a jam, never opens a round).
+    shuffle_started: bool = False
     shuffler_fault: str | None = None  # 649a.13(e): cleared only by a reshuffle request
     blocked: str | None = None  # 649a.5(b): the deck left the table; a new one is needed
     gpio_fault: str | None = None  # lost edges: no round opens until a person clears it
     sensor_test: str | None = None  # a technician's walk test holds the sensors
+    deal: Deal | None = None  # the shoe's deal of the round in play
+    shoe_out_of_order: bool = False  # 649a.13(g): covered or signed; hands entered by hand
+    devices: dict[str, str] = {}  # device -> the serial number accepted for play
+    devices_pending: dict[str, str] = {}  # device -> another serial number, to be accepted
     hits_pending: tuple[HitEntry, ...] = ()  # hold the table (649a.11(c)(5))
     hit_history: tuple[HitEntry, ...] = ()  # newest first
     counters: dict[str, int] = {}
@@ -156,7 +203,12 @@ def _apply(
             # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
             # was running ended with the daemon; a GPIO fault stays until a person clears it.
             return s.model_copy(
-                update={"deck_ready": False, "shuffle_requested": False, "sensor_test": None}
+                update={
+                    "deck_ready": False,
+                    "shuffle_requested": False,
+                    "shuffle_started": False,
+                    "sensor_test": None,
+                }
             )
         case ChipSensed():
             return _chip(rules, game, s, event, fx)
@@ -187,20 +239,57 @@ def _apply(
                 )
             )
             return s.model_copy(update={"sensor_test": None})
-        case ShuffleStarted():
-            fx.append(rec.ShuffleStartedRecord())
-            return s.model_copy(update={"shuffle_requested": True})
-        case ShuffleCompleted(card_count=count):
-            return _shuffle_completed(s, count, fx)
-        case ShufflerFault(code=code):
+        case ShuffleStarted(stale=stale):
+            fx.append(rec.ShuffleStartedRecord(stale=stale))
+            if stale:
+                return s
+            return s.model_copy(update={"shuffle_requested": True, "shuffle_started": True})
+        case ShuffleCompleted():
+            return _shuffle_completed(s, event, fx)
+        case ShufflerFault(code=code, at_connect=at_connect):
+            if at_connect and s.shuffler_fault == code:
+                return s  # the fault already journaled, seen again on a reconnect
             # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
             fx.append(rec.ShufflerFaultRecord(code=code, rule="649a.13(e)"))
-            return s.model_copy(
-                update={"deck_ready": False, "shuffle_requested": False, "shuffler_fault": code}
-            )
+            return _shuffler_unusable(s, code)
         case ShufflerRebooted():
             fx.append(rec.ShufflerRebootedRecord())
-            return s.model_copy(update={"deck_ready": False, "shuffle_requested": False})
+            return s.model_copy(
+                update={"deck_ready": False, "shuffle_requested": False, "shuffle_started": False}
+            )
+        case DeviceIdentified():
+            return _identified(game, s, event, fx)
+        case DeviceAccepted():
+            return _accept_device(s, event, fx)
+        case DeviceEventsRefused():
+            return _events_refused(game, s, event, fx)
+        case DealRequested():
+            return _deal(rules, game, s, event, fx)
+        case DealRequestFailed(reason=reason):
+            fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=reason))
+            if s.deal is not None and not s.deal.cards and not s.deal.face_up:
+                s = s.model_copy(update={"deal": None})  # the dealer may ask again
+            return s
+        case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
+            return _shoe_dealt(game, s, event, fx)
+        case ShoeFault(code=code, at_connect=at_connect):
+            return _shoe_fault(game, s, code, fx, at_connect=at_connect)
+        case ShoeRebooted():
+            fx.append(rec.ShoeRebootedRecord())
+            if _dealing(s):
+                return _shoe_fault(game, s, "rebooted", fx, record=False)
+            return s
+        case ShoeOutOfOrder(out_of_order=out, by=by):
+            if not rules.shoe:
+                raise Rejected("this table has no automated dealing shoe")
+            if out == s.shoe_out_of_order:
+                raise Rejected(f"the shoe is {'already' if out else 'not'} out of order")
+            fx.append(
+                rec.ShoeOutOfOrderRecord(
+                    out_of_order=out, rule=_shoe_rule(game, "device-unusable"), by=by
+                )
+            )
+            return s.model_copy(update={"shoe_out_of_order": out})
         case ShuffleRequestFailed(reason=reason):
             fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
             return s.model_copy(update={"shuffle_requested": False})
@@ -217,7 +306,15 @@ def _apply(
             if s.shuffler_fault is None:
                 raise Rejected("the shuffler reports no fault to recover from")
             fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=by))
-            return s.model_copy(update={"shuffler_fault": None})
+            # 649a.13(e): the cards are reshuffled; nothing reported before counts.
+            return s.model_copy(
+                update={
+                    "shuffler_fault": None,
+                    "deck_ready": False,
+                    "shuffle_requested": False,
+                    "shuffle_started": False,
+                }
+            )
         case ValidateHit() | ConfirmDocumentation():
             return _floor(s, event, fx)
     raise AssertionError(f"unhandled input {event!r}")
@@ -225,7 +322,7 @@ def _apply(
 
 def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
-    usable = s.blocked is None and s.shuffler_fault is None
+    usable = s.blocked is None and s.shuffler_fault is None and not s.devices_pending
     sensors_ok = s.gpio_fault is None and s.sensor_test is None
     if s.phase is Phase.CLOSED and s.deck_ready and usable and sensors_ok and not s.hits_pending:
         s = s.model_copy(
@@ -240,6 +337,7 @@ def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
                 "decided_after_lockout": (),
                 "counted": False,
                 "round_contribution_units": 0,
+                "deal": None,
             }
         )
         fx.append(rec.RoundOpened(round_id=s.round_id))
@@ -398,11 +496,43 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
     )
 
 
-def _shuffle_completed(s: TableState, count: int, fx: list[Effect]) -> TableState:
+def _shuffler_unusable(s: TableState, code: str) -> TableState:
+    return s.model_copy(
+        update={
+            "deck_ready": False,
+            "shuffle_requested": False,
+            "shuffle_started": False,
+            "shuffler_fault": code,
+        }
+    )
+
+
+def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect]) -> TableState:
+    count = event.card_count
     ok = count == DECK_SIZE
-    fx.append(rec.ShuffleCompletedRecord(card_count=count, count_ok=ok))
+    because = (
+        "reported before this power-up"
+        if event.stale
+        else f"shuffler fault {s.shuffler_fault} (649a.13(e))"
+        if s.shuffler_fault is not None
+        else "no shuffle started since the last power-up, fault or reboot"
+        if not s.shuffle_started
+        else None
+    )
+    ready = ok and because is None
+    fx.append(
+        rec.ShuffleCompletedRecord(
+            card_count=count,
+            count_ok=ok,
+            deck_ready=ready,
+            not_ready_because=because if ok else f"counted {count}, not {DECK_SIZE}",
+        )
+    )
+    s = s.model_copy(update={"shuffle_requested": False, "shuffle_started": False})
     if ok:
-        return s.model_copy(update={"deck_ready": True, "shuffle_requested": False})
+        if because is not None:
+            s = s.model_copy(update={"counters": _count(s, "completions_not_used")})
+        return s.model_copy(update={"deck_ready": ready})
     # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table.
     fx.append(
         rec.DeckMiscount(
@@ -438,9 +568,24 @@ def _settle(
     for seat in {*event.hands, *event.folded}:
         if not 1 <= seat <= rules.seats:
             raise Rejected(f"seat {seat} does not exist (1..{rules.seats})")
-    cards = RoundCards(event.hands, event.dealer, event.community)
+    by_shoe = rules.shoe and not s.shoe_out_of_order
     try:
-        game.check_cards(cards, s.wagers, event.folded)
+        if by_shoe:
+            cards = _cards_read(game, s, event)
+            try:
+                game.check_cards(cards, s.wagers, event.folded)
+            except ValueError:
+                # A game whose folded hands are never shown (649a.11(c)): leave them out.
+                cards = RoundCards(
+                    {k: v for k, v in cards.hands.items() if k not in event.folded},
+                    cards.dealer,
+                    cards.community,
+                    cards.burned,
+                )
+                game.check_cards(cards, s.wagers, event.folded)
+        else:
+            cards = RoundCards(event.hands, event.dealer, event.community)
+            game.check_cards(cards, s.wagers, event.folded)
         settled = game.settle(s.meter, s.wagers, cards, event.folded, rules.seats)
     except ValueError as exc:
         raise Rejected(str(exc)) from None
@@ -497,6 +642,8 @@ def _settle(
             hits_pending=[h.hit_id for h in pending],
             by=event.by,
             meter=None if meter is None else _reading(meter),
+            hands_read_by_shoe=len(cards.hands) if by_shoe else 0,
+            hands_entered=0 if by_shoe else len(cards.hands),
         )
     )
     winners = {h.seat for h in pending}
@@ -511,6 +658,7 @@ def _settle(
             "meter": meter,
             "wagers": {},
             "round_contribution_units": 0,
+            "deal": None,
             "hits_pending": (*s.hits_pending, *pending),
             "hit_history": (*reversed(pending), *s.hit_history)[:HIT_HISTORY],
             "counters": _count(s, "rounds_settled"),
@@ -594,21 +742,28 @@ def _floor(
 
 
 def _void(game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]) -> TableState:
-    """Void the round: every wager is returned, so its meter contribution is taken back."""
     if s.phase is Phase.CLOSED:
         raise Rejected("no round in play to void")
     reasons = game.void_reasons()
     if event.reason not in reasons:
         raise Rejected(f"unknown void reason {event.reason!r}; one of {sorted(reasons)}")
+    return _void_round(s, event.reason, reasons[event.reason], event.by, fx)
+
+
+def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]) -> TableState:
+    """Void the round: every wager is returned, so its meter contribution is taken back.
+
+    Before the count is final (a fault right at power-up) there is nothing to reverse yet:
+    the contributions are booked only at the final count."""
     meter = s.meter.reverse(s.round_contribution_units) if s.meter is not None else None
     fx.append(
         rec.RoundVoided(
             round_id=s.round_id,
-            reason=event.reason,
-            rule=reasons[event.reason],
+            reason=reason,
+            rule=rule,
             wagers_returned=sorted(s.wagers),
             contribution_reversed_ten_thousandths_cent=s.round_contribution_units,
-            by=event.by,
+            by=by,
             meter=None if meter is None else _reading(meter),
         )
     )
@@ -620,6 +775,291 @@ def _void(game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]) ->
             "wagers": {},
             "undecided": (),
             "round_contribution_units": 0,
+            "deal": None,
             "counters": _count(s, "rounds_voided"),
         }
+    )
+
+
+# --- devices: identity, refused events ------------------------------------------------
+
+
+def _identified(
+    game: TableGame, s: TableState, event: DeviceIdentified, fx: list[Effect]
+) -> TableState:
+    """A device read on connect. Another serial number than the accepted one blocks play."""
+    device, serial = event.device, event.serial_number
+    accepted = s.devices.get(device)
+    pending = s.devices_pending.get(device)
+
+    def record(ok: bool) -> None:
+        fx.append(
+            rec.DeviceIdentifiedRecord(
+                device=device,
+                model=event.model,
+                serial_number=serial,
+                firmware=event.firmware,
+                accepted=ok,
+                previous_serial_number=accepted,
+            )
+        )
+
+    if accepted is None:
+        record(True)  # the first device of its kind at this table
+        return s.model_copy(update={"devices": {**s.devices, device: serial}})
+    if serial == accepted:
+        if pending is None:
+            return s  # the same device again (a reconnect): nothing to journal
+        record(True)  # the accepted device is back
+        return s.model_copy(
+            update={"devices_pending": {k: v for k, v in s.devices_pending.items() if k != device}}
+        )
+    if serial == pending:
+        return s
+    record(False)
+    s = s.model_copy(
+        update={
+            "devices_pending": {**s.devices_pending, device: serial},
+            "counters": _count(s, "devices_changed"),
+        }
+    )
+    if device == "shoe" and _dealing(s):
+        # Another shoe mid-deal: the one that dealt stopped dealing (649a.13(f)).
+        return _shoe_fault(game, s, "replaced", fx)
+    return s
+
+
+def _accept_device(s: TableState, event: DeviceAccepted, fx: list[Effect]) -> TableState:
+    pending = s.devices_pending.get(event.device)
+    if pending is None:
+        raise Rejected(f"no {event.device} is waiting to be accepted")
+    if pending != event.serial_number:
+        raise Rejected(
+            f"the {event.device} waiting to be accepted is {pending}, not {event.serial_number}"
+        )
+    fx.append(
+        rec.DeviceAcceptedRecord(
+            device=event.device,
+            serial_number=pending,
+            replaces=s.devices.get(event.device),
+            by=event.by,
+        )
+    )
+    return s.model_copy(
+        update={
+            "devices": {**s.devices, event.device: pending},
+            "devices_pending": {k: v for k, v in s.devices_pending.items() if k != event.device},
+        }
+    )
+
+
+def _events_refused(
+    game: TableGame, s: TableState, event: DeviceEventsRefused, fx: list[Effect]
+) -> TableState:
+    """A device out of sequence cannot be believed: it counts as a device fault."""
+    fx.append(
+        rec.DeviceEventsRefusedRecord(
+            device=event.device,
+            boot_id=event.boot_id,
+            event_id=event.event_id,
+            expected_event_id=event.expected_event_id,
+            kind=event.kind,
+        )
+    )
+    s = s.model_copy(update={"counters": _count(s, "device_events_refused")})
+    if event.device == "shuffler":
+        fx.append(rec.ShufflerFaultRecord(code="event-sequence", rule="649a.13(e)"))
+        return _shuffler_unusable(s, "event-sequence")
+    if event.device == "shoe" and s.phase is Phase.LOCKED:
+        return _shoe_fault(game, s, "event-sequence", fx)
+    return s
+
+
+# --- the automated dealing shoe -------------------------------------------------------
+
+
+def _chapter(game: TableGame) -> str:
+    """The game's chapter (649a, 653a, 643a), from the rule its irregularities cite."""
+    return game.void_reasons()["shoe-jam"].split(".")[0]
+
+
+def _shoe_rule(game: TableGame, irregularity: str) -> str:
+    return {
+        "device-unusable": f"{_chapter(game)}.13(g)",
+        "deck": f"{_chapter(game)}.10(f)",
+    }[irregularity]
+
+
+def _dealing(s: TableState) -> bool:
+    return s.phase is Phase.LOCKED and s.deal is not None and not s.deal.complete
+
+
+def _deal(
+    rules: TableRules, game: TableGame, s: TableState, event: DealRequested, fx: list[Effect]
+) -> TableState:
+    """649a.10(a)(2), (b): after "no more bets" the shoe dispenses the plan's stacks."""
+    if not rules.shoe:
+        raise Rejected("this table has no automated dealing shoe")
+    if s.shoe_out_of_order:
+        raise Rejected("the shoe is out of order (649a.13(g)): deal by hand and enter the hands")
+    if s.phase is not Phase.LOCKED:
+        raise Rejected(f"no round to deal: the table is {s.phase.value}")
+    if not s.counted:
+        raise Rejected(f"the count is not final: seats {list(s.undecided)} are still resting")
+    if s.devices_pending.get("shoe"):
+        raise Rejected("another shoe is connected: a technician must accept it first")
+    if s.deal is not None and (s.deal.cards or s.deal.face_up or s.deal.complete):
+        raise Rejected("the shoe is already dealing this round")
+    seats = tuple(sorted({*s.wagers, *event.seats}))
+    for seat in seats:
+        if not 1 <= seat <= rules.seats:
+            raise Rejected(f"seat {seat} does not exist (1..{rules.seats})")
+    if not seats:
+        raise Rejected("no player to deal to: name the seats in play")
+    plan = game.deal_plan(seats)
+    stacks = tuple(step.cards for step in plan.steps if step.by_shoe)
+    if not stacks:
+        raise Rejected(f"{plan.procedure.value} deals no card from the shoe")
+    fx.append(
+        rec.DealStarted(
+            round_id=s.round_id,
+            seats=list(seats),
+            stacks=list(stacks),
+            procedure=plan.procedure.value,
+            rule=plan.rule,
+            by=event.by,
+        )
+    )
+    fx.append(DealCards(stacks=stacks))
+    return s.model_copy(update={"deal": Deal(seats=seats, stacks=stacks)})
+
+
+def _shoe_dealt(
+    game: TableGame,
+    s: TableState,
+    event: ShoeCard | ShoeStackDealt | ShoeDealCompleted,
+    fx: list[Effect],
+) -> TableState:
+    deal = s.deal
+    if deal is None or deal.complete or s.phase is not Phase.LOCKED:
+        # Nothing was asked of the shoe (or the round is over): never part of a hand.
+        return s.model_copy(update={"counters": _count(s, "shoe_events_outside_a_deal")})
+    reasons = game.void_reasons()
+    match event:
+        case ShoeCard(read=CardRead.FACE_UP, card=card):
+            deal = deal.model_copy(
+                update={
+                    "face_up": deal.face_up + 1,
+                    "discarded": (*deal.discarded, card) if card else deal.discarded,
+                }
+            )
+            s = s.model_copy(update={"deal": deal})
+            if deal.face_up > 1:
+                # 649a.13(a): more than one face up: all hands void, the cards reshuffled.
+                return _void_round(s, "cards-face-up", reasons["cards-face-up"], "shoe", fx)
+            # 649a.13(a): one card face up is not used; it goes to the discard rack.
+            rule = reasons["cards-face-up"]
+            fx.append(rec.CardFaceUp(round_id=s.round_id, action="discarded", rule=rule))
+            if card is not None and deal.discarded.count(card) > 1:
+                return _deck_irregular(game, s, "duplicate-card", fx)
+            return s
+        case ShoeCard(read=CardRead.UNREAD):
+            return _shoe_fault(game, s, "unread-card", fx)
+        case ShoeCard(read=CardRead.FOREIGN):
+            return _deck_irregular(game, s, "foreign-card", fx)
+        case ShoeCard(card=card) if card is not None:
+            if deal.seen(card):
+                return _deck_irregular(game, s, "duplicate-card", fx)
+            deal = deal.model_copy(update={"cards": (*deal.cards, card)})
+            s = s.model_copy(update={"deal": deal})
+            if len(deal.cards) > sum(deal.stacks):
+                # 649a.13(c): a hand dealt an incorrect number of cards voids all hands.
+                return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
+            return s
+        case ShoeStackDealt(cards=n):
+            done = (*deal.stacks_done, n)
+            i = len(done) - 1
+            if i >= len(deal.stacks) or deal.stacks[i] != n or sum(done) != len(deal.cards):
+                return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
+            return s.model_copy(update={"deal": deal.model_copy(update={"stacks_done": done})})
+        case ShoeDealCompleted(cards=n):
+            if deal.stacks_done != deal.stacks or n != len(deal.cards):
+                # 649a.13(f): the shoe failed to deal all cards.
+                return _shoe_fault(game, s, "incomplete", fx)
+            hands = _shoe_plan(game, deal).steps
+            seats = {step.seat for step in hands if step.seat is not None}
+            fx.append(rec.DealCompleted(round_id=s.round_id, cards_read=n, hands_read=len(seats)))
+            return s.model_copy(update={"deal": deal.model_copy(update={"complete": True})})
+    return s
+
+
+def _shoe_fault(
+    game: TableGame,
+    s: TableState,
+    code: str,
+    fx: list[Effect],
+    *,
+    at_connect: bool = False,
+    record: bool = True,
+) -> TableState:
+    """649a.13(f), 653a.13(f), 643a.13(f): a shoe that jams, stops or fails to deal all cards
+    during a round voids it; every wager is returned."""
+    rule = game.void_reasons()["shoe-jam"]
+    in_play = s.phase is Phase.LOCKED
+    if record:
+        fx.append(
+            rec.ShoeFaultRecord(
+                code=code,
+                round_id=s.round_id if in_play else None,
+                round_voided=in_play,
+                rule=rule,
+                at_connect=at_connect,
+            )
+        )
+    s = s.model_copy(update={"counters": _count(s, "shoe_faults")})
+    if not in_play:
+        return s
+    return _void_round(s, "shoe-jam", rule, "shoe", fx)
+
+
+def _deck_irregular(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -> TableState:
+    """Not 52 distinct cards (a count of 52 cannot see a duplicate): the deck leaves the table
+    and all hands are void (649a.10(f), 653a.10(f), 643a.10(f))."""
+    rule = _shoe_rule(game, "deck")
+    fx.append(
+        rec.DeckIrregular(
+            round_id=s.round_id,
+            reason=reason,
+            rule=rule,
+            action="deck removed; register a new deck",
+        )
+    )
+    s = s.model_copy(
+        update={"blocked": f"deck-irregular:{reason}", "counters": _count(s, "deck_irregular")}
+    )
+    return _void_round(s, reason, rule, "shoe", fx)
+
+
+def _shoe_plan(game: TableGame, deal: Deal) -> DealPlan:
+    plan = game.deal_plan(deal.seats)
+    return DealPlan(plan.procedure, plan.rule, tuple(s for s in plan.steps if s.by_shoe))
+
+
+def _cards_read(game: TableGame, s: TableState, event: Settle) -> RoundCards:
+    """The round's cards as the shoe read them, given out by the deal plan; the community
+    cards the dealer deals from the hand (653a.10(c)) come with the settle."""
+    if event.hands or event.dealer:
+        raise Rejected(
+            "the shoe read the hands: enter them only for a shoe marked out of order "
+            f"({_shoe_rule(game, 'device-unusable')})"
+        )
+    deal = s.deal
+    if deal is None or not deal.complete:
+        raise Rejected("the shoe has not dealt this round: `tablectl dealer deal`")
+    read = form_hands(_shoe_plan(game, deal), deal.cards)
+    by_hand = [step for step in game.deal_plan(deal.seats).steps if not step.by_shoe and step.cards]
+    if event.community and not by_hand:
+        raise Rejected("the shoe dealt the community cards: they cannot be entered")
+    return RoundCards(
+        dict(read.hands), read.dealer, (*read.community, *event.community), read.burned
     )

@@ -9,6 +9,7 @@ input, new state and journal rows are committed in one transaction *before* its 
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sqlite3
 import time
@@ -23,19 +24,29 @@ import structlog
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
 from tablectl.core.effects import (
+    DealCards,
     Effect,
     Lamp,
     ReportRestingChips,
     RequestShuffle,
     SeatLamp,
 )
-from tablectl.core.events import Event, PowerUp, ShuffleRequestFailed, TableRules
+from tablectl.core.events import (
+    DealRequestFailed,
+    Event,
+    PowerUp,
+    ShuffleRequestFailed,
+    TableRules,
+)
 from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.drivers import registry
 from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
 from tablectl.drivers.gpio.registry import open_backend
 from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.drivers.link import LinkError
-from tablectl.drivers.shuffler import ShufflerDriver
+from tablectl.drivers.reference.link import DeviceReport, LinkError, cursor_key, parse_cursor
+from tablectl.drivers.shoe.base import Shoe
+from tablectl.drivers.shuffler.base import Shuffler
+from tablectl.drivers.transport.base import TraceWriter
 from tablectl.mqtt.relay import Relay
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.walk_test import WalkTest
@@ -57,6 +68,8 @@ class _Submission:
     event: Event
     # Resolves to the rows the command produced (type, data, seq), or raises Rejected.
     reply: asyncio.Future[list[dict[str, Any]]] | None = None
+    # A device's report: its cursor is committed with the input, then the device is told.
+    report: DeviceReport | None = None
 
 
 @dataclass
@@ -64,6 +77,7 @@ class Daemon:
     config: TableConfig
     # None: from config (gpio.backend); the demo and tests hand in a MockBackend.
     gpio_backend: GpioBackend | None = None
+    usb_backend: Any = None  # None: pyusb's own (libusb); simulators pass a virtual bus
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def __post_init__(self) -> None:
@@ -82,12 +96,22 @@ class Daemon:
         self.walk_test: WalkTest | None = None  # a technician's walk test (control socket)
         self.store: Store | None = None
         self.state: TableState | None = None
+        self.shoe: Shoe | None = None
+        self._devices: dict[str, Shuffler | Shoe] = {}
+        self._traces: dict[str, TraceWriter] = {}
 
     # --- inputs -------------------------------------------------------------------------
 
     def post(self, event: Event) -> None:
-        """Queue a device event (never refused)."""
+        """Queue an input from the table's own hardware (never refused)."""
         self._queue.put_nowait(_Submission(event))
+
+    def post_device(self, report: DeviceReport) -> None:
+        """Queue a device's report; the device hears it was taken only after the commit."""
+        trace = self._traces.get(report.device)
+        if trace is not None:
+            trace.input(report.input.TYPE + " " + report.input.model_dump_json())
+        self._queue.put_nowait(_Submission(report.input, report=report))
 
     async def submit(self, event: Event) -> list[dict[str, Any]]:
         """Queue a person's command and wait for the rows it journaled; raises Rejected."""
@@ -120,7 +144,23 @@ class Daemon:
             meter_cents=self.state.meter.cents if self.state.meter else None,
             last_seq=store.last_seq,
         )
-        self.shuffler = ShufflerDriver(cfg.shuffler, emit=self.post)
+        self.shuffler: Shuffler = registry.make_shuffler(
+            cfg.shuffler,
+            self.post_device,
+            cursor=parse_cursor(store.get(cursor_key("shuffler"))),
+            trace=self._trace("shuffler", cfg.shuffler.trace_file),
+            usb_backend=self.usb_backend,
+        )
+        self._devices["shuffler"] = self.shuffler
+        if cfg.shoe is not None:
+            self.shoe = registry.make_shoe(
+                cfg.shoe,
+                self.post_device,
+                cursor=parse_cursor(store.get(cursor_key("shoe"))),
+                trace=self._trace("shoe", cfg.shoe.trace_file),
+                usb_backend=self.usb_backend,
+            )
+            self._devices["shoe"] = self.shoe
         self.relay = Relay(
             cfg.mqtt,
             site=cfg.table.site_id,
@@ -159,6 +199,8 @@ class Daemon:
                 tasks.create_task(self._consume(), name="table-core")
                 tasks.create_task(self.gpio.run(), name="gpio")
                 tasks.create_task(self.shuffler.run(), name="shuffler")
+                if self.shoe is not None:
+                    tasks.create_task(self.shoe.run(), name="shoe")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self._watchdog(), name="watchdog")
                 self.ready.set()
@@ -171,6 +213,15 @@ class Daemon:
             # A commit under way finishes (it is one transaction) before the database closes.
             self._journal_thread.shutdown(wait=True)
             store.close()
+            for trace in self._traces.values():
+                trace.close()
+
+    def _trace(self, device: str, path: Any) -> TraceWriter | None:
+        if path is None:
+            return None
+        trace = TraceWriter.open(path, f"{device} {self.config.table.table_id} boot {self.boot_id}")
+        self._traces[device] = trace
+        return trace
 
     async def _open_gpio(self) -> tuple[GpioBackend, Levels]:
         if self.gpio_backend is not None:
@@ -198,25 +249,31 @@ class Daemon:
         assert self.store is not None and self.state is not None
         while True:
             sub = await self._queue.get()
+            report = sub.report
+            kv = {}
+            if report is not None and report.cursor_value is not None:
+                kv[report.cursor_key] = report.cursor_value
             try:
                 new_state, effects = step(self.rules, self.state, sub.event)
             except Rejected as exc:
                 if sub.reply:
                     sub.reply.set_exception(exc)
+                if report is not None:
+                    # A device's report is never lost or taken twice: its cursor moves anyway.
+                    log.warning("device report refused", device=report.device, error=str(exc))
+                    await self._commit(self.state, [], None, kv)
+                    self._devices[report.device].acknowledge(report)
                 continue
             for observer in self.observers:
                 observer(sub.event, new_state, effects)
             entries = journal_entries(effects)
             # Every input is journaled with what it produced, so the state can be replayed;
             # in the journal thread: the loop keeps taking edges while this one fsyncs.
-            rows = await asyncio.get_running_loop().run_in_executor(
-                self._journal_thread,
-                self.store.commit,
-                new_state.model_dump_json(),
-                entries,
-                journal_input(sub.event),
-            )
+            rows = await self._commit(new_state, entries, sub.event, kv)
             self.state = new_state
+            if report is not None:
+                # Durable now (input, rows and cursor in one transaction): tell the device.
+                self._devices[report.device].acknowledge(report)
             self.steps_done += 1
             for type_, data in entries:
                 log.info(type_, **data)
@@ -226,6 +283,26 @@ class Daemon:
             if sub.reply:
                 sub.reply.set_result([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
             self._stepped.set()
+
+    async def _commit(
+        self,
+        state: TableState,
+        entries: list[tuple[str, dict[str, Any]]],
+        event: Event | None,
+        kv: dict[str, str],
+    ) -> list[Any]:
+        """One step's input, rows, state and device cursors, in one transaction."""
+        assert self.store is not None
+        return await asyncio.get_running_loop().run_in_executor(
+            self._journal_thread,
+            functools.partial(
+                self.store.commit,
+                state.model_dump_json(),
+                entries,
+                None if event is None else journal_input(event),
+                kv=kv or None,
+            ),
+        )
 
     async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
         """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
@@ -241,6 +318,8 @@ class Daemon:
                 self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
                 self._tasks.create_task(self._request_shuffle(), name="shuffle-request")
+            elif isinstance(effect, DealCards):
+                self._tasks.create_task(self._request_deal(effect.stacks), name="deal-request")
             elif isinstance(effect, ReportRestingChips):
                 self.gpio.report_resting()
 
@@ -258,6 +337,16 @@ class Daemon:
             log.warning("shuffle request failed", error=str(exc))
             await asyncio.sleep(1)  # the core asks again; do not spin on a refusing device
             self.post(ShuffleRequestFailed(reason=str(exc)))
+
+    async def _request_deal(self, stacks: tuple[int, ...]) -> None:
+        assert self.shoe is not None
+        try:
+            async with asyncio.timeout(10):
+                await self.shoe.wait_link_up()
+            await self.shoe.deal(stacks)
+        except (LinkError, TimeoutError) as exc:
+            log.warning("deal request failed", error=str(exc))
+            self.post(DealRequestFailed(reason=str(exc) or "the shoe link is down"))
 
     async def _watchdog(self) -> None:
         interval = sdnotify.watchdog_interval_s()
@@ -302,7 +391,7 @@ class Daemon:
 
     def health(self) -> dict[str, Any]:
         gpio = None if self.gpio is None else self.gpio.health()
-        return {"shuffler": self.shuffler.health(), "gpio": gpio}
+        return {**{name: device.health() for name, device in self._devices.items()}, "gpio": gpio}
 
     def status(self) -> dict[str, Any]:
         assert self.state is not None and self.store is not None and self.gpio is not None
@@ -333,8 +422,22 @@ class Daemon:
             "sensor_test": s.sensor_test,
             "gpio": self.gpio.status(),
             "blocked": s.blocked,
+            "dealing": None
+            if s.deal is None
+            else {
+                "seats": list(s.deal.seats),
+                "stacks": list(s.deal.stacks),
+                "cards_read": len(s.deal.cards),
+                "complete": s.deal.complete,
+            },
+            "shoe_out_of_order": s.shoe_out_of_order,
+            "devices": {
+                name: {"accepted": serial, "waiting": s.devices_pending.get(name)}
+                for name, serial in sorted(s.devices.items())
+            },
             "counters": s.counters,
             "journal": {"last_seq": self.store.last_seq},
             "shuffler": self.shuffler.health(),
+            "shoe": None if self.shoe is None else self.shoe.health(),
             "mqtt": self.relay.stats(),
         }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -162,8 +162,12 @@ class Store:
         state_json: str,
         entries: Sequence[tuple[str, dict[str, Any]]],
         step_input: StepInput | None = None,
+        kv: Mapping[str, str] | None = None,
     ) -> list[JournalRow]:
-        """Append the input, its journal rows and the new state, atomically and durably."""
+        """Append the input, its journal rows and the new state, atomically and durably.
+
+        kv: keys written in the same transaction (a device's event cursor: the event is
+        acknowledged to the device only once this commit returned)."""
         rows: list[JournalRow] = []
         seq, prev = self._last_seq, self._last_hash
         now = self._clock()
@@ -199,6 +203,8 @@ class Store:
                     ),
                 )
             self.put("table_state", state_json)
+            for key, value in (kv or {}).items():
+                self.put(key, value)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")

@@ -2,7 +2,7 @@
 
 Frame: STX | VER | ADDR | SEQ | TYPE | LEN (u16 LE) | PAYLOAD | CRC (u16 LE).
 The CRC is CRC-16/CCITT-FALSE over every byte after STX up to the end of the payload.
-See docs/protocols/shuffler.md.
+See docs/protocols/shuffler.md and docs/protocols/shoe.md.
 """
 
 from __future__ import annotations

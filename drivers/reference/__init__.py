@@ -1,0 +1,1 @@
+"""The reference device protocol: framing, messages, the polled-device link, device codecs."""

@@ -1,0 +1,500 @@
+"""The polled-device link every device shares (shuffler, shoe): exchange, polling, events.
+
+`Link` is one connection's exchange: one request at a time, its reply carries the same SEQ; a
+silent device is asked again with the same bytes (answered from its reply cache, never
+executed twice). A NAK ends that request only: the next request takes the next SEQ, so a
+device can never answer every new request from its cache with an old NAK. SEQ numbers run on
+across reconnects.
+
+`PolledDevice` keeps a device reachable (through the one `Reconnector`), reads its identity on
+every (re)connect, acts on the STATUS it finds (a device already in fault is a fault), polls
+it, and turns its events into core inputs in device order. The event cursor is durable: a
+report carries (boot, event id) and the daemon stores it in the same transaction as the
+input; only then does `acknowledge` let the next POLL tell the device to drop it. Events at or
+below the cursor are replays (skipped); an event that is not the next one is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from tablectl.drivers.reference.framing import Frame, FrameParser, ParserCounters
+from tablectl.drivers.reference.messages import (
+    MAX_EVENT_ID,
+    DeviceEvent,
+    Identity,
+    MsgType,
+    NakReason,
+    ProtocolError,
+    Status,
+    decode_ident,
+    decode_status,
+    encode_poll,
+    type_name,
+)
+from tablectl.drivers.transport.base import (
+    Connection,
+    Connector,
+    TracedConnection,
+    TraceWriter,
+    TransportError,
+)
+
+from tablectl.core.events import DeviceEventsRefused, DeviceIdentified, Event
+from tablectl.util.backoff import Backoff
+from tablectl.util.clock import monotonic_ms
+from tablectl.util.reconnect import Permanent, Reconnector
+
+log = structlog.get_logger(__name__)
+
+
+class LinkError(Exception):
+    """The device cannot be reached or did not answer as the protocol says."""
+
+
+class LinkDown(LinkError):
+    def __init__(self, device: str) -> None:
+        super().__init__(f"the {device} link is down")
+
+
+class LinkTimeout(LinkError):
+    def __init__(self, request: Frame, attempts: int) -> None:
+        super().__init__(
+            f"no reply to {type_name(request.type)} seq {request.seq} after {attempts} tries"
+        )
+        self.request = request
+
+
+class NakError(LinkError):
+    def __init__(self, request: Frame, reason: int) -> None:
+        name = NakReason(reason).name if reason in NakReason._value2member_map_ else reason
+        super().__init__(f"device refused {type_name(request.type)}: {name}")
+        self.request = request
+        self.reason = reason
+
+
+class WrongDevice(Permanent):
+    """What answers does not speak the reference protocol as this device (NAK, bad IDENT)."""
+
+
+@dataclass
+class LinkCounters:
+    requests: int = 0
+    retransmits: int = 0
+    timeouts: int = 0
+    naks: int = 0
+    unsolicited: int = 0  # verified frames that answer nothing we asked
+    bad_replies: int = 0  # verified frames whose payload does not decode
+    events_replayed: int = 0  # already journaled (the ack was lost): skipped
+    events_refused: int = 0  # out of sequence, absurd id or unknown kind
+    reboots: int = 0
+    identity_reads: int = 0
+
+
+class SeqCounter:
+    """SEQ 1..255, running on across reconnects; starts anywhere, so a restarted host does not
+    begin with the very request its predecessor last sent (which the device has cached)."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._seq = (rng or random.SystemRandom()).randrange(255)
+
+    def next(self) -> int:
+        self._seq = self._seq % 255 + 1
+        return self._seq
+
+
+class Link:
+    """One connection's request/response exchange."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        address: int,
+        response_timeout_ms: int,
+        retries: int,
+        seq: SeqCounter,
+        counters: LinkCounters,
+        parser_counters: ParserCounters,
+    ) -> None:
+        self._conn = conn
+        self._address = address
+        self._timeout_s = response_timeout_ms / 1000
+        self._retries = retries
+        self._seq = seq
+        self.counters = counters
+        self.parser = FrameParser(counters=parser_counters)
+        self._lock = asyncio.Lock()
+        self._pending: tuple[int, asyncio.Future[Frame]] | None = None
+
+    async def read_forever(self) -> None:
+        """Feed received bytes to the parser and hand replies to the waiting request."""
+        while True:
+            data = await self._conn.read()
+            for frame in self.parser.feed(data, monotonic_ms()):
+                self._dispatch(frame)
+
+    def _dispatch(self, frame: Frame) -> None:
+        pending = self._pending
+        if pending is None or frame.seq != pending[0] or frame.addr != self._address:
+            self.counters.unsolicited += 1
+            log.debug("unsolicited frame", seq=frame.seq, type=frame.type)
+            return
+        if not pending[1].done():
+            pending[1].set_result(frame)
+
+    async def request(self, mtype: MsgType, payload: bytes = b"") -> Frame:
+        async with self._lock:
+            frame = Frame(self._address, self._seq.next(), mtype, payload)
+            wire = frame.encode()
+            self.counters.requests += 1
+            loop = asyncio.get_running_loop()
+            try:
+                for attempt in range(self._retries + 1):
+                    if attempt:
+                        self.counters.retransmits += 1
+                    future: asyncio.Future[Frame] = loop.create_future()
+                    self._pending = (frame.seq, future)
+                    self._conn.write(wire)
+                    await self._conn.drain()
+                    try:
+                        async with asyncio.timeout(self._timeout_s):
+                            reply = await future
+                    except TimeoutError:
+                        continue
+                    if reply.type == MsgType.NAK:
+                        self.counters.naks += 1
+                        raise NakError(frame, reply.payload[0] if reply.payload else 0)
+                    return reply
+            finally:
+                self._pending = None
+            self.counters.timeouts += 1
+            raise LinkTimeout(frame, self._retries + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceReport:
+    """A core input from a device, with the cursor to store in the same transaction."""
+
+    device: str
+    input: Event
+    boot_id: int | None = None
+    event_id: int | None = None  # with boot_id: the cursor this input moves to
+
+    @property
+    def cursor_key(self) -> str:
+        return cursor_key(self.device)
+
+    @property
+    def cursor_value(self) -> str | None:
+        if self.boot_id is None or self.event_id is None:
+            return None
+        return f"{self.boot_id}:{self.event_id}"
+
+
+def cursor_key(device: str) -> str:
+    return f"device.{device}.cursor"
+
+
+def parse_cursor(value: str | None) -> tuple[int, int] | None:
+    """The stored cursor (boot id, last journaled event id), or None."""
+    if not value:
+        return None
+    boot, _, event = value.partition(":")
+    return int(boot), int(event)
+
+
+class DeviceCodec(Protocol):
+    """What makes a polled device a shuffler or a shoe: its events and faults as core inputs."""
+
+    @property
+    def device(self) -> str: ...
+
+    def event_input(self, event: DeviceEvent, *, stale: bool) -> Event | None:
+        """The core input for one device event; None for a kind this codec does not know."""
+        ...
+
+    def is_fault_event(self, event: DeviceEvent) -> bool: ...
+
+    def fault_input(self, status: Status) -> Event | None:
+        """The STATUS found on connect says the device is in fault: that fault's input."""
+        ...
+
+    def rebooted_input(self) -> Event: ...
+
+    def state_name(self, state: int) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    address: int = 1
+    poll_interval_ms: int = 150
+    response_timeout_ms: int = 250
+    retries: int = 3
+    missed_polls_for_link_down: int = 3
+    max_backoff_s: float = 1.0  # the link is back within this of the device answering
+
+
+@dataclass
+class PolledDevice:
+    codec: DeviceCodec
+    connector: Connector
+    emit: Callable[[DeviceReport], None]
+    settings: LinkSettings = field(default_factory=LinkSettings)
+    cursor: tuple[int, int] | None = None  # (boot id, event id) last journaled
+    trace: TraceWriter | None = None
+    seq: SeqCounter = field(default_factory=SeqCounter)
+
+    def __post_init__(self) -> None:
+        self.counters = LinkCounters()
+        self.parser_counters = ParserCounters()
+        self.identity: Identity | None = None
+        self.link_up = False
+        self.last_state: str | None = None
+        self._link: Link | None = None
+        self._link_ready = asyncio.Event()
+        self._boot_id: int | None = self.cursor[0] if self.cursor else None
+        # Emitted: handed to the daemon (maybe not yet journaled). Acked: journaled.
+        self._emitted = self._acked = self.cursor[1] if self.cursor else 0
+        self._first_status = True  # events found before our first poll predate this start
+        self._refusal_reported: set[int] = set()  # boots whose refusal the core has heard
+        self._fault_reported: tuple[int, int] | None = None
+        self.reconnector: Reconnector[Connection] = Reconnector(
+            name=self.codec.device,
+            connect=self._open,
+            serve=self._serve,
+            close=self._close,
+            backoff=Backoff(initial_s=0.1, max_s=self.settings.max_backoff_s),
+            retry_on=(OSError, LinkError, ProtocolError),
+        )
+
+    @property
+    def device(self) -> str:
+        return self.codec.device
+
+    # --- what the daemon uses -----------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.reconnector.run()
+
+    async def wait_link_up(self) -> None:
+        await self._link_ready.wait()
+
+    async def command(self, mtype: MsgType, payload: bytes = b"") -> Frame:
+        """Send a command (safe to retry: a repeated SEQ is answered from the device's cache)."""
+        link = self._link
+        if link is None or not self.link_up:
+            raise LinkDown(self.device)
+        return await link.request(mtype, payload)
+
+    def acknowledge(self, report: DeviceReport) -> None:
+        """The report is journaled: the next POLL may let the device drop its event."""
+        same_boot = report.boot_id is not None and report.boot_id == self._boot_id
+        if same_boot and report.event_id is not None and report.event_id > self._acked:
+            self._acked = report.event_id
+
+    def health(self) -> dict[str, Any]:
+        ident = self.identity
+        return {
+            "link": "up" if self.link_up else "down",
+            "port": self.connector.description,
+            "connection": self.reconnector.state.value,
+            "last_error": self.reconnector.last_error,
+            "boot_id": self._boot_id,
+            "state": self.last_state,
+            "model": ident.model if ident else None,
+            "serial_number": ident.serial_number if ident else None,
+            "firmware": ident.firmware if ident else None,
+            "event_cursor": self._acked,
+            "reconnects": self.reconnector.counters.drops,
+            **asdict(self.counters),
+            **asdict(self.parser_counters),
+        }
+
+    # --- the session --------------------------------------------------------------------
+
+    async def _open(self) -> Connection:
+        conn: Connection = await self.connector.connect()
+        if self.trace is not None:
+            self.trace.comment(f"connected {self.connector.description}")
+            conn = TracedConnection(conn, self.trace)
+        return conn
+
+    async def _close(self, conn: Connection) -> None:
+        self._link = None
+        self._set_link(False)
+        await conn.close()
+
+    async def _serve(self, conn: Connection) -> None:
+        s = self.settings
+        link = Link(
+            conn,
+            address=s.address,
+            response_timeout_ms=s.response_timeout_ms,
+            retries=s.retries,
+            seq=self.seq,
+            counters=self.counters,
+            parser_counters=self.parser_counters,
+        )
+        self._link = link
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                reader = tasks.create_task(link.read_forever(), name=f"{self.device}-read")
+                await self._session(link)
+                reader.cancel()
+        except* TransportError as group:
+            raise group.exceptions[0] from None
+        except* (LinkError, ProtocolError) as group:
+            raise group.exceptions[0] from None
+
+    async def _identify(self, link: Link) -> None:
+        try:
+            reply = await link.request(MsgType.IDENTIFY)
+        except NakError as exc:
+            raise WrongDevice(f"{self.device}: {exc}") from exc
+        if reply.type != MsgType.IDENT:
+            raise WrongDevice(f"{self.device}: IDENTIFY answered with {type_name(reply.type)}")
+        try:
+            identity = decode_ident(reply.payload)
+        except ProtocolError as exc:
+            raise WrongDevice(f"{self.device}: {exc}") from exc
+        self.counters.identity_reads += 1
+        self.identity = identity
+        # Journaled on every connect: the core compares it with the accepted device.
+        self.emit(
+            DeviceReport(
+                self.device,
+                DeviceIdentified(
+                    device=self.device,
+                    model=identity.model,
+                    serial_number=identity.serial_number,
+                    firmware=identity.firmware,
+                ),
+            )
+        )
+
+    async def _poll(self, link: Link) -> Status:
+        reply = await link.request(
+            MsgType.POLL, encode_poll(self._boot_id or 0, min(self._acked, MAX_EVENT_ID))
+        )
+        if reply.type != MsgType.STATUS:
+            self.counters.bad_replies += 1
+            raise ProtocolError(f"POLL answered with {type_name(reply.type)}", reply.payload)
+        try:
+            return decode_status(reply.payload)
+        except ProtocolError:
+            self.counters.bad_replies += 1
+            raise
+
+    async def _session(self, link: Link) -> None:
+        s = self.settings
+        interval_s = s.poll_interval_ms / 1000
+        await self._identify(link)
+        status = await self._poll(link)
+        self._take(status, connected=True)
+        self._set_link(True)
+        missed = 0
+        while True:
+            await asyncio.sleep(interval_s if missed == 0 else self._poll_backoff(missed))
+            try:
+                status = await self._poll(link)
+            except LinkTimeout:
+                missed += 1
+                if missed >= s.missed_polls_for_link_down:
+                    self._set_link(False)
+                continue
+            except NakError as exc:
+                # The next POLL takes a new SEQ: a cached NAK can never be the answer again.
+                log.warning(f"{self.device} refused a poll", error=str(exc))
+                continue
+            except ProtocolError as exc:
+                log.warning(f"bad {self.device} reply", error=str(exc))
+                continue
+            if missed >= s.missed_polls_for_link_down:
+                # Back after silence: it may be another device, or the same one rebooted.
+                await self._identify(link)
+                status = await self._poll(link)
+                self._take(status, connected=True)
+                self._set_link(True)
+            else:
+                self._take(status, connected=False)
+            missed = 0
+
+    def _poll_backoff(self, missed: int) -> float:
+        interval_s = self.settings.poll_interval_ms / 1000
+        return float(min(self.settings.max_backoff_s, interval_s * 2 ** min(missed, 6)))
+
+    def _set_link(self, up: bool) -> None:
+        if up != self.link_up:
+            log.info(f"{self.device} link " + ("up" if up else "down"))
+        self.link_up = up
+        if up:
+            self._link_ready.set()
+        else:
+            self._link_ready.clear()
+
+    # --- events -------------------------------------------------------------------------
+
+    def _take(self, status: Status, *, connected: bool) -> None:
+        """Act on one STATUS: a reboot, a fault found on connect, then the new events."""
+        self.last_state = self.codec.state_name(status.state)
+        boot = status.boot_id
+        if boot != self._boot_id:
+            known = self._boot_id is not None
+            self._boot_id = boot
+            self._emitted = self._acked = 0
+            if known:
+                # Its event ids start over and whatever it held is unknown: reshuffle.
+                self.counters.reboots += 1
+                log.warning(f"{self.device} rebooted", boot_id=boot)
+                self.emit(DeviceReport(self.device, self.codec.rebooted_input(), boot, 0))
+        stale = self._first_status
+        self._first_status = False
+        if connected and not any(self.codec.is_fault_event(e) for e in status.events):
+            fault = self.codec.fault_input(status)
+            if fault is not None and self._fault_reported != (boot, status.fault):
+                self._fault_reported = (boot, status.fault)
+                self.emit(DeviceReport(self.device, fault))
+        for event in sorted(status.events, key=lambda e: e.event_id):
+            if event.event_id <= self._emitted:
+                self.counters.events_replayed += 1  # journaled already, or queued to be
+                continue
+            if event.event_id != self._emitted + 1:
+                self._refuse(boot, event)
+                break  # what follows a gap cannot be taken in order
+            inp = self.codec.event_input(event, stale=stale)
+            if inp is None:
+                self._refuse(boot, event)
+                break
+            self._emitted = event.event_id
+            self.emit(DeviceReport(self.device, inp, boot, event.event_id))
+
+    def _refuse(self, boot: int, event: DeviceEvent) -> None:
+        """Out of sequence, absurd or unknown: never journaled as the device's event."""
+        self.counters.events_refused += 1
+        log.warning(
+            f"{self.device} event refused",
+            event_id=event.event_id,
+            expected=self._emitted + 1,
+            kind=event.kind,
+        )
+        if boot in self._refusal_reported:
+            return
+        self._refusal_reported.add(boot)
+        self.emit(
+            DeviceReport(
+                self.device,
+                DeviceEventsRefused(
+                    device=self.device,
+                    boot_id=boot,
+                    event_id=event.event_id,
+                    expected_event_id=self._emitted + 1,
+                    kind=event.kind,
+                ),
+            )
+        )

@@ -1,0 +1,151 @@
+"""Reference protocol messages every device shares: frames <-> typed messages. Pure.
+
+POLL/STATUS carry each device's state and events as small integers; what they mean is the
+device codec's (shuffler_codec, shoe_codec). See docs/protocols/shuffler.md and shoe.md.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+MAX_EVENT_ID = 0xFFFF_FFFF
+
+
+class MsgType(IntEnum):
+    # host -> device
+    POLL = 0x01
+    SHUFFLE = 0x02  # shuffler
+    IDENTIFY = 0x03
+    DEAL = 0x04  # shoe
+    # device -> host
+    STATUS = 0x81
+    ACK = 0x82
+    IDENT = 0x83
+    NAK = 0x8F
+
+
+class NakReason(IntEnum):
+    BAD_CRC = 1
+    BAD_LENGTH = 2
+    UNKNOWN_TYPE = 3
+    BUSY = 4
+    ILLEGAL_IN_STATE = 5
+    BAD_PARAMETER = 6
+
+
+def type_name(mtype: int) -> str:
+    return MsgType(mtype).name if mtype in MsgType._value2member_map_ else f"type {mtype:#04x}"
+
+
+class ProtocolError(Exception):
+    """A verified frame whose payload does not decode; carries the payload as evidence."""
+
+    def __init__(self, message: str, payload: bytes) -> None:
+        super().__init__(f"{message} (payload {payload.hex()})")
+        self.payload = payload
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEvent:
+    event_id: int
+    kind: int
+    arg: int
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    state: int
+    fault: int
+    card_count: int
+    expected_count: int
+    boot_id: int
+    events: tuple[DeviceEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who the device says it is (IDENT): a swapped device has another serial number."""
+
+    model: str
+    serial_number: str
+    firmware: str
+
+
+_STATUS = struct.Struct("<BBBBIB")
+_EVENT = struct.Struct("<IBB")
+_POLL = struct.Struct("<II")  # boot_id the ack refers to, last event id the host has journaled
+
+
+def encode_poll(boot_id: int, ack_event_id: int) -> bytes:
+    """The ack names the boot it refers to, so a rebooted device never drops its new events."""
+    return _POLL.pack(boot_id, ack_event_id)
+
+
+def decode_poll(payload: bytes) -> tuple[int, int]:
+    if len(payload) != _POLL.size:
+        raise ProtocolError(f"POLL payload must be {_POLL.size} bytes", payload)
+    boot_id, ack = _POLL.unpack(payload)
+    return int(boot_id), int(ack)
+
+
+def encode_status(status: Status) -> bytes:
+    out = _STATUS.pack(
+        status.state,
+        status.fault,
+        status.card_count,
+        status.expected_count,
+        status.boot_id,
+        len(status.events),
+    )
+    for ev in status.events:
+        out += _EVENT.pack(ev.event_id, ev.kind, ev.arg)
+    return out
+
+
+def decode_status(payload: bytes) -> Status:
+    if len(payload) < _STATUS.size:
+        raise ProtocolError("STATUS payload too short", payload)
+    state, fault, count, expected, boot_id, n = _STATUS.unpack_from(payload)
+    if len(payload) != _STATUS.size + n * _EVENT.size:
+        raise ProtocolError(f"STATUS announces {n} events but its length disagrees", payload)
+    events = tuple(
+        DeviceEvent(*_EVENT.unpack_from(payload, _STATUS.size + i * _EVENT.size)) for i in range(n)
+    )
+    return Status(state, fault, count, expected, boot_id, events)
+
+
+def encode_ident(identity: Identity) -> bytes:
+    out = b""
+    for text in (identity.model, identity.serial_number, identity.firmware):
+        raw = text.encode()
+        if len(raw) > 64:
+            raise ValueError(f"identity field {text!r} is longer than 64 bytes")
+        out += bytes([len(raw)]) + raw
+    return out
+
+
+def decode_ident(payload: bytes) -> Identity:
+    fields: list[str] = []
+    at = 0
+    for _ in range(3):
+        if at >= len(payload):
+            raise ProtocolError("IDENT payload too short", payload)
+        n = payload[at]
+        raw = payload[at + 1 : at + 1 + n]
+        if len(raw) != n or n > 64:
+            raise ProtocolError("IDENT field length disagrees", payload)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("IDENT field is not UTF-8", payload) from exc
+        if not text.isprintable():
+            raise ProtocolError("IDENT field is not printable", payload)
+        fields.append(text)
+        at += 1 + n
+    if at != len(payload):
+        raise ProtocolError("IDENT payload has trailing bytes", payload)
+    if not fields[1]:
+        raise ProtocolError("IDENT has no serial number", payload)
+    return Identity(*fields)

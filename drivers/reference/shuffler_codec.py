@@ -1,0 +1,80 @@
+"""The reference shuffler's states, events and faults, and the core inputs they become. Pure."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from tablectl.drivers.reference.messages import DeviceEvent, Status
+
+from tablectl.core.events import (
+    Event,
+    ShuffleCompleted,
+    ShufflerFault,
+    ShufflerRebooted,
+    ShuffleStarted,
+)
+
+DEVICE = "shuffler"
+
+
+class ShufflerState(IntEnum):
+    IDLE = 0
+    SHUFFLING = 1
+    READY = 2  # a shuffled deck waits to be taken
+    FAULT = 3
+
+
+class EventKind(IntEnum):
+    SHUFFLE_STARTED = 1
+    SHUFFLE_COMPLETE = 2  # arg: cards counted
+    FAULT = 3  # arg: FaultCode
+
+
+class FaultCode(IntEnum):
+    NONE = 0
+    JAM = 1
+    STOPPED = 2  # stopped mid-shuffle
+    CYCLE_INCOMPLETE = 3
+    DOOR_OPEN = 4
+
+
+FAULT_NAMES: dict[int, str] = {
+    FaultCode.JAM: "jam",
+    FaultCode.STOPPED: "stopped",
+    FaultCode.CYCLE_INCOMPLETE: "cycle-incomplete",
+    FaultCode.DOOR_OPEN: "door-open",
+}
+
+
+def fault_name(code: int) -> str:
+    return FAULT_NAMES.get(code, f"code-{code}")
+
+
+class ShufflerCodec:
+    device = DEVICE
+
+    def event_input(self, event: DeviceEvent, *, stale: bool) -> Event | None:
+        match event.kind:
+            case EventKind.SHUFFLE_STARTED:
+                return ShuffleStarted(stale=stale)
+            case EventKind.SHUFFLE_COMPLETE:
+                return ShuffleCompleted(card_count=event.arg, stale=stale)
+            case EventKind.FAULT:
+                return ShufflerFault(code=fault_name(event.arg), stale=stale)
+        return None
+
+    def is_fault_event(self, event: DeviceEvent) -> bool:
+        return event.kind == EventKind.FAULT
+
+    def fault_input(self, status: Status) -> Event | None:
+        if status.state != ShufflerState.FAULT:
+            return None
+        return ShufflerFault(code=fault_name(status.fault), at_connect=True)
+
+    def rebooted_input(self) -> Event:
+        return ShufflerRebooted()
+
+    def state_name(self, state: int) -> str:
+        if state in ShufflerState._value2member_map_:
+            return ShufflerState(state).name.lower()
+        return f"state-{state}"

@@ -1,0 +1,87 @@
+"""The config chooses a driver by name: a second vendor's protocol is a new module here.
+
+`driver` in the `[shuffler]` and `[shoe]` sections picks the protocol; `port` picks the
+transport: `usb:VVVV:PPPP[:SERIAL]` (USB bulk), `socket://HOST:PORT` (a simulator in another
+process), `memory://NAME` (a simulator in this process), anything else a serial device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tablectl.drivers.reference.link import DeviceReport, LinkSettings
+from tablectl.drivers.shoe.base import Shoe
+from tablectl.drivers.shoe.reference import ReferenceShoe
+from tablectl.drivers.shuffler.base import Shuffler
+from tablectl.drivers.shuffler.reference import ReferenceShuffler
+from tablectl.drivers.transport import memory, socket
+from tablectl.drivers.transport.base import Connector, TraceWriter
+from tablectl.drivers.transport.serial import SerialConnector
+from tablectl.drivers.transport.usb import SCHEME as USB_SCHEME
+from tablectl.drivers.transport.usb import UsbAddress, UsbConnector
+
+SHUFFLERS: dict[str, type[ReferenceShuffler]] = {"reference": ReferenceShuffler}
+SHOES: dict[str, type[ReferenceShoe]] = {"reference": ReferenceShoe}
+Emit = Callable[[DeviceReport], None]
+
+
+def check_port(port: str) -> None:
+    """Raise ValueError naming what is wrong with a port's address."""
+    if port.startswith(USB_SCHEME):
+        UsbAddress.parse(port)
+    elif port.startswith(socket.SCHEME):
+        socket.SocketConnector(port)
+
+
+def connector_for(
+    port: str, *, baudrate: int, usb_backend: Any = None, usb_read_timeout_ms: int = 10
+) -> Connector:
+    if port.startswith(USB_SCHEME):
+        return UsbConnector(
+            UsbAddress.parse(port), backend=usb_backend, read_timeout_ms=usb_read_timeout_ms
+        )
+    if port.startswith(socket.SCHEME):
+        return socket.SocketConnector(port)
+    if port.startswith(memory.SCHEME):
+        return memory.MemoryConnector(memory.memory_port(port.removeprefix(memory.SCHEME)))
+    return SerialConnector(port, baudrate)
+
+
+def _settings(section: Any) -> LinkSettings:
+    return LinkSettings(
+        address=section.address,
+        poll_interval_ms=section.poll_interval_ms,
+        response_timeout_ms=section.response_timeout_ms,
+        retries=section.retries,
+        missed_polls_for_link_down=section.missed_polls_for_link_down,
+    )
+
+
+def make_shuffler(
+    section: Any,
+    emit: Emit,
+    *,
+    cursor: tuple[int, int] | None = None,
+    trace: TraceWriter | None = None,
+    usb_backend: Any = None,
+) -> Shuffler:
+    connector = connector_for(section.port, baudrate=section.baudrate, usb_backend=usb_backend)
+    return SHUFFLERS[section.driver](connector, emit, _settings(section), cursor, trace)
+
+
+def make_shoe(
+    section: Any,
+    emit: Emit,
+    *,
+    cursor: tuple[int, int] | None = None,
+    trace: TraceWriter | None = None,
+    usb_backend: Any = None,
+) -> Shoe:
+    connector = connector_for(
+        section.port,
+        baudrate=section.baudrate,
+        usb_backend=usb_backend,
+        usb_read_timeout_ms=section.usb_read_timeout_ms,
+    )
+    return SHOES[section.driver](connector, emit, _settings(section), cursor, trace)

@@ -1,0 +1,1 @@
+"""Automated dealing shoes: what the core needs of one (base), and one module per protocol."""

@@ -1,0 +1,1 @@
+"""Card shufflers: what the core needs of one (base), and one module per protocol."""

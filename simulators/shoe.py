@@ -1,0 +1,393 @@
+"""Simulated automated dealing shoe, and a virtual pyusb backend that hosts it.
+
+The shoe holds a deck in order (the shuffler's output, or a deck arranged for a test), deals
+the stacks a DEAL asks for one card at a time and reads each card (reference protocol, the
+production codec). Its knobs inject every fault the rules name: a jam or a stop mid-deal, a
+failure to deal all cards, a card found face up, an unread, duplicate or foreign card, a
+stack of the wrong size. It is reached in-process (MemoryPort), on a pty, over TCP, or as a
+USB device behind `VirtualUsbBackend`, a `usb.backend.IBackend` of our own: the daemon then
+runs pyusb's real code path (find, configuration, bulk transfers, unplug as ENODEV).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import errno
+import queue
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import usb.backend
+import usb.core
+from tablectl.drivers.reference.framing import Frame
+from tablectl.drivers.reference.messages import Identity, MsgType, NakReason, ProtocolError, Status
+from tablectl.drivers.reference.shoe_codec import (
+    UNREAD,
+    ShoeEventKind,
+    ShoeFaultCode,
+    ShoeState,
+    card_byte,
+    decode_deal,
+)
+from tablectl.simulators.device import SimulatedDevice
+
+from tablectl.rules.cards import Card, full_deck
+
+IDENTITY = Identity("tablectl-sim-shoe", "SHOE-0001", "1.0")
+VENDOR_ID, PRODUCT_ID = 0x1D50, 0x6150  # what config/ and systemd/ name the simulated shoe
+
+
+@dataclass
+class DealFaults:
+    """Each applies to the next deal, at the n-th card it dispenses (0 = the first)."""
+
+    jam_at: int | None = None
+    stop_at: int | None = None
+    face_up_at: set[int] = field(default_factory=set)  # found face up: diverted, not dealt
+    unread_at: set[int] = field(default_factory=set)
+    duplicate_at: set[int] = field(default_factory=set)  # the previous card, read again
+    foreign_at: set[int] = field(default_factory=set)  # a byte that names no card
+    extra_card_in_stack: int | None = None  # this stack gets one card too many
+    short_by: int = 0  # stop this many cards early and report the deal complete
+
+
+class ShoeSimulator(SimulatedDevice):
+    def __init__(
+        self,
+        *,
+        card_ms: int = 5,
+        rng: random.Random | None = None,
+        address: int = 1,
+        identity: Identity = IDENTITY,
+    ) -> None:
+        self.card_ms = card_ms
+        self.knobs = DealFaults()
+        self.deals = 0
+        super().__init__(identity, address=address, rng=rng)
+        self.load(self._shuffled())
+
+    def _shuffled(self) -> list[Card]:
+        deck = list(full_deck())
+        self.rng.shuffle(deck)
+        return deck
+
+    def _reboot_state(self) -> None:
+        super()._reboot_state()
+        self.state = ShoeState.IDLE
+        self.fault = ShoeFaultCode.NONE
+        self.dealt = 0
+        self.expected = 0
+
+    # --- knobs --------------------------------------------------------------------------
+
+    def load(self, cards: Sequence[Card]) -> None:
+        """Put a deck (in dealing order) into the shoe."""
+        self.shoe: list[Card] = list(cards)
+
+    def fail(self, code: ShoeFaultCode, *, as_event: bool = True) -> None:
+        self.state, self.fault = ShoeState.FAULT, code
+        if as_event:
+            self.event(ShoeEventKind.FAULT, code)
+
+    def clear(self) -> None:
+        """The dealer cleared the shoe: idle again, a fresh shuffled deck inside."""
+        self.state, self.fault = ShoeState.IDLE, ShoeFaultCode.NONE
+        self.load(self._shuffled())
+
+    # --- the protocol -------------------------------------------------------------------
+
+    def status(self) -> Status:
+        return Status(self.state, self.fault, self.dealt, self.expected, self.boot_id)
+
+    def command(self, request: Frame) -> Frame:
+        if request.type == MsgType.DEAL:
+            try:
+                stacks = decode_deal(request.payload)
+            except ProtocolError:
+                return self.nak(request, NakReason.BAD_PARAMETER)
+            if self.state is ShoeState.DEALING:
+                return self.nak(request, NakReason.BUSY)
+            if self.state is ShoeState.FAULT:
+                return self.nak(request, NakReason.ILLEGAL_IN_STATE)
+            self.state, self.dealt, self.expected = ShoeState.DEALING, 0, sum(stacks)
+            self.deals += 1
+            self.spawn(self._deal(stacks, self.knobs), "sim-deal")
+            self.knobs = DealFaults()
+            return self.reply(request, MsgType.ACK)
+        return super().command(request)
+
+    async def _deal(self, stacks: tuple[int, ...], k: DealFaults) -> None:
+        n = 0  # cards dispensed (and face-up ones diverted)
+        total = sum(stacks) - k.short_by
+        last: int | None = None
+        for index, size in enumerate(stacks):
+            size += 1 if k.extra_card_in_stack == index else 0
+            in_stack = 0
+            while in_stack < size:
+                if self.dealt >= total:
+                    break
+                await asyncio.sleep(self.card_ms / 1000)
+                if n == k.jam_at:
+                    self.fail(ShoeFaultCode.JAM)
+                    return
+                if n == k.stop_at:
+                    self.fail(ShoeFaultCode.STOPPED)
+                    return
+                if not self.shoe:
+                    self.fail(ShoeFaultCode.EMPTY)
+                    return
+                card = card_byte(self.shoe.pop(0))
+                if n in k.face_up_at:
+                    n += 1
+                    self.event(ShoeEventKind.CARD_FACE_UP, card)
+                    continue
+                if n in k.unread_at:
+                    card = UNREAD
+                elif n in k.foreign_at:
+                    card = 0x7E
+                elif n in k.duplicate_at and last is not None:
+                    card = last
+                last = card
+                n += 1
+                self.dealt += 1
+                in_stack += 1
+                self.event(ShoeEventKind.CARD, card)
+            self.event(ShoeEventKind.STACK_COMPLETE, in_stack)
+        self.event(ShoeEventKind.DEAL_COMPLETE, self.dealt)
+        self.state = ShoeState.IDLE
+
+
+# --- a virtual USB bus for pyusb ---------------------------------------------------------
+
+EP_OUT, EP_IN = 0x01, 0x81
+
+
+def _descriptor(**fields: Any) -> SimpleNamespace:
+    return SimpleNamespace(extra_descriptors=[], **fields)
+
+
+class VirtualUsbDevice:
+    """A simulated device as the bus sees it: descriptors, strings, two bulk endpoints."""
+
+    def __init__(
+        self,
+        device: SimulatedDevice,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        vendor_id: int = VENDOR_ID,
+        product_id: int = PRODUCT_ID,
+        address: int = 1,
+    ) -> None:
+        self.device = device
+        self.loop = loop
+        self.strings = {1: "tablectl", 2: device.identity.model, 3: device.identity.serial_number}
+        self.desc = _descriptor(
+            bLength=18,
+            bDescriptorType=1,
+            bcdUSB=0x0200,
+            bDeviceClass=0xFF,
+            bDeviceSubClass=0,
+            bDeviceProtocol=0,
+            bMaxPacketSize0=64,
+            idVendor=vendor_id,
+            idProduct=product_id,
+            bcdDevice=0x0100,
+            iManufacturer=1,
+            iProduct=2,
+            iSerialNumber=3,
+            bNumConfigurations=1,
+            address=address,
+            bus=1,
+            port_number=address,
+            port_numbers=(address,),
+            speed=3,
+        )
+        self.from_device: queue.Queue[bytes] = queue.Queue()
+        self.leftover = b""  # a reply longer than the last read's buffer
+        self.plugged = True
+        self.opened = 0
+
+    def attach_to_device(self) -> None:
+        """The device's replies go to its IN endpoint (called on the device's loop)."""
+        self.device.attach(self.from_device.put)
+
+
+class VirtualUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
+    """A pyusb backend whose bus holds simulated devices: plug, unplug, swap them.
+
+    pyusb calls it from the driver's worker thread; the simulated device lives on the event
+    loop, so bytes to it are handed over with call_soon_threadsafe and its replies come back
+    through a thread-safe queue that bulk_read waits on (a short timeout, like libusb's).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.bus: list[VirtualUsbDevice] = []
+
+    def plug(
+        self, device: SimulatedDevice, loop: asyncio.AbstractEventLoop, **ids: int
+    ) -> VirtualUsbDevice:
+        vdev = VirtualUsbDevice(device, loop, address=len(self.bus) + 1, **ids)
+        with self._lock:
+            self.bus.append(vdev)
+        return vdev
+
+    def unplug(self, vdev: VirtualUsbDevice) -> None:
+        with self._lock:
+            vdev.plugged = False
+            if vdev in self.bus:
+                self.bus.remove(vdev)
+        vdev.loop.call_soon_threadsafe(vdev.device.attach, None)
+
+    # --- IBackend ---------------------------------------------------------------------------
+
+    def enumerate_devices(self) -> list[VirtualUsbDevice]:
+        with self._lock:
+            return list(self.bus)
+
+    def get_device_descriptor(self, dev: VirtualUsbDevice) -> SimpleNamespace:
+        return dev.desc
+
+    def get_configuration_descriptor(self, dev: VirtualUsbDevice, config: int) -> SimpleNamespace:
+        return _descriptor(
+            bLength=9,
+            bDescriptorType=2,
+            wTotalLength=32,
+            bNumInterfaces=1,
+            bConfigurationValue=1,
+            iConfiguration=0,
+            bmAttributes=0x80,
+            bMaxPower=50,
+        )
+
+    def get_interface_descriptor(
+        self, dev: VirtualUsbDevice, intf: int, alt: int, config: int
+    ) -> SimpleNamespace:
+        if intf != 0 or alt != 0:
+            raise IndexError("no such interface")
+        return _descriptor(
+            bLength=9,
+            bDescriptorType=4,
+            bInterfaceNumber=0,
+            bAlternateSetting=0,
+            bNumEndpoints=2,
+            bInterfaceClass=0xFF,
+            bInterfaceSubClass=0,
+            bInterfaceProtocol=0,
+            iInterface=0,
+        )
+
+    def get_endpoint_descriptor(
+        self, dev: VirtualUsbDevice, ep: int, intf: int, alt: int, config: int
+    ) -> SimpleNamespace:
+        if ep > 1:
+            raise IndexError("no such endpoint")
+        return _descriptor(
+            bLength=7,
+            bDescriptorType=5,
+            bEndpointAddress=(EP_OUT, EP_IN)[ep],
+            bmAttributes=0x02,  # bulk
+            wMaxPacketSize=512,
+            bInterval=0,
+            bRefresh=0,
+            bSynchAddress=0,
+        )
+
+    def _check(self, dev: VirtualUsbDevice) -> None:
+        if not dev.plugged:
+            raise usb.core.USBError("No such device", -4, errno.ENODEV)
+
+    def open_device(self, dev: VirtualUsbDevice) -> VirtualUsbDevice:
+        self._check(dev)
+        dev.opened += 1
+        # Whatever a previous host left unread is gone, as on a real re-enumeration.
+        while not dev.from_device.empty():
+            dev.from_device.get_nowait()
+        dev.leftover = b""
+        dev.loop.call_soon_threadsafe(dev.attach_to_device)
+        return dev
+
+    def close_device(self, dev_handle: VirtualUsbDevice) -> None:
+        dev_handle.opened -= 1
+
+    def set_configuration(self, dev_handle: VirtualUsbDevice, config_value: int) -> None:
+        self._check(dev_handle)
+
+    def get_configuration(self, dev_handle: VirtualUsbDevice) -> int:
+        return 1
+
+    def claim_interface(self, dev_handle: VirtualUsbDevice, intf: int) -> None:
+        self._check(dev_handle)
+
+    def release_interface(self, dev_handle: VirtualUsbDevice, intf: int) -> None:
+        return None
+
+    def bulk_write(
+        self, dev_handle: VirtualUsbDevice, ep: int, intf: int, data: array.array[int], timeout: int
+    ) -> int:
+        self._check(dev_handle)
+        payload = bytes(data)
+        dev_handle.loop.call_soon_threadsafe(dev_handle.device.receive, payload)
+        return len(payload)
+
+    def bulk_read(
+        self, dev_handle: VirtualUsbDevice, ep: int, intf: int, buff: array.array[int], timeout: int
+    ) -> int:
+        self._check(dev_handle)
+        data, dev_handle.leftover = dev_handle.leftover, b""
+        if not data:
+            try:
+                data = dev_handle.from_device.get(timeout=max(timeout, 1) / 1000)
+            except queue.Empty:
+                self._check(dev_handle)
+                raise usb.core.USBTimeoutError("Operation timed out", -7, errno.ETIMEDOUT) from None
+        n = min(len(data), len(buff))
+        buff[:n] = array.array("B", data[:n])
+        dev_handle.leftover = data[n:]  # a longer reply continues in the next transfer
+        return n
+
+    def ctrl_transfer(
+        self,
+        dev_handle: VirtualUsbDevice,
+        bmRequestType: int,
+        bRequest: int,
+        wValue: int,
+        wIndex: int,
+        data: array.array[int],
+        timeout: int,
+    ) -> int:
+        self._check(dev_handle)
+        desc_type, index = wValue >> 8, wValue & 0xFF
+        if bRequest != 0x06 or desc_type != 3:
+            raise usb.core.USBError("Pipe error", -9, errno.EPIPE)
+        if index == 0:
+            raw = bytes([4, 3, 0x09, 0x04])  # one language: en-US
+        else:
+            text = dev_handle.strings.get(index)
+            if text is None:
+                raise usb.core.USBError("Pipe error", -9, errno.EPIPE)
+            body = text.encode("utf-16-le")
+            raw = bytes([2 + len(body), 3]) + body
+        n = min(len(raw), len(data))
+        data[:n] = array.array("B", raw[:n])
+        return n
+
+    def clear_halt(self, dev_handle: VirtualUsbDevice, ep: int) -> None:
+        return None
+
+    def reset_device(self, dev_handle: VirtualUsbDevice) -> None:
+        return None
+
+    def is_kernel_driver_active(self, dev_handle: VirtualUsbDevice, intf: int) -> bool:
+        return False
+
+    def detach_kernel_driver(self, dev_handle: VirtualUsbDevice, intf: int) -> None:
+        return None
+
+    def attach_kernel_driver(self, dev_handle: VirtualUsbDevice, intf: int) -> None:
+        return None

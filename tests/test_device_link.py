@@ -1,0 +1,316 @@
+"""The polled-device link, in-process on a memory port and virtual time (no sleeps).
+
+A hostile device and a hostile line: lost, corrupt, split and replayed replies, NAKs, events
+out of order, absurd or repeated, faults on connect, reboots, unplug, another device plugged
+in. Every assertion is on what the driver reports and acknowledges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from tablectl.drivers.reference.link import DeviceReport, LinkSettings
+from tablectl.drivers.reference.messages import Identity, NakReason
+from tablectl.drivers.reference.shuffler_codec import FaultCode
+from tablectl.drivers.shuffler.reference import ReferenceShuffler
+from tablectl.drivers.transport.memory import MemoryConnector, MemoryPort
+from tablectl.simulators.shuffler import ShufflerSimulator
+
+from tablectl.core.events import (
+    DeviceEventsRefused,
+    DeviceIdentified,
+    Event,
+    ShuffleCompleted,
+    ShufflerFault,
+    ShufflerRebooted,
+    ShuffleStarted,
+)
+from tablectl.util.clock import run_virtual
+
+SETTINGS = LinkSettings(poll_interval_ms=100, response_timeout_ms=100, retries=2)
+
+
+@dataclass
+class Bench:
+    """A shuffler simulator plugged into a memory port, a driver on it, a pretend journal."""
+
+    sim: ShufflerSimulator
+    cursor: tuple[int, int] | None = None
+    journal_acks: bool = True  # acknowledge each report as the daemon does after its commit
+    port: MemoryPort = field(default_factory=MemoryPort)
+    reports: list[DeviceReport] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.port.plug(self.sim)
+        self.queue: asyncio.Queue[DeviceReport] = asyncio.Queue()
+        self.driver = ReferenceShuffler(
+            MemoryConnector(self.port), self._emit, SETTINGS, self.cursor
+        )
+
+    def _emit(self, report: DeviceReport) -> None:
+        self.reports.append(report)
+        self.queue.put_nowait(report)
+        if self.journal_acks:
+            self.driver.acknowledge(report)
+
+    async def next(self, timeout_s: float = 10) -> Event:
+        async with asyncio.timeout(timeout_s):
+            return (await self.queue.get()).input
+
+    async def until(self, wanted: type[Event], timeout_s: float = 10) -> Event:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                event = (await self.queue.get()).input
+                if isinstance(event, wanted):
+                    return event
+
+    def inputs(self, kind: type[Event] | None = None) -> list[Event]:
+        return [r.input for r in self.reports if kind is None or isinstance(r.input, kind)]
+
+
+def virtual(test: Callable[[Bench], Awaitable[None]], **bench: object) -> None:
+    """Run a test against a running driver, on virtual time."""
+
+    async def main() -> None:
+        b = Bench(ShufflerSimulator(shuffle_ms=30, rng=random.Random(5)), **bench)  # type: ignore[arg-type]
+        task = asyncio.create_task(b.driver.run())
+        try:
+            async with asyncio.timeout(10):
+                await b.driver.wait_link_up()
+            await test(b)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    run_virtual(main())
+
+
+def test_identity_is_read_on_connect_and_a_shuffle_reports_its_count() -> None:
+    async def t(b: Bench) -> None:
+        assert b.inputs()[0] == DeviceIdentified(
+            device="shuffler",
+            model="tablectl-sim-shuffler",
+            serial_number="SHF-0001",
+            firmware="1.0",
+        )
+        await b.driver.shuffle()
+        assert await b.until(ShuffleStarted) == ShuffleStarted()
+        assert await b.next() == ShuffleCompleted(card_count=52)
+        assert b.sim.shuffles == 1
+
+    virtual(t)
+
+
+def test_lost_and_corrupt_replies_are_retried_without_executing_twice() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.line.drop = 2
+        await b.driver.shuffle()
+        b.sim.line.corrupt = 1
+        b.sim.line.noise = bytes([0x02, 0x01, 0xFF]) + b"\x00garbage\x02"
+        b.sim.line.split = 3
+        assert await b.until(ShuffleStarted) == ShuffleStarted()
+        assert await b.next() == ShuffleCompleted(card_count=52)
+        health = b.driver.health()
+        assert b.sim.shuffles == 1
+        assert health["retransmits"] >= 3 and health["bad_crc"] >= 1
+        assert health["link"] == "up"
+
+    virtual(t)
+
+
+def test_a_nak_to_poll_never_livelocks_the_link() -> None:
+    """Before: a NAK dropped the link, SEQ restarted at 1 and the device answered every new
+    POLL from its cache with the same NAK, for good."""
+
+    async def t(b: Bench) -> None:
+        b.sim.lies.nak_next = 3
+        b.sim.lies.nak_reason = NakReason.ILLEGAL_IN_STATE
+        await asyncio.sleep(1)  # virtual: three polls refused, the next ones answered
+        assert b.driver.health()["naks"] == 3 and b.driver.link_up
+        await b.driver.shuffle()
+        assert await b.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
+
+    virtual(t)
+
+
+def test_replayed_events_after_a_lost_ack_are_not_reported_twice() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.lies.ignore_acks = True  # the device forgets every ack: it repeats its events
+        await b.driver.shuffle()
+        await b.until(ShuffleCompleted)
+        await asyncio.sleep(1)  # virtual: ten more polls, each repeating both events
+        assert len(b.inputs(ShuffleStarted)) == 1 and len(b.inputs(ShuffleCompleted)) == 1
+        assert b.driver.health()["events_replayed"] >= 10
+
+    virtual(t)
+
+
+def test_unacknowledged_events_come_again_to_the_next_daemon_but_journaled_ones_do_not() -> None:
+    async def main() -> None:
+        sim = ShufflerSimulator(shuffle_ms=30, rng=random.Random(2))
+        first = Bench(sim, journal_acks=False)  # a daemon that dies before committing
+        task = asyncio.create_task(first.driver.run())
+        await first.driver.wait_link_up()
+        await first.driver.shuffle()
+        await first.until(ShuffleCompleted)
+        started = next(r for r in first.reports if isinstance(r.input, ShuffleStarted))
+        first.driver.acknowledge(started)  # only the start was committed
+        await asyncio.sleep(0.5)  # the device hears that ack
+        task.cancel()
+        first.port.unplug()
+        assert started.boot_id is not None and started.event_id is not None
+        second = Bench(sim, cursor=(started.boot_id, started.event_id))
+        task = asyncio.create_task(second.driver.run())
+        await second.until(ShuffleCompleted)
+        await asyncio.sleep(0.5)
+        # Only the completion (not yet journaled) comes again, marked as from before start-up.
+        assert second.inputs(ShuffleStarted) == []
+        assert second.inputs(ShuffleCompleted) == [ShuffleCompleted(card_count=52, stale=True)]
+        assert second.inputs(ShufflerRebooted) == []
+        task.cancel()
+
+    run_virtual(main())
+
+
+def test_out_of_sequence_and_absurd_event_ids_are_refused_not_skipped() -> None:
+    """Before: an id of 2^32-1 made every later event ignored, and a gap let a count of 51
+    pass unseen. Now the absurd one is refused (the core hears of it once) and the count of
+    51 behind it still arrives, in order."""
+
+    async def t(b: Bench) -> None:
+        b.sim.lies.absurd_next_event = True
+        b.sim.remove_card()
+        await b.driver.shuffle()  # its start gets the absurd id, its completion id 1
+        refused = await b.until(DeviceEventsRefused)
+        assert isinstance(refused, DeviceEventsRefused) and refused.event_id == 2**32 - 1
+        await asyncio.sleep(1)
+        assert b.inputs(ShuffleStarted) == []
+        assert b.inputs(ShuffleCompleted) == [ShuffleCompleted(card_count=51)]
+        assert len(b.inputs(DeviceEventsRefused)) == 1  # told once, counted every time
+        assert b.driver.health()["events_refused"] > 1
+
+
+def test_a_gap_in_event_ids_stops_the_stream_there() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.lies.gap_next_event = True
+        b.sim.remove_card()
+        await b.driver.shuffle()  # ids 2 and 3: id 1 never comes
+        refused = await b.until(DeviceEventsRefused)
+        assert isinstance(refused, DeviceEventsRefused) and refused.expected_event_id == 1
+        await asyncio.sleep(1)
+        assert b.inputs(ShuffleStarted) == [] and b.inputs(ShuffleCompleted) == []
+
+    virtual(t)
+
+
+def test_events_listed_out_of_order_are_taken_in_order() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.lies.reorder_events = True
+        b.sim.remove_card()
+        b.journal_acks = False  # let both events pile up in the device
+        await b.driver.shuffle()
+        await b.until(ShuffleCompleted)
+        assert b.inputs()[-2:] == [ShuffleStarted(), ShuffleCompleted(card_count=51)]
+
+    virtual(t)
+
+
+def test_a_reboot_is_reported_and_its_new_events_are_not_lost() -> None:
+    async def t(b: Bench) -> None:
+        await b.driver.shuffle()
+        await b.until(ShuffleCompleted)
+        b.sim.reboot()
+        assert await b.until(ShufflerRebooted) == ShufflerRebooted()
+        await b.driver.shuffle()
+        assert await b.until(ShuffleStarted) == ShuffleStarted()  # event id 1 of the new boot
+        assert await b.next() == ShuffleCompleted(card_count=52)
+
+    virtual(t)
+
+
+def test_a_fault_showing_on_connect_is_a_fault() -> None:
+    async def main() -> None:
+        sim = ShufflerSimulator(rng=random.Random(1))
+        sim.fail(FaultCode.JAM, as_event=False)  # jammed before we ever polled it
+        b = Bench(sim)
+        task = asyncio.create_task(b.driver.run())
+        assert await b.until(ShufflerFault) == ShufflerFault(code="jam", at_connect=True)
+        task.cancel()
+
+    run_virtual(main())
+
+
+def test_silence_takes_the_link_down_and_it_is_back_within_two_seconds() -> None:
+    async def t(b: Bench) -> None:
+        loop = asyncio.get_running_loop()
+        b.sim.line.drop = 10**9
+        while b.driver.link_up:  # noqa: ASYNC110 -- virtual time: each turn is a poll
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(30)  # a long outage: polling backs off to its ceiling
+        b.sim.line.drop = 0
+        answered_at = loop.time()
+        await b.driver.wait_link_up()
+        assert loop.time() - answered_at < 2.0
+        assert b.driver.health()["identity_reads"] >= 2  # asked again who it is
+
+    virtual(t)
+
+
+def test_unplug_and_replug_reconnects_within_two_seconds() -> None:
+    async def t(b: Bench) -> None:
+        loop = asyncio.get_running_loop()
+        b.port.unplug()
+        await asyncio.sleep(20)
+        assert not b.driver.link_up
+        b.port.plug(b.sim)
+        plugged_at = loop.time()
+        await b.driver.wait_link_up()
+        assert loop.time() - plugged_at < 2.0
+        assert b.driver.reconnector.counters.failures > 3  # tried, backing off, meanwhile
+
+    virtual(t)
+
+
+def test_another_device_plugged_in_is_identified_as_such() -> None:
+    async def t(b: Bench) -> None:
+        await b.until(DeviceIdentified)  # the first one's
+        b.port.unplug()
+        other = ShufflerSimulator(identity=Identity("vendor-x", "SHF-9999", "7.1"))
+        b.port.plug(other)
+        ident = await b.until(DeviceIdentified)
+        assert isinstance(ident, DeviceIdentified) and ident.serial_number == "SHF-9999"
+        assert await b.until(ShufflerRebooted) == ShufflerRebooted()  # another boot id
+
+    virtual(t)
+
+
+def test_something_that_does_not_speak_the_protocol_never_brings_the_link_up() -> None:
+    async def main() -> None:
+        class Chatter:
+            """A program on a reused pty: it echoes and babbles, and never frames a reply."""
+
+            send: Callable[[bytes], None] | None = None
+
+            def attach(self, send: Callable[[bytes], None] | None) -> None:
+                self.send = send
+
+            def receive(self, data: bytes) -> None:
+                if self.send:
+                    self.send(b"$ " + data + b"\x02\x01garbage")
+
+        port = MemoryPort()
+        port.plug(Chatter())
+        reports: list[DeviceReport] = []
+        driver = ReferenceShuffler(MemoryConnector(port), reports.append, SETTINGS)
+        task = asyncio.create_task(driver.run())
+        await asyncio.sleep(60)
+        assert not driver.link_up and reports == []  # nothing journaled, nothing published
+        assert driver.health()["bytes_dropped"] > 0
+        task.cancel()
+
+    run_virtual(main())
