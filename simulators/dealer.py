@@ -50,3 +50,16 @@ def as_request(cards: RoundCards) -> dict[str, object]:
         "community": "".join(map(str, cards.community)),
         "dealer": "".join(map(str, cards.dealer)),
     }
+
+
+def by_shoe(plan: DealPlan, dealt: list[Card]) -> tuple[list[Card], RoundCards]:
+    """Of a round's cards in dealing order: those the shoe deals (in its order), and the
+    community cards the dealer deals from the hand (653a.10(c))."""
+    shoe: list[Card] = []
+    by_hand: list[Card] = []
+    cards = iter(dealt)
+    for step in plan.steps:
+        taken = [next(cards) for _ in range(step.cards)]
+        (shoe if step.by_shoe else by_hand).extend(taken)
+    hand_plan = DealPlan(plan.procedure, plan.rule, tuple(s for s in plan.steps if not s.by_shoe))
+    return shoe, form_hands(hand_plan, by_hand)

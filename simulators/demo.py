@@ -22,25 +22,37 @@ from typing import Any
 
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
-from tablectl.simulators.dealer import Wanted, as_request, deal_round
+from tablectl.simulators.dealer import Wanted, as_request, by_shoe, deal_round, stacked_deal
+from tablectl.simulators.shoe import PRODUCT_ID, VENDOR_ID, ShoeSimulator, VirtualUsbBackend
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
-from tablectl.config import TableConfig
+from tablectl.config import ShoeSection, TableConfig
 from tablectl.control import client
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.service.replay import replay
 from tablectl.store.journal import Store
 
+SHOE_PORT = f"usb:{VENDOR_ID:04x}:{PRODUCT_ID:04x}"
+
 
 def simulated_config(
-    base: TableConfig, *, port: str, broker: PrivateBroker, data_dir: Path
+    base: TableConfig,
+    *,
+    port: str,
+    broker: PrivateBroker,
+    data_dir: Path,
+    shoe_port: str | None = None,
 ) -> TableConfig:
-    """The table's config with the simulated devices, private broker and a scratch data dir."""
+    """The table's config with the simulated devices, private broker and a scratch data dir.
+
+    shoe_port: the simulated shoe's address (on the virtual USB bus: SHOE_PORT)."""
+    shoe = None if shoe_port is None else ShoeSection(port=shoe_port)
     return base.model_copy(
         update={
             "shuffler": base.shuffler.model_copy(update={"port": port}),
+            "shoe": shoe if shoe is not None else base.shoe,
             "gpio": base.gpio.model_copy(update={"backend": "mock"}),
             "mqtt": base.mqtt.model_copy(update={"host": broker.host, "port": broker.port}),
             "storage": base.storage.model_copy(
@@ -67,7 +79,7 @@ SCRIPTS: dict[str, dict[int, Wanted]] = {
     },
 }
 EDGE_ROUND = 1  # a chip lands just before the lock-out and finishes resting after it
-VOID_ROUND = 3  # the shoe jams: the round is void, every wager returned (649a.13(f))
+VOID_ROUND = 3  # the shoe jams mid-deal: the round is void, every wager returned (649a.13(f))
 MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
 FLOORPERSON = "floor-0042"
 DEALER = "dealer-0117"
@@ -80,6 +92,7 @@ class Tally:
     late_chips_placed: int = 0
     chips_placed_at_the_edge: int = 0
     voided_rounds_expected: int = 0
+    shoe_jams: int = 0
     hits_validated: int = 0
 
 
@@ -137,7 +150,26 @@ class DemoTable:
             tally.hits_validated += 1
 
 
-async def _play_rounds(table: DemoTable, sim: ShufflerSimulator, rounds: int, tally: Tally) -> None:
+async def _deal(
+    table: DemoTable, shoe: ShoeSimulator, seats: list[int], wanted: Wanted
+) -> dict[str, Any]:
+    """The shoe deals the round's plan from a deck arranged for the script; the dealer deals
+    any community cards from the hand. Returns the dealer's settle request."""
+    game = table.daemon.game
+    plan = game.deal_plan(seats)
+    shoe_cards, by_hand = by_shoe(plan, stacked_deal(plan, wanted, table.rng))
+    shoe.load(shoe_cards)
+    extra = [seat for seat in seats if seat not in table.state.wagers]
+    await table.command({"cmd": "deal", "seats": extra, "by": DEALER})
+    await table.until(
+        lambda s: s.phase is not Phase.LOCKED or (s.deal is not None and s.deal.complete)
+    )
+    return {"cmd": "settle", "community": "".join(map(str, by_hand.community))}
+
+
+async def _play_rounds(
+    table: DemoTable, sim: ShufflerSimulator, shoe: ShoeSimulator | None, rounds: int, tally: Tally
+) -> None:
     game = table.daemon.game
     script = SCRIPTS.get(game.name, {})
     seats_total = table.config.table.seats
@@ -163,14 +195,26 @@ async def _play_rounds(table: DemoTable, sim: ShufflerSimulator, rounds: int, ta
         tally.late_chips_placed += 1
         if round_no == MISCOUNT_ROUND:
             sim.remove_card()
-        if round_no == VOID_ROUND:
-            await table.command({"cmd": "void", "reason": "shoe-jam", "by": DEALER})
-            tally.voided_rounds_expected += 1
+        in_play = sorted(seats | {table.free_seat(seats)})  # a player without the wager
+        if shoe is None:
+            if round_no == VOID_ROUND:
+                await table.command({"cmd": "void", "reason": "shoe-jam", "by": DEALER})
+                tally.voided_rounds_expected += 1
+            else:
+                cards = deal_round(game.deal_plan(in_play), wanted, table.rng)
+                await table.command({**as_request(cards), "by": DEALER})
+                await table.floor_workflow(tally)
         else:
-            in_play = sorted(seats | {table.free_seat(seats)})  # a player without the wager
-            cards = deal_round(game.deal_plan(in_play), wanted, table.rng)
-            await table.command({**as_request(cards), "by": DEALER})
-            await table.floor_workflow(tally)
+            if round_no == VOID_ROUND:
+                shoe.knobs.jam_at = 2  # the shoe jams on the third card (649a.13(f))
+                tally.shoe_jams += 1
+                tally.voided_rounds_expected += 1
+            request = await _deal(table, shoe, in_play, wanted)
+            if table.state.phase is Phase.LOCKED:
+                await table.command({**request, "by": DEALER})
+                await table.floor_workflow(tally)
+            else:
+                shoe.clear()  # the dealer clears the jam; the cards go back to be reshuffled
         tally.rounds += 1
         if round_no == MISCOUNT_ROUND:
             # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.
@@ -199,10 +243,20 @@ async def play(
     say: Callable[..., None] = (lambda *a, **k: None) if as_json else print
     with PrivateBroker() as broker, _data_dir(keep) as data_dir:
         sim = ShufflerSimulator(shuffle_ms=100, rng=random.Random(seed))
-        cfg = simulated_config(config, port=sim.open_pty(), broker=broker, data_dir=data_dir)
+        # The shoe on a virtual USB bus: the daemon runs pyusb's real code path.
+        shoe = ShoeSimulator(card_ms=2, rng=random.Random(seed))
+        usb_bus = VirtualUsbBackend()
+        usb_bus.plug(shoe, asyncio.get_running_loop())
+        cfg = simulated_config(
+            config,
+            port=sim.open_pty(),
+            broker=broker,
+            data_dir=data_dir,
+            shoe_port=f"{SHOE_PORT}:{shoe.identity.serial_number}",
+        )
         cfg = cfg.model_copy(update={"gpio": cfg.gpio.model_copy(update={"chip_present_ms": 80})})
         players = SimulatedTableInputs(cfg.table.seats)
-        daemon = Daemon(cfg, gpio_backend=players.backend())
+        daemon = Daemon(cfg, gpio_backend=players.backend(), usb_backend=usb_bus)
         backend = ReferenceBackend(
             broker.host,
             broker.port,
@@ -220,14 +274,22 @@ async def play(
             daemon_task = tasks.create_task(daemon.run(), name="daemon")
             backend_task = tasks.create_task(backend.run(), name="backend")
             await daemon.ready.wait()
-            await _play_rounds(table, sim, rounds, tally)
-            assert daemon.store is not None
-            last_seq = daemon.store.last_seq
-            await backend.wait_for(lambda: backend.caught_up(last_seq), timeout_s=15)
-            status = daemon.status()
+            await _play_rounds(table, sim, shoe, rounds, tally)
+            store = daemon.store
+            assert store is not None
+            while True:  # devices may still report (a shuffle completing) while we wait
+                last_seq = store.last_seq
+                await backend.wait_for(
+                    lambda seq=last_seq: backend.caught_up(seq),  # type: ignore[misc]
+                    timeout_s=15,
+                )
+                status = daemon.status()
+                if status["journal"]["last_seq"] == last_seq:
+                    break
             daemon_task.cancel()
             backend_task.cancel()
         sim.close()
+        shoe.close()
         with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:
             replayed = replay(store)
         summary = _summary(tally, status, backend, replayed.identical)
@@ -264,6 +326,14 @@ def _summary(
         "hits_validated": len(of("jackpot.validated")),
         "envy_bonuses": len(of("envy.bonus")),
         "voided_rounds": len(of("round.voided")),
+        "hands_read_by_shoe": sum(d["hands_read_by_shoe"] for d in of("round.settled")),
+        "hands_settled": sum(
+            d["hands_read_by_shoe"] + d["hands_entered"] for d in of("round.settled")
+        ),
+        "shoe_faults": {
+            "jams": sum(1 for d in of("shoe.fault") if d["code"] == "jam"),
+            "voided_rounds": sum(1 for d in of("shoe.fault") if d["round_voided"]),
+        },
         "meter_cents": None if meter is None else meter["cents"],
         "retained_meter_cents": None if retained is None else retained["amount_cents"],
         "events_published": published,
@@ -277,6 +347,8 @@ def _summary(
         and out["late_chips_refused"] == out["late_chips_placed"]
         and out["decided_after_lockout"] == tally.chips_placed_at_the_edge
         and out["voided_rounds"] == tally.voided_rounds_expected
+        and out["shoe_faults"]["voided_rounds"] == tally.shoe_jams  # type: ignore[index]
+        and 0 < out["hands_read_by_shoe"] == out["hands_settled"]  # type: ignore[operator]
         and out["hits_validated"] == out["jackpot_hits"]
         and replay_identical
     )
