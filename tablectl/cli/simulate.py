@@ -12,6 +12,7 @@ from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, config_arg, config_path
 from tablectl.config import load_config
 
 if TYPE_CHECKING:
+    from tablectl.simulators.device import SimulatedDevice
     from tablectl.simulators.table import SimulatedTable as SimulatedTableLike
 
 
@@ -28,6 +29,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--cards", type=int, default=52, help="cards in its deck (51: a miscount)"
     )
     shuffler.set_defaults(handler=lambda args: asyncio.run(_shuffler(args)))
+    shoe = sim_sub.add_parser(
+        "shoe", help="the automated dealing shoe (CDC-ACM variant), on a pty or TCP"
+    )
+    shoe.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help='serve on TCP (daemon: shoe.port = "socket://HOST:PORT"); default: a pseudo-terminal',
+    )
+    shoe.add_argument(
+        "--jam-at", type=int, metavar="N", help="jam at the N-th card of its first deal (0: first)"
+    )
+    shoe.set_defaults(handler=lambda args: asyncio.run(_shoe(args)))
 
     table = sim_sub.add_parser(
         "table",
@@ -94,13 +107,25 @@ async def _shuffler(args: argparse.Namespace) -> int:
     sim = ShufflerSimulator()
     while len(sim.deck) > max(0, args.cards):
         sim.remove_card()
-    if args.listen:
-        host, _, port = args.listen.rpartition(":")
+    return await _serve("shuffler", sim, args.listen)
+
+
+async def _shoe(args: argparse.Namespace) -> int:
+    from tablectl.simulators.shoe import ShoeSimulator
+
+    sim = ShoeSimulator(card_ms=20)
+    sim.knobs.jam_at = args.jam_at
+    return await _serve("shoe", sim, args.listen)
+
+
+async def _serve(name: str, sim: SimulatedDevice, listen: str | None) -> int:
+    if listen:
+        host, _, port = listen.rpartition(":")
         server = await sim.serve_tcp(host or "127.0.0.1", int(port))
-        print(f"shuffler simulator on socket://{args.listen}", flush=True)
+        print(f"{name} simulator on socket://{listen}", flush=True)
         async with server:
             await server.serve_forever()
     else:
-        print(f"shuffler simulator on {sim.open_pty()}", flush=True)
+        print(f"{name} simulator on {sim.open_pty()}", flush=True)
         await asyncio.Event().wait()
     return EXIT_OK
