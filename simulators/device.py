@@ -131,6 +131,9 @@ class SimulatedDevice:
         if self.lies.nak_next > 0:
             self.lies.nak_next -= 1
             return self.nak(request, self.lies.nak_reason)
+        if request.type == MsgType.POLL and self.lies.nak_polls > 0:
+            self.lies.nak_polls -= 1
+            return self.nak(request, self.lies.nak_reason)
         if request.type == MsgType.POLL:
             try:
                 boot_id, ack = decode_poll(request.payload)

@@ -42,6 +42,7 @@ class LineFaults:
 @dataclass
 class ProtocolFaults:
     nak_next: int = 0  # answer the next N requests (of any type) with a NAK
+    nak_polls: int = 0  # answer the next N POLLs with a NAK
     nak_reason: NakReason = NakReason.BUSY
     gap_next_event: bool = False  # skip one event id (an event the host can never get)
     absurd_next_event: bool = False  # give the next event the id 2^32 - 1

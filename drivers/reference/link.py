@@ -78,7 +78,7 @@ class NakError(LinkError):
         self.reason = reason
 
 
-class WrongDevice(Permanent):
+class WrongDevice(LinkError, Permanent):
     """What answers does not speak the reference protocol as this device (NAK, bad IDENT)."""
 
 
@@ -395,8 +395,7 @@ class PolledDevice:
         s = self.settings
         interval_s = s.poll_interval_ms / 1000
         await self._identify(link)
-        status = await self._poll(link)
-        self._take(status, connected=True)
+        self._take(await self._first_poll(link), connected=True)
         self._set_link(True)
         missed = 0
         while True:
@@ -418,12 +417,21 @@ class PolledDevice:
             if missed >= s.missed_polls_for_link_down:
                 # Back after silence: it may be another device, or the same one rebooted.
                 await self._identify(link)
-                status = await self._poll(link)
-                self._take(status, connected=True)
+                self._take(await self._first_poll(link), connected=True)
                 self._set_link(True)
             else:
                 self._take(status, connected=False)
             missed = 0
+
+    async def _first_poll(self, link: Link) -> Status:
+        """The STATUS right after IDENTIFY; a refused or garbled poll is asked again (new
+        SEQ), silence ends the connection."""
+        while True:
+            try:
+                return await self._poll(link)
+            except (NakError, ProtocolError) as exc:
+                log.warning(f"{self.device} refused a poll", error=str(exc))
+                await asyncio.sleep(self.settings.poll_interval_ms / 1000)
 
     def _poll_backoff(self, missed: int) -> float:
         interval_s = self.settings.poll_interval_ms / 1000
