@@ -55,6 +55,7 @@ class SimulatedDevice:
         self._master_fd: int | None = None
         self._slave_fd: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.history: list[tuple[int, DeviceEvent]] = []  # (boot id, event): all it reported
         self._reboot_state()
 
     def _reboot_state(self) -> None:
@@ -96,7 +97,9 @@ class SimulatedDevice:
             event_id = MAX_EVENT_ID
         else:
             self._next_event_id += 1
-        self.events.append(DeviceEvent(event_id, kind, arg))
+        event = DeviceEvent(event_id, kind, arg)
+        self.events.append(event)
+        self.history.append((self.boot_id, event))
 
     # --- the wire -----------------------------------------------------------------------
 
