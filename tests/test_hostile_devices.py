@@ -77,8 +77,9 @@ def _report(rng: random.Random, shuffler: ShufflerSimulator, shoe: ShoeSimulator
         arg = {EventKind.SHUFFLE_COMPLETE: rng.choice([52, 52, 51]), EventKind.FAULT: FaultCode.JAM}
         shuffler.event(kind, arg.get(kind, 0))
     else:
-        kind = rng.choice([ShoeEventKind.CARD, ShoeEventKind.STACK_COMPLETE])
-        shoe.event(kind, card_byte(rng.choice(full_deck())) if kind == ShoeEventKind.CARD else 3)
+        shoe_kind = rng.choice([ShoeEventKind.CARD, ShoeEventKind.STACK_COMPLETE])
+        card = card_byte(rng.choice(full_deck()))
+        shoe.event(shoe_kind, card if shoe_kind == ShoeEventKind.CARD else 3)
 
 
 def _device_inputs(store: Store, types: set[str]) -> list[tuple[str, object]]:
