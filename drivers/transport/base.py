@@ -8,6 +8,7 @@ A transport knows nothing of frames. Its errors say whether the device can be re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -95,6 +96,8 @@ class StreamConnection:
 
     async def close(self) -> None:
         self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()  # the port (and its lock) released for real
         if self._on_close is not None:
             self._on_close()
 

@@ -1,0 +1,213 @@
+"""The same link over the real transports: USB through pyusb (a virtual bus), a pty, TCP,
+and the simulators in another process (`tablectl simulate`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tablectl.drivers.reference.link import DeviceReport, LinkSettings, PolledDevice
+from tablectl.drivers.reference.messages import Identity
+from tablectl.drivers.shoe.reference import ReferenceShoe
+from tablectl.drivers.shuffler.reference import ReferenceShuffler
+from tablectl.drivers.transport.base import TraceWriter, TransportUnavailable
+from tablectl.drivers.transport.serial import SerialConnector
+from tablectl.drivers.transport.socket import SocketConnector
+from tablectl.drivers.transport.usb import UsbAddress, UsbConnector
+from tablectl.simulators.broker import free_port
+from tablectl.simulators.shoe import PRODUCT_ID, VENDOR_ID, ShoeSimulator, VirtualUsbBackend
+from tablectl.simulators.shuffler import ShufflerSimulator
+
+from tablectl.core.events import (
+    DeviceIdentified,
+    Event,
+    ShoeCard,
+    ShoeDealCompleted,
+    ShoeFault,
+    ShoeStackDealt,
+    ShuffleCompleted,
+    ShuffleStarted,
+)
+
+SETTINGS = LinkSettings(poll_interval_ms=100, response_timeout_ms=200)
+TABLECTL = Path(sys.executable).with_name("tablectl")
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[DeviceReport] = asyncio.Queue()
+        self.driver: PolledDevice | None = None
+
+    def __call__(self, report: DeviceReport) -> None:
+        self.queue.put_nowait(report)
+        assert self.driver is not None
+        self.driver.acknowledge(report)
+
+    async def until(self, kind: type[Event], timeout_s: float = 10) -> Event:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                event = (await self.queue.get()).input
+                if isinstance(event, kind):
+                    return event
+
+
+@contextlib.asynccontextmanager
+async def running(driver: PolledDevice) -> AsyncIterator[PolledDevice]:
+    task = asyncio.create_task(driver.run())
+    try:
+        async with asyncio.timeout(10):
+            await driver.wait_link_up()
+        yield driver
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def usb_shoe(
+    backend: VirtualUsbBackend, inbox: Inbox, serial: str | None = "SHOE-0001"
+) -> ReferenceShoe:
+    connector = UsbConnector(UsbAddress(VENDOR_ID, PRODUCT_ID, serial), backend=backend)
+    shoe = ReferenceShoe(connector, inbox, SETTINGS)
+    inbox.driver = shoe
+    return shoe
+
+
+async def test_the_shoe_deals_over_usb_through_pyusb() -> None:
+    sim = ShoeSimulator(card_ms=1, rng=random.Random(3))
+    backend = VirtualUsbBackend()
+    backend.plug(sim, asyncio.get_running_loop())
+    inbox = Inbox()
+    async with running(usb_shoe(backend, inbox)) as shoe:
+        assert isinstance(shoe, ReferenceShoe)
+        assert shoe.health()["serial_number"] == "SHOE-0001"  # IDENTIFY over bulk transfers
+        expected = sim.shoe[:6]
+        await shoe.deal((3, 3))
+        cards = []
+        for _ in range(2):
+            for _ in range(3):
+                card = await inbox.until(ShoeCard)
+                assert isinstance(card, ShoeCard)
+                cards.append(card.card)
+            assert await inbox.until(ShoeStackDealt) == ShoeStackDealt(cards=3)
+        assert await inbox.until(ShoeDealCompleted) == ShoeDealCompleted(cards=6)
+        assert cards == expected
+
+
+async def test_unplugging_the_shoe_mid_deal_and_plugging_it_back_loses_no_card() -> None:
+    sim = ShoeSimulator(card_ms=20, rng=random.Random(4))
+    backend = VirtualUsbBackend()
+    loop = asyncio.get_running_loop()
+    vdev = backend.plug(sim, loop)
+    inbox = Inbox()
+    async with running(usb_shoe(backend, inbox)) as shoe:
+        assert isinstance(shoe, ReferenceShoe)
+        await shoe.deal((3, 3))
+        await inbox.until(ShoeCard)
+        backend.unplug(vdev)  # ENODEV in the worker thread
+        await asyncio.sleep(0.3)  # cards keep being dealt, held by the shoe
+        assert not shoe.link_up
+        backend.plug(sim, loop)
+        plugged = loop.time()
+        await shoe.wait_link_up()
+        assert loop.time() - plugged < 2.0
+        assert await inbox.until(ShoeDealCompleted) == ShoeDealCompleted(cards=6)
+        assert shoe.health()["reconnects"] >= 1
+
+
+async def test_another_shoe_with_the_configured_serial_missing_is_not_opened() -> None:
+    other = ShoeSimulator(identity=Identity("tablectl-sim-shoe", "SHOE-0002", "1.0"))
+    backend = VirtualUsbBackend()
+    backend.plug(other, asyncio.get_running_loop())
+    connector = UsbConnector(UsbAddress(VENDOR_ID, PRODUCT_ID, "SHOE-0001"), backend=backend)
+    with pytest.raises(TransportUnavailable, match="no such device"):
+        await connector.connect()
+    # Configured by vendor and product only, it is opened, and its identity tells the core.
+    inbox = Inbox()
+    async with running(usb_shoe(backend, inbox, serial=None)):
+        ident = await inbox.until(DeviceIdentified)
+        assert isinstance(ident, DeviceIdentified) and ident.serial_number == "SHOE-0002"
+
+
+async def test_a_jam_reported_over_usb(tmp_path: Path) -> None:
+    sim = ShoeSimulator(card_ms=1, rng=random.Random(5))
+    sim.knobs.jam_at = 1
+    backend = VirtualUsbBackend()
+    backend.plug(sim, asyncio.get_running_loop())
+    inbox = Inbox()
+    trace_path = tmp_path / "shoe.trace"
+    shoe = usb_shoe(backend, inbox)
+    shoe.trace = TraceWriter.open(trace_path, "shoe test")
+    async with running(shoe):
+        await shoe.deal((3,))
+        assert await inbox.until(ShoeFault) == ShoeFault(code="jam")
+    shoe.trace.close()
+    lines = trace_path.read_text().splitlines()
+    assert lines[0].split(" ", 2)[1] == "#" and any(" > " in line for line in lines)
+    assert any(" < " in line for line in lines)  # both directions, with times
+
+
+async def test_the_shuffler_on_a_real_pty() -> None:
+    sim = ShufflerSimulator(shuffle_ms=20, rng=random.Random(6))
+    inbox = Inbox()
+    driver = ReferenceShuffler(SerialConnector(sim.open_pty(), 115200), inbox, SETTINGS)
+    inbox.driver = driver
+    try:
+        async with running(driver):
+            sim.line.noise = b"\x02\x02 noise \xff"
+            await driver.shuffle()
+            assert await inbox.until(ShuffleStarted) == ShuffleStarted()
+            assert await inbox.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
+    finally:
+        sim.close()
+
+
+async def test_the_pty_is_opened_exclusively() -> None:
+    sim = ShufflerSimulator(rng=random.Random(7))
+    port = sim.open_pty()
+    try:
+        first = await SerialConnector(port, 115200).connect()
+        with pytest.raises(TransportUnavailable):
+            await SerialConnector(port, 115200).connect()
+        await first.close()
+        again = await SerialConnector(port, 115200).connect()
+        await again.close()
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize("device", ["shuffler", "shoe"])
+async def test_simulate_serves_a_device_in_another_process(device: str) -> None:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        str(TABLECTL), "simulate", device, "--listen", f"127.0.0.1:{port}",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    inbox = Inbox()
+    connector = SocketConnector(f"socket://127.0.0.1:{port}")
+    driver: PolledDevice = (
+        ReferenceShoe(connector, inbox, SETTINGS)
+        if device == "shoe"
+        else ReferenceShuffler(connector, inbox, SETTINGS)
+    )
+    inbox.driver = driver
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(10):
+            assert b"socket://127.0.0.1" in await proc.stdout.readline()
+        async with running(driver):
+            if isinstance(driver, ReferenceShoe):
+                await driver.deal((2,))
+                assert await inbox.until(ShoeDealCompleted) == ShoeDealCompleted(cards=2)
+            else:
+                assert isinstance(driver, ReferenceShuffler)
+                await driver.shuffle()
+                assert await inbox.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
+    finally:
+        proc.terminate()
+        await proc.wait()
