@@ -347,8 +347,8 @@ def _summary(
         and out["late_chips_refused"] == out["late_chips_placed"]
         and out["decided_after_lockout"] == tally.chips_placed_at_the_edge
         and out["voided_rounds"] == tally.voided_rounds_expected
-        and out["shoe_faults"]["voided_rounds"] == tally.shoe_jams  # type: ignore[index]
-        and 0 < out["hands_read_by_shoe"] == out["hands_settled"]  # type: ignore[operator]
+        and out["shoe_faults"]["voided_rounds"] == tally.shoe_jams
+        and 0 < out["hands_read_by_shoe"] == out["hands_settled"]
         and out["hits_validated"] == out["jackpot_hits"]
         and replay_identical
     )
