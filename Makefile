@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/lockout_latency.py
 	cd bench && ../$(BIN)/python gpio_edges.py
 	$(BIN)/python bench/evaluator.py
+	$(BIN)/python bench/shoe_latency.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -127,11 +127,14 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
         "poll_interval_ms = 100\nresponse_timeout_ms = 100\n"
     )
 
+    log = tmp_path / "daemon.log"
+
     async def start() -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            str(TABLECTL), "run", "--config", str(config),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+        with log.open("ab") as err:
+            return await asyncio.create_subprocess_exec(
+                str(TABLECTL), "run", "--config", str(config),
+                stdout=asyncio.subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
 
     try:
         for _ in range(KILLS):
@@ -146,6 +149,7 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
             for _ in range(rng.randint(10, 40)):  # a burst, so the kill lands mid-commit
                 _report(rng, shuffler, shoe)
             await asyncio.sleep(rng.uniform(0.0, 0.3))
+            assert proc.returncode is None, "the daemon died by itself:\n" + log.read_text()[-3000:]
             proc.send_signal(signal.SIGKILL)  # a power cut, wherever it is
             await proc.wait()
         # A last, honest run drains both devices: every event acknowledged, so journaled.

@@ -398,8 +398,12 @@ class PolledDevice:
         self._take(await self._first_poll(link), connected=True)
         self._set_link(True)
         missed = 0
+        busy = False
         while True:
-            await asyncio.sleep(interval_s if missed == 0 else self._poll_backoff(missed))
+            # Events come in bursts (a deal's cards): after a STATUS that brought some, the
+            # next poll comes soon, so the last card is heard of without a full interval.
+            pause = interval_s / 10 if busy else interval_s
+            await asyncio.sleep(pause if missed == 0 else self._poll_backoff(missed))
             try:
                 status = await self._poll(link)
             except LinkTimeout:
@@ -420,7 +424,9 @@ class PolledDevice:
                 self._take(await self._first_poll(link), connected=True)
                 self._set_link(True)
             else:
+                before = self._emitted
                 self._take(status, connected=False)
+                busy = self._emitted > before
             missed = 0
 
     async def _first_poll(self, link: Link) -> Status:
