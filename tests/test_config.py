@@ -248,3 +248,26 @@ def test_malformed_values_are_exit_2_naming_the_field(
         path.write_text(text)
     assert cli.main(["config", "check", str(path)]) == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("shoe", "expected"),
+    [
+        ('port = "usb:zz:6150"', "shoe.port: 'usb:zz:6150': write usb:VVVV:PPPP"),
+        ('port = "socket://nohost"', "shoe.port: 'socket://nohost': write socket://HOST:PORT"),
+        ('port = "usb:1d50:6150"\ndriver = "acme"', "shoe.driver: unknown driver 'acme'"),
+        ('port = "usb:1d50:6150"\nbaud = 9600', "shoe.baud: unknown key"),
+    ],
+)
+def test_bad_shoe_section_names_the_field(tmp_path: Path, shoe: str, expected: str) -> None:
+    path = tmp_path / "table.toml"
+    path.write_text(EXAMPLE_CONFIG.read_text() + f"\n[shoe]\n{shoe}\n")
+    assert any(e.startswith(expected) for e in errors_of(path)), errors_of(path)
+
+
+def test_a_shoe_section_makes_the_core_form_hands_from_the_shoe(tmp_path: Path) -> None:
+    path = tmp_path / "table.toml"
+    path.write_text(EXAMPLE_CONFIG.read_text() + '\n[shoe]\nport = "usb:1d50:6150:SHOE-0001"\n')
+    cfg = load_config(path)
+    assert cfg.shoe is not None and cfg.shoe.driver == "reference" and cfg.rules().shoe
+    assert not load_config(EXAMPLE_CONFIG).rules().shoe

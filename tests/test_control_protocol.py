@@ -54,3 +54,23 @@ def test_commands_become_core_inputs_naming_who_gave_them() -> None:
     assert to_input(parse_request({"cmd": "document", "hit_id": "4-2", "by": "f-1"}), "c") == (
         ConfirmDocumentation(hit_id="4-2", by="f-1 (c)")
     )
+
+
+def test_shoe_and_device_commands() -> None:
+    from tablectl.core.events import DealRequested, DeviceAccepted, ShoeOutOfOrder
+
+    deal = to_input(parse_request({"cmd": "deal", "seats": [4, 2, 4]}), "alice")
+    assert deal == DealRequested(seats=(2, 4), by="alice")
+    assert to_input(parse_request({"cmd": "shoe-in-service"}), "bob") == ShoeOutOfOrder(
+        out_of_order=False, by="bob"
+    )
+    accept = {"cmd": "accept-device", "device": "shoe", "serial_number": "S-2", "by": "T9"}
+    assert to_input(parse_request(accept), "tech") == DeviceAccepted(
+        device="shoe", serial_number="S-2", by="T9 (tech)"
+    )
+    with pytest.raises(RequestError, match="by: Field required"):
+        parse_request({"cmd": "accept-device", "device": "shoe", "serial_number": "S-2"})
+    with pytest.raises(RequestError, match="device"):
+        parse_request(
+            {"cmd": "accept-device", "device": "toaster", "serial_number": "1", "by": "T"}
+        )
