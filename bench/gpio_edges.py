@@ -31,7 +31,14 @@ from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.simulators.gpio_chip import FakeChip, kernel_event
 
 from tablectl.config import GpioSection
-from tablectl.core.events import ChipSensed, Event, LockoutPressed, PowerUp, ShuffleCompleted
+from tablectl.core.events import (
+    ChipSensed,
+    Event,
+    LockoutPressed,
+    PowerUp,
+    ShuffleCompleted,
+    ShuffleStarted,
+)
 from tablectl.core.round import TableState, step
 from tablectl.util import logs
 
@@ -138,7 +145,7 @@ async def decision_latency(samples: int, use_poll: bool) -> list[float]:
 
 def betting() -> TableState:
     state = TableState.initial(RULES)
-    for event in (PowerUp(rules=RULES), ShuffleCompleted(card_count=52)):
+    for event in (PowerUp(rules=RULES), ShuffleStarted(), ShuffleCompleted(card_count=52)):
         state, _ = step(RULES, state, event)
     return state
 

@@ -156,7 +156,7 @@ class SimulatedTable:
         if device == "gpio":
             self.inputs.unplug()
         elif device == "shuffler":
-            self.shuffler.knobs.drop_replies = UNPLUGGED_REPLIES
+            self.shuffler.line.drop = UNPLUGGED_REPLIES
         else:
             raise TypeError
         return f"{device} cable pulled"
@@ -165,7 +165,7 @@ class SimulatedTable:
         if device == "gpio":
             self.inputs.plug()
         elif device == "shuffler":
-            self.shuffler.knobs.drop_replies = 0
+            self.shuffler.line.drop = 0
         else:
             raise TypeError
         return f"{device} cable plugged in"

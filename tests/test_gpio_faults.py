@@ -12,6 +12,7 @@ from tablectl.core.events import (
     SensorTestEnded,
     SensorTestStarted,
     ShuffleCompleted,
+    ShuffleStarted,
     VoidRound,
     placed_before_lockout,
 )
@@ -36,7 +37,7 @@ def test_a_gpio_fault_while_betting_locks_the_round_out_and_journals_it() -> Non
 
 def test_betting_reopens_only_when_a_person_clears_the_fault() -> None:
     state, _ = run([*opened(), GpioFault(reason="read failed", at_ns=1)])
-    state, _ = run([settle(), ShuffleCompleted(card_count=52)], state=state)
+    state, _ = run([settle(), ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
     assert state.phase is Phase.CLOSED and state.deck_ready  # a deck waits; no round opens
     state, effects = step(RULES, state, ClearGpioFault(by="tech-7"))
     assert records(effects, rec.GpioFaultCleared) == [
@@ -61,8 +62,8 @@ def test_a_fault_between_rounds_keeps_the_next_round_closed() -> None:
     state, _ = run([*opened(), chip(1), LockoutPressed(at_ns=9), settle(s1="2c7d9h")])
     state, effects = step(RULES, state, GpioFault(reason="link lost", at_ns=20))
     assert not records(effects, rec.GpioFaultRecord)[0].round_locked
-    state, _ = step(RULES, state, ShuffleCompleted(card_count=52))
-    assert state.phase is Phase.CLOSED
+    state, _ = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.phase is Phase.CLOSED and state.deck_ready
 
 
 @pytest.mark.parametrize(
@@ -97,8 +98,8 @@ def test_a_walk_test_holds_the_table_and_is_journaled() -> None:
     assert records(effects, rec.SensorTestStartedRecord)[0].by == "tech"
     with pytest.raises(Rejected, match="already running"):
         step(RULES, state, SensorTestStarted(test="lockout", by="tech"))
-    state, _ = step(RULES, state, ShuffleCompleted(card_count=52))
-    assert state.phase is Phase.CLOSED  # no round opens during the test
+    state, _ = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.phase is Phase.CLOSED and state.deck_ready  # no round opens during the test
     end = SensorTestEnded(test="sensors", passed=(1, 2), failed=(3,), resolution_ns=1, by="t")
     state, effects = step(RULES, state, end)
     (ended,) = records(effects, rec.SensorTestEndedRecord)

@@ -31,6 +31,7 @@ from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.device import SimulatedDevice
 from tablectl.simulators.shoe import ShoeSimulator
 from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.events import input_from_journal
@@ -119,6 +120,9 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
     shoe = ShoeSimulator(card_ms=5, rng=random.Random(2))
     shuffler_server = await shuffler.serve_tcp()
     shoe_server = await shoe.serve_tcp()
+    table = SimulatedTableInputs(6)  # the daemon's mock GPIO backend connects to it
+    (tmp_path / "data").mkdir()
+    table_server = await table.serve(tmp_path / "data" / "table-simulator.sock")
     s_port = shuffler_server.sockets[0].getsockname()[1]
     h_port = shoe_server.sockets[0].getsockname()[1]
     config = table_toml(tmp_path, f"socket://127.0.0.1:{s_port}", broker)
@@ -167,6 +171,7 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
             proc.kill()
         shuffler_server.close()
         shoe_server.close()
+        table_server.close()
 
     with contextlib.closing(
         Store(tmp_path / "data" / "tablectl.sqlite3", boot_id="check")
@@ -228,7 +233,8 @@ async def test_a_device_event_is_acknowledged_only_after_its_commit(
         return real_commit(self, *args, **kwargs)
 
     monkeypatch.setattr(Store, "commit", commit)
-    daemon = Daemon(cfg)
+    inputs = SimulatedTableInputs(cfg.table.seats)
+    daemon = Daemon(cfg, gpio_backend=inputs.backend())
     task = asyncio.create_task(daemon.run())
     async with asyncio.timeout(10):
         while not held.is_set():  # noqa: ASYNC110 -- a thread's event
@@ -242,7 +248,7 @@ async def test_a_device_event_is_acknowledged_only_after_its_commit(
     with pytest.raises(ExceptionGroup):
         await task
     monkeypatch.setattr(Store, "commit", real_commit)
-    daemon = Daemon(cfg)
+    daemon = Daemon(cfg, gpio_backend=inputs.backend())
     task = asyncio.create_task(daemon.run())
     try:
         await daemon.wait_until(lambda s: s.phase is Phase.BETTING or s.deck_ready, 10)
