@@ -9,14 +9,13 @@ input, new state and journal rows are committed in one transaction *before* its 
 from __future__ import annotations
 
 import asyncio
-import signal
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -37,8 +36,11 @@ from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.drivers.link import LinkError
 from tablectl.drivers.shuffler import ShufflerDriver
 from tablectl.mqtt.relay import Relay
+from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
+from tablectl.service.watch import Hub
 from tablectl.store.journal import Store
 from tablectl.util import sdnotify
 
@@ -50,6 +52,24 @@ class StartupError(Exception):
 
 
 StepObserver = Callable[[Event, TableState, list[Effect]], None]
+LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a link change
+
+
+@runtime_checkable
+class ShufflerDiagnostics(Protocol):
+    """What a shuffler driver provides for `tablectl shuffler count` and `self-test`.
+
+    The reference protocol has no message for either yet (docs/protocols/shuffler.md): a
+    driver that implements these is used; otherwise the technician is told it cannot.
+    """
+
+    async def count_deck(self) -> tuple[int, int]:
+        """Count the cards the shuffler holds: (counted, expected)."""
+        ...
+
+    async def self_test(self) -> tuple[bool, str]:
+        """Run the device's self-test: (passed, the device's report)."""
+        ...
 
 
 @dataclass
@@ -65,6 +85,7 @@ class Daemon:
     # None: from config (gpio.backend); the demo and tests hand in a MockBackend.
     gpio_backend: GpioBackend | None = None
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    stop_deadline_s: float = 10.0  # SIGTERM to exit, at most (systemd's TimeoutStopSec is 20s)
 
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
@@ -73,6 +94,9 @@ class Daemon:
         self.ready = asyncio.Event()
         self._stepped = asyncio.Event()
         self.steps_done = 0  # steps committed since start; observers see the next one coming
+        self.hub = Hub()  # live events for `tablectl watch`
+        self.stopping = False
+        self.inputs_dropped_while_stopping = 0
         self.started_at = time.time()
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
         # Every database write happens here, one at a time, in order.
@@ -86,11 +110,17 @@ class Daemon:
     # --- inputs -------------------------------------------------------------------------
 
     def post(self, event: Event) -> None:
-        """Queue a device event (never refused)."""
+        """Queue a device event (refused only once the daemon is stopping)."""
+        if self.stopping:
+            # Acceptance is closed: nothing sensed after the stop signal becomes a wager.
+            self.inputs_dropped_while_stopping += 1
+            return
         self._queue.put_nowait(_Submission(event))
 
     async def submit(self, event: Event) -> list[dict[str, Any]]:
         """Queue a person's command and wait for the rows it journaled; raises Rejected."""
+        if self.stopping:
+            raise Rejected("the daemon is stopping")
         reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Submission(event, reply))
         return await reply
@@ -131,7 +161,7 @@ class Daemon:
             health=self.health,
             record_ack=self._record_ack,
         )
-        control = ControlServer(cfg.storage.socket_path, self)
+        control = ControlServer(cfg.storage.socket_path, self, cfg.access)
         try:
             backend, levels = await self._open_gpio()
         except GpioUnavailable as exc:
@@ -161,8 +191,11 @@ class Daemon:
                 tasks.create_task(self.shuffler.run(), name="shuffler")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self._watchdog(), name="watchdog")
+                # Ready once the journal is open and commands are taken; devices and the
+                # broker come and go, and STATUS= says how they are (_report_links).
                 self.ready.set()
-                sdnotify.notify("READY=1\nSTATUS=table " + cfg.table.table_id + " running")
+                sdnotify.notify("READY=1\nSTATUS=" + status_view.status_line(self.status()))
+                tasks.create_task(self._report_links(), name="link-status")
                 log.info("tablectl running", table=cfg.table.table_id, boot_id=self.boot_id)
         finally:
             await control.close()
@@ -182,17 +215,34 @@ class Daemon:
         )
 
     async def serve(self) -> None:
-        """run() until SIGTERM or SIGINT, then stop in order (the CLI's `run`)."""
+        """run() until SIGTERM or SIGINT, then stop in bounded time (the CLI's `run`)."""
         task = asyncio.current_task()
         assert task is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
+        stopper = Stopper(
+            task, close_acceptance=self.close_acceptance, deadline_s=self.stop_deadline_s
+        )
+        stopper.install()
         try:
             await self.run()
         except asyncio.CancelledError:
-            sdnotify.notify("STOPPING=1")
-            log.info("tablectl stopped", table=self.config.table.table_id)
+            log.info(
+                "tablectl stopped",
+                table=self.config.table.table_id,
+                inputs_dropped_while_stopping=self.inputs_dropped_while_stopping,
+            )
+        finally:
+            stopper.uninstall()
+
+    def close_acceptance(self) -> None:
+        """The stop signal: from now on no chip edge, button or command reaches the core."""
+        self.stopping = True  # post() drops every device input from here on
+        sdnotify.notify("STOPPING=1\nSTATUS=stopping: acceptance closed")
+        if self.state is not None and self.state.phase is Phase.BETTING:
+            # The journal still says "betting"; the next start locks the round out first
+            # (power-up), and nothing sensed from here on is a wager.
+            log.warning(
+                "stopping while betting: no more wagers are recognised", round=self.state.round_id
+            )
 
     async def _consume(self) -> None:
         assert self.store is not None and self.state is not None
@@ -218,6 +268,7 @@ class Daemon:
             )
             self.state = new_state
             self.steps_done += 1
+            self.hub.publish_rows(rows)
             for type_, data in entries:
                 log.info(type_, **data)
             self._execute(effects)
@@ -258,6 +309,38 @@ class Daemon:
             log.warning("shuffle request failed", error=str(exc))
             await asyncio.sleep(1)  # the core asks again; do not spin on a refusing device
             self.post(ShuffleRequestFailed(reason=str(exc)))
+
+    async def _report_links(self) -> None:
+        """STATUS= for systemd and a line for watchers whenever a device or the broker
+        link changes."""
+        links = status_view.links(self.status())
+        while True:
+            await asyncio.sleep(LINK_CHECK_S)
+            status = self.status()
+            now = status_view.links(status)
+            if now != links:
+                links = now
+                sdnotify.notify("STATUS=" + status_view.status_line(status))
+                self.hub.publish({"event": "links", "links": now})
+
+    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
+        """A technician's count request or self-test, if the shuffler's driver has them."""
+        driver = self.shuffler
+        if not isinstance(driver, ShufflerDiagnostics):
+            raise Rejected(
+                f"{cmd}: this shuffler's driver cannot do that yet (the reference protocol "
+                "has no count or self-test message)"
+            )
+        if not driver.link_up:
+            raise Rejected(f"{cmd}: the shuffler link is down")
+        try:
+            if cmd == "shuffler-count":
+                counted, expected = await driver.count_deck()
+                return {"counted": counted, "expected": expected, "matches": counted == expected}
+            passed, report = await driver.self_test()
+            return {"passed": passed, "report": report}
+        except LinkError as exc:
+            raise Rejected(f"{cmd}: {exc}") from None
 
     async def _watchdog(self) -> None:
         interval = sdnotify.watchdog_interval_s()
