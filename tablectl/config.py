@@ -214,10 +214,10 @@ def load_config(path: Path) -> TableConfig:
         raise ConfigError(path, [f"cannot read: {exc.strerror}"]) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(path, [f"not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from exc
-    except ValueError as exc:  # e.g. a NUL byte in the path
-        raise ConfigError(path, [f"cannot read: {exc}"]) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from exc
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        raise ConfigError(path, [f"cannot read: {exc}"]) from exc
     except RecursionError:
         raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
     try:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 MAX_REQUEST_BYTES = 64 * 1024
 REPLY_TIMEOUT_S = 5.0  # a client that does not read its reply is dropped
+LISTEN_BACKLOG = 64  # clients beyond it wait in the kernel, holding none of our descriptors
+ACCEPT_RETRY_S = 0.1  # out of descriptors: let some close, then accept again
 
 
 def _no_constants(name: str) -> Any:
@@ -77,78 +80,119 @@ class ControlServer:
         self._request_timeout_s = access.request_timeout_s
         self._max_connections = access.max_connections
         self._max_watchers = access.max_watchers
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
         # Connections that have not sent a request yet, oldest first (dicts keep order).
         self._waiting: dict[asyncio.StreamWriter, None] = {}
         self._open = 0
+        self._left = asyncio.Event()  # a client has gone: room for another
         self._watchers = 0
         self.counters = {"requests": 0, "errors": 0, "denied": 0, "dropped": 0, "timeouts": 0}
         self._warn_dropped = Throttled(log, "control connections dropped: too many open")
         self._warn_bad = Throttled(log, "malformed control requests")
         self._warn_denied = Throttled(log, "control requests denied")
+        self._warn_accept = Throttled(log, "control socket cannot accept")
 
     async def start(self) -> None:
+        """Listen (the socket exists from here on); serve() then takes the clients."""
         self._path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self._path.unlink()  # a socket left by a crashed daemon
-        self._server = await asyncio.start_unix_server(
-            self._handle, path=str(self._path), limit=MAX_REQUEST_BYTES
-        )
-        os.chmod(self._path, 0o660)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            listener.bind(str(self._path))
+            os.chmod(self._path, 0o660)
+            listener.listen(LISTEN_BACKLOG)
+        except OSError:
+            listener.close()
+            raise
+        listener.setblocking(False)
+        self._listener = listener
+
+    async def serve(self) -> None:
+        """Accept one client at a time, and only with room for it, so descriptors stay
+        bounded by max_connections (asyncio's own server accepts a hundred at once, before
+        any can be turned away); clients beyond wait in the kernel's backlog."""
+        assert self._listener is not None
+        loop = asyncio.get_running_loop()
+        async with asyncio.TaskGroup() as clients:
+            while True:
+                await self._room()
+                try:
+                    conn, _ = await loop.sock_accept(self._listener)
+                except OSError as exc:  # EMFILE, ENFILE, ENOBUFS: other parts hold them
+                    self._warn_accept(error=str(exc))
+                    await asyncio.sleep(ACCEPT_RETRY_S)
+                    continue
+                self._open += 1
+                clients.create_task(self._connection(conn), name="control-client")
+
+    async def _room(self) -> None:
+        """Below the cap, or made so by dropping the connection that has waited longest
+        without sending a request; else wait until a client leaves."""
+        while self._open >= self._max_connections:
+            if self._waiting:
+                oldest = next(iter(self._waiting))
+                del self._waiting[oldest]
+                self.counters["dropped"] += 1
+                self._warn_dropped(open=self._open, max_connections=self._max_connections)
+                oldest.transport.abort()
+            self._left.clear()
+            await self._left.wait()
 
     async def close(self) -> None:
-        if self._server:
-            self._server.close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
             with contextlib.suppress(FileNotFoundError):
                 self._path.unlink()
-        for writer in list(self._waiting):
-            writer.transport.abort()
 
     def stats(self) -> dict[str, int]:
         return {"open": self._open, "watchers": self._watchers, **self.counters}
 
     # --- one connection ---------------------------------------------------------------
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self._make_room():
-            self.counters["dropped"] += 1
-            self._warn_dropped(open=self._open, max_connections=self._max_connections)
-            await self._reply(writer, {"ok": False, "error": "busy: too many control connections"})
-            writer.transport.abort()
+    async def _connection(self, conn: socket.socket) -> None:
+        """One client, from accept to close; never raises (it would end the server)."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_REQUEST_BYTES)
+        except OSError:
+            conn.close()
+            self._gone()
             return
-        self._open += 1
         self._waiting[writer] = None
         try:
-            line = await self._read_request(reader, writer)
-            if line is None:
-                return
-            peer = peer_of(writer.get_extra_info("socket"))
-            request, reply = await self._answer(line, peer)
-            if not (isinstance(request, WatchRequest) and reply["ok"]):
-                await self._reply(writer, reply)
-                return
-            try:  # _execute counted this watcher
-                if await self._reply(writer, reply):
-                    await self._watch(reader, writer)
-            finally:
-                self._watchers -= 1
+            await self._handle(reader, writer)
+        except Exception:  # one client's trouble must not end the server
+            log.exception("control connection failed")
         finally:
             self._waiting.pop(writer, None)
-            self._open -= 1
-            writer.close()
+            try:
+                writer.close()  # what is buffered is still sent
+                async with asyncio.timeout(REPLY_TIMEOUT_S):
+                    await writer.wait_closed()
+            except (TimeoutError, ConnectionError):
+                writer.transport.abort()
+            finally:
+                self._gone()
 
-    def _make_room(self) -> bool:
-        """Below the cap, or made so by dropping the longest-waiting idle connection."""
-        if self._open < self._max_connections:
-            return True
-        if not self._waiting:
-            return False
-        oldest = next(iter(self._waiting))
-        del self._waiting[oldest]
-        self.counters["dropped"] += 1
-        self._warn_dropped(open=self._open, max_connections=self._max_connections)
-        oldest.transport.abort()
-        return True
+    def _gone(self) -> None:
+        self._open -= 1
+        self._left.set()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = await self._read_request(reader, writer)
+        if line is None:
+            return
+        peer = peer_of(writer.get_extra_info("socket"))
+        request, reply = await self._answer(line, peer)
+        if not (isinstance(request, WatchRequest) and reply["ok"]):
+            await self._reply(writer, reply)
+            return
+        try:  # _execute counted this watcher
+            if await self._reply(writer, reply):
+                await self._watch(reader, writer)
+        finally:
+            self._watchers -= 1
 
     async def _read_request(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -188,6 +188,7 @@ class Daemon:
                 await control.start()
                 tasks.create_task(self._consume(), name="table-core")
                 tasks.create_task(self.gpio.run(), name="gpio")
+                tasks.create_task(control.serve(), name="control-socket")
                 tasks.create_task(self.shuffler.run(), name="shuffler")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self._watchdog(), name="watchdog")

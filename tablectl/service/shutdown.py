@@ -1,5 +1,11 @@
 """Stopping is always possible: SIGTERM/SIGINT end the daemon in bounded time.
 
+The signals are caught with signal.signal, not asyncio's add_signal_handler: asyncio learns
+of a signal through a byte in its self-pipe, and that pipe is also written by every
+call_soon_threadsafe -- a chattering chip sensor's GPIO thread fills it, the signal's byte is
+dropped ("Exception ignored when trying to write to the signal wakeup fd") and the daemon
+never hears SIGTERM. Python's own handler runs in the main thread whatever the pipe holds.
+
 The first signal closes acceptance at once (no chip edge reaches the core any more, so no
 wager is recognised after it) and cancels the daemon. A cancellation can be lost -- Python
 3.11's TaskGroup drops its parent's cancellation when a child fails at the same moment, and a
@@ -19,6 +25,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -43,19 +50,30 @@ class Stopper:
         self._recancel_s = recancel_s
         self._loop = main.get_loop()
         self._deadline: threading.Timer | None = None
+        self._previous: dict[signal.Signals, Any] = {}
         self.signals = 0
         self._mark = "<2>" if stderr_is_journal() else ""  # journald: critical
 
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._on_signal, sig)
+            self._previous[sig] = signal.signal(sig, self._from_signal)
 
     def uninstall(self) -> None:
-        """The daemon stopped in time: no forced exit."""
-        if self._deadline is not None:
-            self._deadline.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.remove_signal_handler(sig)
+        """The daemon has stopped. The deadline stays armed: it also bounds what follows
+        (asyncio's own clean-up, joining threads at exit)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _from_signal(self, signum: int, _frame: object) -> None:
+        """In the main thread, between two bytecodes of whatever it was doing."""
+        if self._deadline is None:
+            # First, and from here: nothing may keep the process alive past the deadline,
+            # not even a wedged event loop.
+            self._deadline = threading.Timer(self._deadline_s, self._force_exit)
+            self._deadline.daemon = True
+            self._deadline.start()
+        self._loop.call_soon_threadsafe(self._on_signal, signal.Signals(signum))
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self.signals += 1
@@ -64,10 +82,6 @@ class Stopper:
             self._cancel_the_rest()
             return
         log.info("stopping", signal=sig.name, deadline_s=self._deadline_s)
-        # The deadline first: nothing after this line may keep the process alive.
-        self._deadline = threading.Timer(self._deadline_s, self._force_exit)
-        self._deadline.daemon = True
-        self._deadline.start()
         try:
             self._close_acceptance()
         finally:
