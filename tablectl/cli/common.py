@@ -11,6 +11,7 @@ from typing import Any
 
 from tablectl.config import load_config
 from tablectl.control import client
+from tablectl.util import logs
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in tablectl, reported as one line
@@ -61,7 +62,9 @@ def fail(args: argparse.Namespace, message: str, code: int) -> int:
     if getattr(args, "json", False):
         print(json.dumps({"ok": False, "error": message}))
     else:
-        print(f"tablectl: {message}", file=sys.stderr)
+        # Under systemd this line is the journal's: an error (sd-daemon(3) priority 3).
+        mark = "<3>" if logs.stderr_is_journal() else ""
+        print(f"{mark}tablectl: {message}", file=sys.stderr)
     return code
 
 
