@@ -248,3 +248,15 @@ def test_malformed_values_are_exit_2_naming_the_field(
         path.write_text(text)
     assert cli.main(["config", "check", str(path)]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_the_access_block_of_the_example_is_valid_uncommented(tmp_path: Path) -> None:
+    text = re.sub(r"^# (\[access\]|\w+ = )", r"\1", EXAMPLE_CONFIG.read_text(), flags=re.M)
+    path = tmp_path / "table.toml"
+    path.write_text(text)
+    access = load_config(path).access
+    assert access.dealer == ("tablectl-dealer",) and access.max_connections == 64
+    path.write_text(text.replace('dealer = ["tablectl-dealer"]', 'dealer = ["Dealers!"]'))
+    assert any(
+        e.startswith("access.dealer.0: String should match pattern") for e in errors_of(path)
+    )
