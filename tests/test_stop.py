@@ -5,91 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import resource
-import signal
-import socket
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 from tablectl.simulators.broker import PrivateBroker
-from tablectl.simulators.shuffler import ShufflerSimulator
 
 from tablectl.control import client
 from tablectl.service.shutdown import EXIT_STOP_DEADLINE
 
-from .test_service import TABLECTL, table_toml
+from .daemons import daemon_process
+from .test_service import TABLECTL
 
 HARNESS = Path(__file__).with_name("stop_harness.py")
-HANG_GUARD_S = 60  # a hang fails the test here instead of stalling CI; not a timing claim
-
-
-class Daemon:
-    """A daemon process and what it has logged so far (read as it comes: a full pipe would
-    block its writes, which is not what these tests are about)."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, config: Path) -> None:
-        self.proc = proc
-        self.config = config
-        self.stderr = bytearray()
-        self._reader = asyncio.create_task(self._read(), name="daemon-stderr")
-
-    async def _read(self) -> None:
-        assert self.proc.stderr is not None
-        while chunk := await self.proc.stderr.read(65536):
-            self.stderr += chunk
-
-    async def stop(self) -> tuple[int, str]:
-        """SIGTERM; the exit code and everything it logged."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(HANG_GUARD_S):
-                code = await self.proc.wait()
-                await self._reader
-        except TimeoutError:
-            print(self.stderr.decode()[-3000:])
-            raise
-        return code, self.stderr.decode()
-
-
-@asynccontextmanager
-async def daemon_process(
-    tmp_path: Path, broker: PrivateBroker, *argv: str, nofile: int | None = None
-) -> AsyncIterator[Daemon]:
-    """A daemon process on a simulated shuffler; yields once it has told systemd READY."""
-    sim = ShufflerSimulator(shuffle_ms=20)
-    config = table_toml(tmp_path, sim.open_pty(), broker)
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(tmp_path / "notify"))
-    notify.setblocking(False)
-
-    def limit_descriptors() -> None:
-        if nofile is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-    proc = await asyncio.create_subprocess_exec(
-        *[arg.replace("CONFIG", str(config)) for arg in argv],
-        env={**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify")},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=limit_descriptors,  # only setrlimit, before exec
-    )
-    try:
-        async with asyncio.timeout(HANG_GUARD_S):
-            while not (await asyncio.get_running_loop().sock_recv(notify, 4096)).startswith(
-                b"READY=1"
-            ):
-                pass
-        yield Daemon(proc, config)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        notify.close()
-        sim.close()
 
 
 async def load(socket_path: Path, n: int) -> list[asyncio.StreamWriter]:

@@ -8,16 +8,15 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from tablectl.simulators.broker import PrivateBroker
-from tablectl.simulators.shuffler import ShufflerSimulator
 
 from .conftest import REPO
+from .daemons import daemon_process
 from .test_service import TABLECTL, table_toml
 
 UNIT = REPO / "systemd" / "tablectl.service"
@@ -73,45 +72,25 @@ def test_the_unit_starts_what_the_package_installs() -> None:
     assert "/usr/local" not in text
 
 
-async def datagrams(sock: socket.socket) -> str:
-    return (await asyncio.get_running_loop().sock_recv(sock, 4096)).decode()
-
-
 async def test_ready_then_status_follows_the_links(tmp_path: Path, broker: PrivateBroker) -> None:
-    sim = ShufflerSimulator(shuffle_ms=20)
-    config = table_toml(tmp_path, sim.open_pty(), broker)
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(tmp_path / "notify"))
-    notify.setblocking(False)
-    proc = await asyncio.create_subprocess_exec(
-        str(TABLECTL),
-        "run",
-        "--config",
-        str(config),
-        env={**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify")},
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
+    argv = (str(TABLECTL), "run", "--config", "CONFIG")
+    async with daemon_process(tmp_path, broker, *argv) as daemon:
+        assert daemon.ready.startswith("READY=1\nSTATUS=")
+        assert (tmp_path / "data" / "tablectl.sqlite3").exists()  # the journal is open
         async with asyncio.timeout(30):
-            ready = await datagrams(notify)
-            assert ready.startswith("READY=1\nSTATUS=")
-            assert (tmp_path / "data" / "tablectl.sqlite3").exists()  # the journal is open
-            status = ready
+            status = daemon.ready
             while not ("shuffler link up" in status and "broker connected" in status):
-                status = await datagrams(notify)
-            sim.knobs.drop_replies = 1_000_000  # the shuffler falls silent
+                status = await daemon.notification()
+            daemon.sim.knobs.drop_replies = 1_000_000  # the shuffler falls silent
             while "shuffler link down" not in status:
-                status = await datagrams(notify)
+                status = await daemon.notification()
             assert status.startswith("STATUS=") and "broker connected" in status
-            sim.knobs.drop_replies = 0
+            daemon.sim.knobs.drop_replies = 0
             broker.stop()
             while "broker disconnected" not in status:
-                status = await datagrams(notify)
-    finally:
-        proc.terminate()
-        await proc.wait()
-        notify.close()
-        sim.close()
+                status = await daemon.notification()
+        code, _ = await daemon.stop()
+    assert code == 0
 
 
 def journal_stream() -> tuple[int, int, str]:

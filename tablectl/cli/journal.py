@@ -5,6 +5,7 @@ stopped; reading needs the `tablectl` group (the database is 0640 in a 0750 dire
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import re
@@ -115,7 +116,18 @@ def _database(args: argparse.Namespace) -> Path:
 
 def read_only(path: Path) -> sqlite3.Connection:
     """A reader's own connection: it never writes, and WAL gives it a consistent snapshot."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+    try:
+        db.execute("SELECT 1 FROM journal LIMIT 1").fetchall()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if Path(f"{path}-wal").exists():
+            raise
+    # The daemon is stopped and left no WAL, so nothing is writing the file; a reader that
+    # may not write the directory cannot create the -shm a WAL reader needs: read it as is.
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
 
 def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
@@ -135,10 +147,10 @@ def _journal(args: argparse.Namespace) -> int:
         return fail(args, f"no journal at {path}", EXIT_REFUSED)
     if args.journal_verb in ("tail", "export"):
         try:
+            if args.journal_verb == "tail":
+                return _tail(args, path)
             db = read_only(path)
             try:
-                if args.journal_verb == "tail":
-                    return _tail(args, db)
                 return _export(args, db, path)
             finally:
                 db.close()
@@ -164,20 +176,23 @@ def _print_row(args: argparse.Namespace, row: dict[str, Any]) -> None:
         print(f"{row['seq']:>8} {row['ts']} {row['type']:<22} {describe(row['data'])}", flush=True)
 
 
-def _tail(args: argparse.Namespace, db: sqlite3.Connection) -> int:
-    (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()
-    seq = max(0, int(last) - args.n)
-    for row in _rows(db, "seq > ?", (seq,)):
-        _print_row(args, row)
-        seq = row["seq"]
+def _tail(args: argparse.Namespace, path: Path) -> int:
+    with contextlib.closing(read_only(path)) as db:
+        (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()
+        seq = max(0, int(last) - args.n)
+        for row in _rows(db, "seq > ?", (seq,)):
+            _print_row(args, row)
+            seq = row["seq"]
     if not args.follow:
         return EXIT_OK
     try:
         while True:
             time.sleep(FOLLOW_POLL_S)
-            for row in _rows(db, "seq > ?", (seq,)):
-                _print_row(args, row)
-                seq = row["seq"]
+            # A new connection each time: the daemon may have started since (see read_only).
+            with contextlib.closing(read_only(path)) as db:
+                for row in _rows(db, "seq > ?", (seq,)):
+                    _print_row(args, row)
+                    seq = row["seq"]
     except KeyboardInterrupt:
         return EXIT_OK
 

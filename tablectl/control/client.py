@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,29 @@ class ControlClientError(Exception):
     pass
 
 
+CONNECT_RETRY_S = 0.05
+
+
 def _connect(path: Path, timeout_s: float | None) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout_s)
+    deadline = time.monotonic() + (timeout_s or 5.0)
     try:
-        sock.connect(str(path))
+        while True:
+            try:
+                sock.connect(str(path))
+                break
+            except BlockingIOError:
+                # The daemon's backlog is full (it takes clients one at a time and turns the
+                # idle ones away): a moment later there is room.
+                if time.monotonic() >= deadline:
+                    raise ControlClientError(
+                        f"the daemon on {path} is too busy to take a connection"
+                    ) from None
+                time.sleep(CONNECT_RETRY_S)
+    except ControlClientError:
+        sock.close()
+        raise
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         sock.close()
         raise ControlClientError(
