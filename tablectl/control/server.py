@@ -116,6 +116,7 @@ class ControlServer:
         loop = asyncio.get_running_loop()
         async with asyncio.TaskGroup() as clients:
             while True:
+                await self._incoming(loop)
                 await self._room()
                 try:
                     conn, _ = await loop.sock_accept(self._listener)
@@ -126,9 +127,26 @@ class ControlServer:
                 self._open += 1
                 clients.create_task(self._connection(conn), name="control-client")
 
+    async def _incoming(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A client is waiting to be accepted (the listener is readable)."""
+        assert self._listener is not None
+        fd = self._listener.fileno()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(fd, readable)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+
     async def _room(self) -> None:
-        """Below the cap, or made so by dropping the connection that has waited longest
-        without sending a request; else wait until a client leaves."""
+        """For a client waiting to be accepted: below the cap, or made so by dropping the
+        connection that has waited longest without sending a request; else wait until a
+        client leaves."""
         while self._open >= self._max_connections:
             if self._waiting:
                 oldest = next(iter(self._waiting))

@@ -52,7 +52,7 @@ class StartupError(Exception):
 
 
 StepObserver = Callable[[Event, TableState, list[Effect]], None]
-LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a link change
+LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
 
 
 @runtime_checkable
@@ -312,17 +312,19 @@ class Daemon:
             self.post(ShuffleRequestFailed(reason=str(exc)))
 
     async def _report_links(self) -> None:
-        """STATUS= for systemd and a line for watchers whenever a device or the broker
-        link changes."""
-        links = status_view.links(self.status())
+        """STATUS= for systemd whenever its line changes (phase, a link, a block), and a
+        line for watchers whenever a device or the broker link changes."""
+        status = self.status()
+        line, links = status_view.status_line(status), status_view.links(status)
         while True:
             await asyncio.sleep(LINK_CHECK_S)
             status = self.status()
-            now = status_view.links(status)
-            if now != links:
-                links = now
-                sdnotify.notify("STATUS=" + status_view.status_line(status))
-                self.hub.publish({"event": "links", "links": now})
+            if (now := status_view.status_line(status)) != line:
+                line = now
+                sdnotify.notify("STATUS=" + line)
+            if (now_links := status_view.links(status)) != links:
+                links = now_links
+                self.hub.publish({"event": "links", "links": links})
 
     async def shuffler_test(self, cmd: str) -> dict[str, Any]:
         """A technician's count request or self-test, if the shuffler's driver has them."""

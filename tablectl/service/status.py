@@ -44,7 +44,7 @@ def links(status: Mapping[str, Any]) -> dict[str, str]:
 
 
 def status_line(status: Mapping[str, Any]) -> str:
-    """systemd's STATUS=: the phase, each device's link, the broker, the journal."""
+    """systemd's STATUS=: the phase, each device's link, the broker, what blocks the table."""
     phase = status.get("phase", "?")
     parts = [f"{phase} (round {status.get('round_id', '?')})"]
     parts += [
@@ -54,7 +54,4 @@ def status_line(status: Mapping[str, Any]) -> str:
     blocked = status.get("blocked")
     if blocked:
         parts.append(f"blocked: {blocked}")
-    journal = status.get("journal")
-    if isinstance(journal, Mapping):
-        parts.append(f"journal seq {journal.get('last_seq')}")
     return "; ".join(parts)
