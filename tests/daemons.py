@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from .test_service import table_toml
 
@@ -70,6 +71,8 @@ async def daemon_process(
     """A daemon process on a simulated shuffler; yields once it has told systemd READY."""
     sim = ShufflerSimulator(shuffle_ms=20)
     config = table_toml(tmp_path, sim.open_pty(), broker)
+    table = SimulatedTableInputs(6)  # a daemon with the mock GPIO backend connects to it
+    table_server = await table.serve(tmp_path / "data" / "table-simulator.sock")
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(tmp_path / "notify"))
     notify.setblocking(False)
@@ -97,3 +100,4 @@ async def daemon_process(
             await proc.wait()
         notify.close()
         sim.close()
+        table_server.close()

@@ -41,8 +41,8 @@ from tablectl.control.protocol import (
 )
 from tablectl.core.round import Rejected
 from tablectl.service import status as status_view
-from tablectl.util.logs import Throttled
 from tablectl.service.walk_test import technician_test
+from tablectl.util.logs import Throttled
 
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
