@@ -66,8 +66,11 @@ def test_every_request_names_the_roles_that_may_send_it() -> None:
         assert roles[cmd] == {Role.DEALER}, cmd
     for cmd in ("validate", "document"):
         assert roles[cmd] == {Role.FLOORPERSON}, cmd
-    for cmd in ("devices", "watch", "shuffler-count", "shuffler-self-test"):
+    for cmd in ("devices", "watch", "shuffler-count", "shuffler-self-test", "test-begin"):
         assert roles[cmd] == {Role.TECHNICIAN}, cmd
+    for cmd in ("test-seat", "test-lockout", "test-end"):
+        assert roles[cmd] == {Role.TECHNICIAN}, cmd
+    assert roles["clear-fault"] == {Role.DEALER, Role.TECHNICIAN}
 
 
 def test_roles_come_from_groups_and_root_holds_them_all() -> None:
