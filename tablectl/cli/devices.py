@@ -10,7 +10,7 @@ from typing import Any
 from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, call, human, socket_args
 
 IDENTITY = ("model", "serial", "firmware")
-HEADLINE = {"link", "identity", *IDENTITY, "port", "state", "last_fault", "boot_id"}
+HEADLINE = {"link", "identity", *IDENTITY, "port", "where", "boot_id", "last_fault"}
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +29,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         sp.set_defaults(handler=_shuffler)
 
 
+def _is_counter(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def identity(info: dict[str, Any]) -> dict[str, Any]:
     nested = info.get("identity")
     source = nested if isinstance(nested, dict) else info
@@ -43,21 +47,22 @@ def _devices(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK
     for name, info in sorted(data.get("devices", {}).items()):
-        ident = identity(info)
         print(
             f"{name:<10} link {human(info.get('link'))}  "
-            + "  ".join(f"{key} {human(value)}" for key, value in ident.items())
+            + "  ".join(f"{key} {human(value)}" for key, value in identity(info).items())
         )
-        print(
-            f"{'':<10} port {human(info.get('port'))}  state {human(info.get('state'))}  "
-            f"boot {human(info.get('boot_id'))}  "
-            f"last fault {human(info.get('last_fault')) if info.get('last_fault') else 'none'}"
-        )
-        counters = {
-            k: v
-            for k, v in sorted(info.items())
-            if k not in HEADLINE and isinstance(v, int | float) and not isinstance(v, bool)
-        }
+        fault = info.get("last_fault")
+        details = [f"at {human(info.get('port') or info.get('where'))}"]
+        if "boot_id" in info:  # a changed boot id: the device restarted
+            details.append(f"boot {human(info['boot_id'])}")
+        details += [
+            f"{key} {human(value)}"
+            for key, value in sorted(info.items())
+            if key not in HEADLINE and not _is_counter(value)
+        ]
+        details.append(f"last fault {human(fault) if fault else 'none'}")
+        print(f"{'':<10} " + "  ".join(details))
+        counters = {k: v for k, v in sorted(info.items()) if k not in HEADLINE and _is_counter(v)}
         if counters:
             print(f"{'':<10} " + " ".join(f"{k}={v}" for k, v in counters.items()))
     broker = data.get("broker") or {}

@@ -26,6 +26,9 @@ def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     shuffler = found.get("shuffler")
     if shuffler is not None and "last_fault" not in shuffler:
         shuffler["last_fault"] = status.get("shuffler_fault")
+    gpio = status.get("gpio")
+    if isinstance(gpio, Mapping):  # the sensors, lamps and lock-out button
+        found["gpio"] = {"link": "fault" if status.get("gpio_fault") else "up", **gpio}
     return found
 
 
