@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck bench mosquitto clean
+.PHONY: demo test check lint typecheck bench mosquitto deb clean
 
 $(STAMP): pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -38,12 +38,17 @@ lint: $(STAMP)
 # would treat them as site-packages and stay silent about their errors.
 typecheck: $(STAMP)
 	cd build/__editable__.tablectl-*/ && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p tablectl
-	$(BIN)/mypy tests bench
+	$(BIN)/mypy tests bench packaging
 
 check: lint typecheck
 
 test: check mosquitto
 	$(BIN)/pytest
+
+# The Debian package a table PC installs (README.md, "Installing on a table PC"): needs
+# dpkg-deb and Debian's python3-venv; dependencies come from PyPI. Writes dist/tablectl_*.deb.
+deb: $(STAMP)
+	$(BIN)/python packaging/build_deb.py --out dist
 
 bench: $(STAMP)
 	$(BIN)/python bench/lockout_window.py
@@ -53,4 +58,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/shoe_latency.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

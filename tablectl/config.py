@@ -160,6 +160,35 @@ class StorageSection(Strict):
         return self.data_dir / "tablectl.sqlite3"
 
 
+GroupName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+
+
+class AccessSection(Strict):
+    """Who may do what on the control socket: the Unix groups that hold each role.
+
+    The daemon reads the caller's uid, gid and supplementary groups from the socket
+    (SO_PEERCRED, SO_PEERGROUPS). root and the daemon's own user hold every role.
+    """
+
+    technician: tuple[GroupName, ...] = ("tablectl-technician",)
+    dealer: tuple[GroupName, ...] = ("tablectl-dealer",)
+    floorperson: tuple[GroupName, ...] = ("tablectl-floor",)
+    # A client must send its request within this time; then it is disconnected.
+    request_timeout_s: float = Field(default=5, gt=0, le=60)
+    # Open control connections at most; past it the longest-waiting idle one is dropped.
+    max_connections: int = Field(default=64, ge=4, le=512)
+    max_watchers: int = Field(default=8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _watchers_leave_room(self) -> Self:
+        if self.max_watchers >= self.max_connections:
+            raise ValueError(
+                f"max_watchers {self.max_watchers} must be below max_connections "
+                f"{self.max_connections}, or watchers could keep status from answering"
+            )
+        return self
+
+
 class TableConfig(Strict):
     table: TableSection
     game: GameConfig
@@ -168,6 +197,7 @@ class TableConfig(Strict):
     gpio: GpioSection
     mqtt: MqttSection = MqttSection()
     storage: StorageSection
+    access: AccessSection = AccessSection()
 
     @model_validator(mode="after")
     def _seats_the_game_allows(self) -> Self:
@@ -246,6 +276,8 @@ def load_config(path: Path) -> TableConfig:
         raise ConfigError(path, [f"not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from exc
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        raise ConfigError(path, [f"cannot read: {exc}"]) from exc
     except RecursionError:
         raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
     try:

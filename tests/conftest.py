@@ -147,13 +147,21 @@ class SimulatedTable:
         )
 
 
-@pytest.fixture
-async def table(broker: PrivateBroker, tmp_path: Path) -> AsyncIterator[SimulatedTable]:
+@contextlib.asynccontextmanager
+async def simulated_table(
+    broker: PrivateBroker, data_dir: Path, **config_updates: object
+) -> AsyncIterator[SimulatedTable]:
+    """The daemon on simulated devices; `config_updates` replace whole config sections."""
     sim = ShufflerSimulator(shuffle_ms=50, rng=random.Random(1))
     port = sim.open_pty()
     base = load_config(EXAMPLE_CONFIG)
-    cfg = simulated_config(base, port=port, broker=broker, data_dir=tmp_path / "data")
-    cfg = cfg.model_copy(update={"gpio": cfg.gpio.model_copy(update={"chip_present_ms": 40})})
+    cfg = simulated_config(base, port=port, broker=broker, data_dir=data_dir)
+    cfg = cfg.model_copy(
+        update={
+            "gpio": cfg.gpio.model_copy(update={"chip_present_ms": 40}),
+            **config_updates,
+        }
+    )
     backend = ReferenceBackend(
         broker.host, broker.port, site=cfg.table.site_id, table=cfg.table.table_id
     )
@@ -168,3 +176,9 @@ async def table(broker: PrivateBroker, tmp_path: Path) -> AsyncIterator[Simulate
         with contextlib.suppress(asyncio.CancelledError):
             await backend_task
         sim.close()
+
+
+@pytest.fixture
+async def table(broker: PrivateBroker, tmp_path: Path) -> AsyncIterator[SimulatedTable]:
+    async with simulated_table(broker, tmp_path / "data") as t:
+        yield t

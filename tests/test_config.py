@@ -271,3 +271,15 @@ def test_a_shoe_section_makes_the_core_form_hands_from_the_shoe(tmp_path: Path) 
     cfg = load_config(path)
     assert cfg.shoe is not None and cfg.shoe.driver == "reference" and cfg.rules().shoe
     assert not load_config(EXAMPLE_CONFIG).rules().shoe
+
+
+def test_the_access_block_of_the_example_is_valid_uncommented(tmp_path: Path) -> None:
+    text = re.sub(r"^# (\[access\]|\w+ = )", r"\1", EXAMPLE_CONFIG.read_text(), flags=re.M)
+    path = tmp_path / "table.toml"
+    path.write_text(text)
+    access = load_config(path).access
+    assert access.dealer == ("tablectl-dealer",) and access.max_connections == 64
+    path.write_text(text.replace('dealer = ["tablectl-dealer"]', 'dealer = ["Dealers!"]'))
+    assert any(
+        e.startswith("access.dealer.0: String should match pattern") for e in errors_of(path)
+    )

@@ -74,3 +74,44 @@ def test_shoe_and_device_commands() -> None:
         parse_request(
             {"cmd": "accept-device", "device": "toaster", "serial_number": "1", "by": "T"}
         )
+
+
+def test_every_request_names_the_roles_that_may_send_it() -> None:
+    from tablectl.control.protocol import COMMANDS, REQUEST_TYPES, Role, commands
+
+    roles = {cmd: model.ROLES for model in REQUEST_TYPES for cmd in commands(model)}
+    assert set(roles) == set(COMMANDS)
+    assert roles["status"] == frozenset(Role)
+    for cmd in ("settle", "void", "new-deck", "reshuffle"):
+        assert roles[cmd] == {Role.DEALER}, cmd
+    for cmd in ("validate", "document"):
+        assert roles[cmd] == {Role.FLOORPERSON}, cmd
+    for cmd in ("devices", "watch", "shuffler-count", "shuffler-self-test", "test-begin"):
+        assert roles[cmd] == {Role.TECHNICIAN}, cmd
+    for cmd in ("test-seat", "test-lockout", "test-end"):
+        assert roles[cmd] == {Role.TECHNICIAN}, cmd
+    assert roles["clear-fault"] == {Role.DEALER, Role.TECHNICIAN}
+
+
+def test_roles_come_from_groups_and_root_holds_them_all() -> None:
+    import grp
+
+    from tablectl.config import AccessSection
+    from tablectl.control.access import UNKNOWN_PEER, AccessPolicy, Peer
+    from tablectl.control.protocol import Role
+
+    staff, games = grp.getgrnam("staff").gr_gid, grp.getgrnam("games").gr_gid
+    policy = AccessPolicy(
+        AccessSection(technician=("staff",), dealer=("games", "no-such-group"), floorperson=()),
+        own_uid=4242,
+    )
+
+    def peer(uid: int, *groups: int) -> Peer:
+        return Peer(pid=1, uid=uid, gid=100, groups=frozenset({100, *groups}))
+
+    assert policy.roles(peer(1000)) == frozenset()
+    assert policy.roles(peer(1000, staff)) == {Role.TECHNICIAN}
+    assert policy.roles(peer(1000, staff, games)) == {Role.TECHNICIAN, Role.DEALER}
+    assert policy.roles(peer(0)) == frozenset(Role)  # root
+    assert policy.roles(peer(4242)) == frozenset(Role)  # the daemon's own user
+    assert policy.roles(UNKNOWN_PEER) == frozenset()

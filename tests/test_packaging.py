@@ -42,3 +42,13 @@ def test_no_generic_top_level_names_are_importable(tmp_path: Path) -> None:
             check=False,
         )
         assert proc.returncode == 1 and "ModuleNotFoundError" in proc.stderr, name
+
+
+def test_the_licence_file_matches_the_package_metadata() -> None:
+    import importlib.metadata
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (REPO / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
+    assert importlib.metadata.metadata("tablectl")["License-Expression"] == "Apache-2.0"

@@ -11,6 +11,9 @@ class Shuffler(Protocol):
     """Reports (shuffle started/completed with its count, faults, reboots, identity) reach the
     daemon as DeviceReports; each is acknowledged once journaled."""
 
+    @property
+    def link_up(self) -> bool: ...
+
     async def run(self) -> None: ...
 
     async def wait_link_up(self) -> None: ...

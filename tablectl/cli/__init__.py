@@ -1,19 +1,26 @@
-"""`tablectl`: run the daemon, check a config, read status, act as dealer or floorperson,
-read and replay the journal, report on paytables, simulate devices, run the demo.
+"""`tablectl`: run the daemon, check a config, read status, watch events, list devices, act
+as dealer or floorperson, read, export and replay the journal, report on paytables, simulate
+devices, run the demo.
 
-Every verb prints for people, takes --json where scripts read it, and exits non-zero with a
-clear message on failure: 2 for bad input (config, arguments), 1 when the daemon refuses.
+Every verb prints for people, takes --json where scripts read it (errors then come as JSON on
+stdout too), and exits non-zero with a clear message on failure: 2 for bad input (config,
+arguments), 1 when the daemon refuses or cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
+import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
-from tablectl.cli import control, demo, journal, paytable, run, simulate, test
-from tablectl.cli.common import EXIT_BAD_INPUT
+from tablectl.cli import control, demo, devices, journal, paytable, run, simulate, test, watch
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK
 from tablectl.config import ConfigError
+from tablectl.control.protocol import REQUEST_TYPES, Role, commands
 from tablectl.util import logs
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -26,34 +33,66 @@ def _log_level(text: str) -> str:
     return level
 
 
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so --json can report a usage error as JSON."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def roles_epilog() -> str:
+    """Which role may send each command to the daemon (control/protocol.py says)."""
+    lines = ["who may do what (the daemon checks your groups; [access] in the config):"]
+    for role in Role:
+        cmds = [cmd for model in REQUEST_TYPES if role in model.ROLES for cmd in commands(model)]
+        lines.append(f"  {role.value:<12} {', '.join(cmds)}")
+    lines.append("  reading files, no role: config check, journal, paytable, simulate, demo")
+    return "\n".join(lines)
+
+
+@functools.cache
 def parser() -> argparse.ArgumentParser:
+    """The whole command line (built once: argparse parsers can be reused)."""
     # --log-level is accepted before or after the verb.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--log-level",
         type=_log_level,
         default=argparse.SUPPRESS,
         help="DEBUG, INFO, WARNING, ERROR (default INFO; demo WARNING)",
     )
-    p = argparse.ArgumentParser(prog="tablectl", description=__doc__, parents=[common])
+    p = _Parser(
+        prog="tablectl",
+        description=__doc__,
+        epilog=roles_epilog(),
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
-    for module in (run, control, journal, paytable, simulate, test, demo):
+    for module in (run, control, watch, devices, journal, paytable, simulate, test, demo):
         module.add_parsers(sub)
-    for leaf in _leaf_parsers(p):
-        leaf.add_argument(
+    for sp in _subparsers(p):  # verb groups too: `tablectl config --log-level X check`
+        sp.add_argument(
             "--log-level", type=_log_level, default=argparse.SUPPRESS, help="see tablectl -h"
         )
     return p
 
 
-def _leaf_parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    leaves = []
+def _subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every verb and verb group below p (`tablectl config --log-level X check` works too)."""
+    found = []
     for action in p._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
-                leaves.extend(_leaf_parsers(child) or [child])
-    return leaves
+                found += [child, *_subparsers(child)]
+    return found
 
 
 def _version() -> str:
@@ -66,7 +105,16 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parser().parse_args(argv)
+    except UsageError as exc:
+        if "--json" in argv:
+            print(json.dumps({"ok": False, "error": str(exc), "usage": exc.parser.format_usage()}))
+        else:
+            exc.parser.print_usage(sys.stderr)
+            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     quiet = getattr(args, "quiet_logs", True)
     logs.configure(getattr(args, "log_level", None) or ("WARNING" if quiet else "INFO"))
     handler: Callable[[argparse.Namespace], int] = args.handler
@@ -74,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except ConfigError as exc:
         if getattr(args, "json", False):
-            import json
-
             print(json.dumps({"ok": False, "error": str(exc), "errors": exc.errors}))
         else:
             print(f"{exc.path}: {len(exc.errors)} error(s)", file=sys.stderr)
@@ -84,6 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `tablectl journal export | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+        message = f"internal error: {type(exc).__name__}: {exc} (please report it)"
+        if getattr(args, "json", False):
+            print(json.dumps({"ok": False, "error": message}))
+        else:
+            print(f"tablectl: {message}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ from typing import Any
 
 from tablectl.config import load_config
 from tablectl.control import client
+from tablectl.util import logs
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in tablectl, reported as one line
 DEFAULT_CONFIG = Path("/etc/tablectl/table.toml")
 
 
@@ -21,10 +23,17 @@ def default_config() -> Path:
     return Path(os.environ.get("TABLECTL_CONFIG", DEFAULT_CONFIG))
 
 
+def path_arg(text: str) -> Path:
+    """A file or directory argument; a usage error (not a traceback) for what no path is."""
+    if not text or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a path")
+    return Path(text)
+
+
 def config_arg(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--config",
-        type=Path,
+        type=path_arg,
         default=None,
         help="the table's config (default $TABLECTL_CONFIG or /etc/tablectl/table.toml)",
     )
@@ -32,13 +41,14 @@ def config_arg(sp: argparse.ArgumentParser) -> None:
 
 def socket_args(sp: argparse.ArgumentParser) -> None:
     where = sp.add_mutually_exclusive_group()
-    where.add_argument("--config", type=Path, help="the table's config (finds its socket)")
-    where.add_argument("--socket", type=Path, help="the daemon's control socket")
+    where.add_argument("--config", type=path_arg, help="the table's config (finds its socket)")
+    where.add_argument("--socket", type=path_arg, help="the daemon's control socket")
     sp.add_argument("--json", action="store_true", help="print the reply as JSON")
 
 
 def config_path(args: argparse.Namespace) -> Path:
-    return Path(args.config) if args.config else default_config()
+    config = getattr(args, "config", None)
+    return Path(config) if config else default_config()
 
 
 def socket_path(args: argparse.Namespace) -> Path:
@@ -52,7 +62,9 @@ def fail(args: argparse.Namespace, message: str, code: int) -> int:
     if getattr(args, "json", False):
         print(json.dumps({"ok": False, "error": message}))
     else:
-        print(f"tablectl: {message}", file=sys.stderr)
+        # Under systemd this line is the journal's: an error (sd-daemon(3) priority 3).
+        mark = "<3>" if logs.stderr_is_journal() else ""
+        print(f"{mark}tablectl: {message}", file=sys.stderr)
     return code
 
 
@@ -76,3 +88,35 @@ def cents(amount: int | None) -> str:
 
 def yes_no(value: object) -> str:
     return "yes" if value else "no"
+
+
+def human(value: object) -> str:
+    """A value as a person reads it: yes/no, not True/False; '-' for nothing."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return yes_no(value)
+    if isinstance(value, list | tuple):
+        return ",".join(human(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def describe(data: dict[str, Any]) -> str:
+    """A journal row's data on one line: key=value, amounts in dollars."""
+    parts = []
+    for key, value in data.items():
+        if key.endswith("_cents") and isinstance(value, int) and not isinstance(value, bool):
+            parts.append(f"{key.removesuffix('_cents')}={cents(value)}")
+        else:
+            parts.append(f"{key}={human(value)}")
+    return " ".join(parts)
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """HOST:PORT for argparse (a clear usage error, not a traceback)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:7001")
+    return host or "127.0.0.1", int(port)

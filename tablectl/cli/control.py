@@ -6,7 +6,16 @@ import argparse
 import json
 from typing import Any
 
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, call, cents, fail, socket_args, yes_no
+from tablectl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    call,
+    cents,
+    describe,
+    fail,
+    socket_args,
+    yes_no,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -128,11 +137,14 @@ def _command(args: argparse.Namespace) -> int:
     data = call(args, request)
     if isinstance(data, int):
         return data
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True))
+    if args.json:  # what was done; `tablectl status` shows the rest
+        print(json.dumps({"ok": True, "journaled": data.get("journaled", [])}, sort_keys=True))
         return EXIT_OK
-    for row in data.get("journaled", []):
-        brief = " ".join(f"{k}={v}" for k, v in row["data"].items() if k != "meter")
+    rows = data.get("journaled", [])
+    if not rows:
+        print("done; nothing to journal")
+    for row in rows:
+        brief = describe({k: v for k, v in row["data"].items() if k != "meter"})
         print(f"{row['seq']:>8} {row['type']:<22} {brief}")
     return EXIT_OK
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_BAD_INPUT, fail
+from tablectl.cli.common import EXIT_BAD_INPUT, fail, path_arg
 from tablectl.config import load_config
 from tablectl.core.games import GAME_NAMES
 
@@ -15,10 +15,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     demo.add_argument("--game", default="three-card-poker", help=", ".join(GAME_NAMES))
     demo.add_argument("--rounds", type=int, default=6)
     demo.add_argument(
-        "--config", type=Path, help="a table config (default: config/GAME.toml of this checkout)"
+        "--config",
+        type=path_arg,
+        help="a table config (default: config/GAME.toml of this checkout)",
     )
     demo.add_argument(
-        "--keep", type=Path, metavar="DIR", help="keep the table's data here (journal replay)"
+        "--keep", type=path_arg, metavar="DIR", help="keep the table's data here (journal replay)"
     )
     demo.add_argument("--json", action="store_true", help="end with one line of JSON: the summary")
     demo.set_defaults(handler=_demo, quiet_logs=True)

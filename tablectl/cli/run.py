@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, cents, config_arg, config_path, fail
+from tablectl.cli.common import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    cents,
+    config_arg,
+    config_path,
+    fail,
+    path_arg,
+)
 from tablectl.config import load_config
 
 
@@ -19,7 +28,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_verb", required=True)
     check = cfg_sub.add_parser("check", help="validate a table config against the rules")
-    check.add_argument("file", type=Path, nargs="?", help="default: the table's config")
+    check.add_argument("file", type=path_arg, nargs="?", help="default: the table's config")
     check.add_argument("--json", action="store_true")
     check.set_defaults(handler=_check)
 
@@ -28,6 +37,8 @@ def _run(args: argparse.Namespace) -> int:
     from tablectl.service.daemon import Daemon, StartupError
 
     config = load_config(config_path(args))
+    # Files, directories and the control socket are not for others (0640, 0750, 0660).
+    os.umask(0o027)
     try:
         asyncio.run(Daemon(config).serve())
     except StartupError as exc:

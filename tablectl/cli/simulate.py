@@ -8,7 +8,15 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, config_arg, config_path, fail
+from tablectl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    config_arg,
+    config_path,
+    fail,
+    host_port,
+)
 from tablectl.config import load_config
 
 if TYPE_CHECKING:
@@ -22,11 +30,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     shuffler = sim_sub.add_parser("shuffler", help="the card shuffler, on a pty or TCP")
     shuffler.add_argument(
         "--listen",
+        type=host_port,
         metavar="HOST:PORT",
         help='serve on TCP (daemon: port = "socket://HOST:PORT"); default: a new pseudo-terminal',
     )
     shuffler.add_argument(
-        "--cards", type=int, default=52, help="cards in its deck (51: a miscount)"
+        "--cards", type=deck_size, default=52, help="cards in its deck, 0-52 (51: a miscount)"
     )
     shuffler.set_defaults(handler=lambda args: asyncio.run(_shuffler(args)))
     shoe = sim_sub.add_parser(
@@ -34,11 +43,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     shoe.add_argument(
         "--listen",
+        type=host_port,
         metavar="HOST:PORT",
         help='serve on TCP (daemon: shoe.port = "socket://HOST:PORT"); default: a pseudo-terminal',
     )
     shoe.add_argument(
-        "--jam-at", type=int, metavar="N", help="jam at the N-th card of its first deal (0: first)"
+        "--jam-at",
+        type=deck_size,
+        metavar="N",
+        help="jam at the N-th card of its first deal (0: first)",
     )
     shoe.set_defaults(handler=lambda args: asyncio.run(_shoe(args)))
 
@@ -101,13 +114,19 @@ async def _play_table(table: SimulatedTableLike) -> int:
     return EXIT_OK
 
 
+def deck_size(text: str) -> int:
+    if not text.isdigit() or int(text) > 52:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of cards from 0 to 52")
+    return int(text)
+
+
 async def _shuffler(args: argparse.Namespace) -> int:
     from tablectl.simulators.shuffler import ShufflerSimulator
 
     sim = ShufflerSimulator()
     while len(sim.deck) > max(0, args.cards):
         sim.remove_card()
-    return await _serve("shuffler", sim, args.listen)
+    return await _serve(args, "shuffler", sim)
 
 
 async def _shoe(args: argparse.Namespace) -> int:
@@ -115,14 +134,17 @@ async def _shoe(args: argparse.Namespace) -> int:
 
     sim = ShoeSimulator(card_ms=20)
     sim.knobs.jam_at = args.jam_at
-    return await _serve("shoe", sim, args.listen)
+    return await _serve(args, "shoe", sim)
 
 
-async def _serve(name: str, sim: SimulatedDevice, listen: str | None) -> int:
-    if listen:
-        host, _, port = listen.rpartition(":")
-        server = await sim.serve_tcp(host or "127.0.0.1", int(port))
-        print(f"{name} simulator on socket://{listen}", flush=True)
+async def _serve(args: argparse.Namespace, name: str, sim: SimulatedDevice) -> int:
+    if args.listen:
+        host, port = args.listen
+        try:
+            server = await sim.serve_tcp(host, port)
+        except OSError as exc:
+            return fail(args, f"cannot listen on {host}:{port}: {exc.strerror}", EXIT_REFUSED)
+        print(f"{name} simulator on socket://{host}:{port}", flush=True)
         async with server:
             await server.serve_forever()
     else:

@@ -2,11 +2,16 @@
 
 One JSON object per line in, one per line out: {"ok": true, "data": ...} or
 {"ok": false, "error": "..."}. Types are strict: a seat is a whole number, never 1.7 or "1".
+`watch` is the one request that keeps its connection: after its reply, one line per event.
+
+Every request names the roles that may send it (`ROLES`); the server checks the caller's
+groups against the `[access]` section of the config before anything else.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
@@ -29,18 +34,52 @@ Seat = Annotated[StrictInt, Field(ge=1, le=7)]
 SeatKey = Annotated[str, Field(pattern=r"^[1-7]$")]
 
 
+class Role(StrEnum):
+    TECHNICIAN = "technician"
+    DEALER = "dealer"
+    FLOORPERSON = "floorperson"
+
+
+EVERY_ROLE = frozenset(Role)
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Who may send it. A request that forgets to say is for root and the daemon's user only.
+    ROLES: ClassVar[frozenset[Role]] = frozenset()
     # Who is acting, as they identify themselves (an employee id); the socket adds the
     # operating-system user it sees.
     by: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class StatusRequest(_Request):
+    ROLES = EVERY_ROLE
     cmd: Literal["status"]
 
 
+class DevicesRequest(_Request):
+    """Every device's identity, link state, counters and last fault; the broker link."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
+    cmd: Literal["devices"]
+
+
+class WatchRequest(_Request):
+    """Live journal rows and device changes, one line each, until the client hangs up."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
+    cmd: Literal["watch"]
+
+
+class ShufflerTestRequest(_Request):
+    """Ask the shuffler to count the deck it holds, or to run its self-test."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
+    cmd: Literal["shuffler-count", "shuffler-self-test"]
+
+
 class SettleRequest(_Request):
+    ROLES = frozenset({Role.DEALER})
     cmd: Literal["settle"]
     hands: dict[SeatKey, str] = {}
     community: str = ""
@@ -49,32 +88,42 @@ class SettleRequest(_Request):
 
 
 class VoidRequest(_Request):
+    ROLES = frozenset({Role.DEALER})
     cmd: Literal["void"]
     reason: str
 
 
 class DeckRequest(_Request):
+    ROLES = frozenset({Role.DEALER})
     cmd: Literal["new-deck", "reshuffle"]
 
 
 class ClearFaultRequest(_Request):
     """The sensors were checked after a GPIO fault: betting may reopen."""
 
+    ROLES = frozenset({Role.DEALER, Role.TECHNICIAN})
     cmd: Literal["clear-fault"]
 
 
 class DealRequest(_Request):
     """The shoe deals the round: to every table-system wager's seat and to `seats`."""
 
+    ROLES = frozenset({Role.DEALER})
     cmd: Literal["deal"]
     seats: list[Seat] = []
 
 
 class ShoeRequest(_Request):
+    """649a.13(g): the shoe is marked out of order (manual dealing), or back in service."""
+
+    ROLES = frozenset({Role.DEALER, Role.TECHNICIAN})
     cmd: Literal["shoe-out-of-order", "shoe-in-service"]
 
 
 class AcceptDeviceRequest(_Request):
+    """A technician accepts a device whose serial number differs from the last one seen."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["accept-device"]
     device: Literal["shuffler", "shoe"]
     serial_number: str = Field(min_length=1, max_length=64)
@@ -82,6 +131,7 @@ class AcceptDeviceRequest(_Request):
 
 
 class HitRequest(_Request):
+    ROLES = frozenset({Role.FLOORPERSON})
     cmd: Literal["validate", "document"]
     hit_id: str = Field(min_length=1, max_length=32)
     by: str = Field(min_length=1, max_length=64)  # the floorperson, always named
@@ -90,27 +140,34 @@ class HitRequest(_Request):
 class TestBeginRequest(_Request):
     """A technician's walk test takes the sensors (the table must not be taking bets)."""
 
+    ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-begin"]
     test: Literal["sensors", "lockout"]
 
 
 class TestSeatRequest(_Request):
+    ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-seat"]
     seat: Seat
     timeout_s: float = Field(default=30, gt=0, le=600)
 
 
 class TestLockoutRequest(_Request):
+    ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-lockout"]
     timeout_s: float = Field(default=30, gt=0, le=600)
 
 
 class TestEndRequest(_Request):
+    ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-end"]
 
 
 AnyRequest = (
     StatusRequest
+    | DevicesRequest
+    | WatchRequest
+    | ShufflerTestRequest
     | SettleRequest
     | VoidRequest
     | DeckRequest
@@ -125,24 +182,15 @@ AnyRequest = (
     | HitRequest
 )
 Request = Annotated[AnyRequest, Field(discriminator="cmd")]
-COMMANDS = (
-    "status",
-    "settle",
-    "void",
-    "new-deck",
-    "reshuffle",
-    "clear-fault",
-    "validate",
-    "document",
-    "test-begin",
-    "test-seat",
-    "test-lockout",
-    "test-end",
-    "deal",
-    "shoe-out-of-order",
-    "shoe-in-service",
-    "accept-device",
-)
+REQUEST_TYPES: tuple[type[_Request], ...] = get_args(AnyRequest)
+
+
+def commands(model: type[_Request]) -> tuple[str, ...]:
+    """The `cmd` values a request model takes."""
+    return get_args(model.model_fields["cmd"].annotation)
+
+
+COMMANDS = tuple(cmd for model in REQUEST_TYPES for cmd in commands(model))
 
 
 class RequestError(Exception):
@@ -161,6 +209,8 @@ def parse_request(raw: Any) -> AnyRequest:
         raise RequestError(f"unknown command {cmd!r}; one of {', '.join(COMMANDS)}")
     try:
         return _Envelope.model_validate({"request": raw}).request
+    except RecursionError:
+        raise RequestError(f"{cmd}: nested too deeply") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"][2:])

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import signal
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -48,8 +47,11 @@ from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
 from tablectl.mqtt.relay import Relay
+from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
+from tablectl.service.watch import Hub
 from tablectl.store.journal import Store
 from tablectl.util import sdnotify
 
@@ -61,6 +63,24 @@ class StartupError(Exception):
 
 
 StepObserver = Callable[[Event, TableState, list[Effect]], None]
+LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
+
+
+@runtime_checkable
+class ShufflerDiagnostics(Protocol):
+    """What a shuffler driver provides for `tablectl shuffler count` and `self-test`.
+
+    The reference protocol has no message for either yet (docs/protocols/shuffler.md): a
+    driver that implements these is used; otherwise the technician is told it cannot.
+    """
+
+    async def count_deck(self) -> tuple[int, int]:
+        """Count the cards the shuffler holds: (counted, expected)."""
+        ...
+
+    async def self_test(self) -> tuple[bool, str]:
+        """Run the device's self-test: (passed, the device's report)."""
+        ...
 
 
 @dataclass
@@ -79,6 +99,7 @@ class Daemon:
     gpio_backend: GpioBackend | None = None
     usb_backend: Any = None  # None: pyusb's own (libusb); simulators pass a virtual bus
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    stop_deadline_s: float = 10.0  # SIGTERM to exit, at most (systemd's TimeoutStopSec is 20s)
 
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
@@ -87,6 +108,9 @@ class Daemon:
         self.ready = asyncio.Event()
         self._stepped = asyncio.Event()
         self.steps_done = 0  # steps committed since start; observers see the next one coming
+        self.hub = Hub()  # live events for `tablectl watch`
+        self.stopping = False
+        self.inputs_dropped_while_stopping = 0
         self.started_at = time.time()
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
         # Every database write happens here, one at a time, in order.
@@ -103,11 +127,19 @@ class Daemon:
     # --- inputs -------------------------------------------------------------------------
 
     def post(self, event: Event) -> None:
-        """Queue an input from the table's own hardware (never refused)."""
+        """Queue an input from the table's own hardware (refused once the daemon is stopping)."""
+        if self.stopping:
+            # Acceptance is closed: nothing sensed after the stop signal becomes a wager.
+            self.inputs_dropped_while_stopping += 1
+            return
         self._queue.put_nowait(_Submission(event))
 
     def post_device(self, report: DeviceReport) -> None:
         """Queue a device's report; the device hears it was taken only after the commit."""
+        if self.stopping:
+            # Not acknowledged, so the device keeps it for the next start.
+            self.inputs_dropped_while_stopping += 1
+            return
         trace = self._traces.get(report.device)
         if trace is not None:
             trace.input(report.input.TYPE + " " + report.input.model_dump_json())
@@ -115,6 +147,8 @@ class Daemon:
 
     async def submit(self, event: Event) -> list[dict[str, Any]]:
         """Queue a person's command and wait for the rows it journaled; raises Rejected."""
+        if self.stopping:
+            raise Rejected("the daemon is stopping")
         reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Submission(event, reply))
         return await reply
@@ -171,7 +205,7 @@ class Daemon:
             health=self.health,
             record_ack=self._record_ack,
         )
-        control = ControlServer(cfg.storage.socket_path, self)
+        control = ControlServer(cfg.storage.socket_path, self, cfg.access)
         try:
             backend, levels = await self._open_gpio()
         except GpioUnavailable as exc:
@@ -198,13 +232,17 @@ class Daemon:
                 await control.start()
                 tasks.create_task(self._consume(), name="table-core")
                 tasks.create_task(self.gpio.run(), name="gpio")
+                tasks.create_task(control.serve(), name="control-socket")
                 tasks.create_task(self.shuffler.run(), name="shuffler")
                 if self.shoe is not None:
                     tasks.create_task(self.shoe.run(), name="shoe")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self._watchdog(), name="watchdog")
+                # Ready once the journal is open and commands are taken; devices and the
+                # broker come and go, and STATUS= says how they are (_report_links).
                 self.ready.set()
-                sdnotify.notify("READY=1\nSTATUS=table " + cfg.table.table_id + " running")
+                sdnotify.notify("READY=1\nSTATUS=" + status_view.status_line(self.status()))
+                tasks.create_task(self._report_links(), name="link-status")
                 log.info("tablectl running", table=cfg.table.table_id, boot_id=self.boot_id)
         finally:
             await control.close()
@@ -233,17 +271,34 @@ class Daemon:
         )
 
     async def serve(self) -> None:
-        """run() until SIGTERM or SIGINT, then stop in order (the CLI's `run`)."""
+        """run() until SIGTERM or SIGINT, then stop in bounded time (the CLI's `run`)."""
         task = asyncio.current_task()
         assert task is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
+        stopper = Stopper(
+            task, close_acceptance=self.close_acceptance, deadline_s=self.stop_deadline_s
+        )
+        stopper.install()
         try:
             await self.run()
         except asyncio.CancelledError:
-            sdnotify.notify("STOPPING=1")
-            log.info("tablectl stopped", table=self.config.table.table_id)
+            log.info(
+                "tablectl stopped",
+                table=self.config.table.table_id,
+                inputs_dropped_while_stopping=self.inputs_dropped_while_stopping,
+            )
+        finally:
+            stopper.uninstall()
+
+    def close_acceptance(self) -> None:
+        """The stop signal: from now on no chip edge, button or command reaches the core."""
+        self.stopping = True  # post() drops every device input from here on
+        sdnotify.notify("STOPPING=1\nSTATUS=stopping: acceptance closed")
+        if self.state is not None and self.state.phase is Phase.BETTING:
+            # The journal still says "betting"; the next start locks the round out first
+            # (power-up), and nothing sensed from here on is a wager.
+            log.warning(
+                "stopping while betting: no more wagers are recognised", round=self.state.round_id
+            )
 
     async def _consume(self) -> None:
         assert self.store is not None and self.state is not None
@@ -275,6 +330,7 @@ class Daemon:
                 # Durable now (input, rows and cursor in one transaction): tell the device.
                 self._devices[report.device].acknowledge(report)
             self.steps_done += 1
+            self.hub.publish_rows(rows)
             for type_, data in entries:
                 log.info(type_, **data)
             self._execute(effects)
@@ -347,6 +403,40 @@ class Daemon:
         except (LinkError, TimeoutError) as exc:
             log.warning("deal request failed", error=str(exc))
             self.post(DealRequestFailed(reason=str(exc) or "the shoe link is down"))
+
+    async def _report_links(self) -> None:
+        """STATUS= for systemd whenever its line changes (phase, a link, a block), and a
+        line for watchers whenever a device or the broker link changes."""
+        status = self.status()
+        line, links = status_view.status_line(status), status_view.links(status)
+        while True:
+            await asyncio.sleep(LINK_CHECK_S)
+            status = self.status()
+            if (now := status_view.status_line(status)) != line:
+                line = now
+                sdnotify.notify("STATUS=" + line)
+            if (now_links := status_view.links(status)) != links:
+                links = now_links
+                self.hub.publish({"event": "links", "links": links})
+
+    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
+        """A technician's count request or self-test, if the shuffler's driver has them."""
+        driver = self.shuffler
+        if not isinstance(driver, ShufflerDiagnostics):
+            raise Rejected(
+                f"{cmd}: this shuffler's driver cannot do that yet (the reference protocol "
+                "has no count or self-test message)"
+            )
+        if not driver.link_up:
+            raise Rejected(f"{cmd}: the shuffler link is down")
+        try:
+            if cmd == "shuffler-count":
+                counted, expected = await driver.count_deck()
+                return {"counted": counted, "expected": expected, "matches": counted == expected}
+            passed, report = await driver.self_test()
+            return {"passed": passed, "report": report}
+        except LinkError as exc:
+            raise Rejected(f"{cmd}: {exc}") from None
 
     async def _watchdog(self) -> None:
         interval = sdnotify.watchdog_interval_s()

@@ -9,8 +9,10 @@ row's hash chains to the previous one so that an edited or deleted row is detect
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,7 +125,10 @@ class Store:
     def __init__(
         self, path: Path, *, boot_id: str, clock: Callable[[], datetime] = _utc_now
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Not readable by others: the directory 0750, the database (and its -wal, -shm) 0640.
+        path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640))
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we light a seat or publish (nothing is lost).

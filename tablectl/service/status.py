@@ -1,0 +1,60 @@
+"""What technicians and systemd see of a running daemon: the devices, a one-line status.
+
+Built from `Daemon.status()` so there is one source: a device is whatever the status reports
+under `devices` (name -> identity, link, counters, last fault), or, from a daemon that does
+not group them, its `shuffler` (and `shoe`) entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+KNOWN_DEVICES = ("shuffler", "shoe")
+
+
+def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every device the status names, each with at least its link state."""
+    grouped = status.get("devices")
+    if isinstance(grouped, Mapping):
+        return {str(name): dict(info) for name, info in grouped.items()}
+    found: dict[str, dict[str, Any]] = {}
+    for name in KNOWN_DEVICES:
+        info = status.get(name)
+        if isinstance(info, Mapping):
+            found[name] = dict(info)
+    shuffler = found.get("shuffler")
+    if shuffler is not None and "last_fault" not in shuffler:
+        shuffler["last_fault"] = status.get("shuffler_fault")
+    gpio = status.get("gpio")
+    if isinstance(gpio, Mapping):  # the sensors, lamps and lock-out button
+        found["gpio"] = {"link": "fault" if status.get("gpio_fault") else "up", **gpio}
+    return found
+
+
+def broker(status: Mapping[str, Any]) -> dict[str, Any]:
+    mqtt = status.get("mqtt")
+    return dict(mqtt) if isinstance(mqtt, Mapping) else {}
+
+
+def links(status: Mapping[str, Any]) -> dict[str, str]:
+    """name -> "up"/"down" for every device, and the broker as "connected"/"disconnected"."""
+    out = {name: str(info.get("link", "unknown")) for name, info in devices(status).items()}
+    mqtt = broker(status)
+    if mqtt:
+        out["broker"] = "connected" if mqtt.get("connected") else "disconnected"
+    return out
+
+
+def status_line(status: Mapping[str, Any]) -> str:
+    """systemd's STATUS=: the phase, each device's link, the broker, what blocks the table."""
+    phase = status.get("phase", "?")
+    parts = [f"{phase} (round {status.get('round_id', '?')})"]
+    parts += [
+        f"{name} {state}" if name == "broker" else f"{name} link {state}"
+        for name, state in links(status).items()
+    ]
+    blocked = status.get("blocked")
+    if blocked:
+        parts.append(f"blocked: {blocked}")
+    return "; ".join(parts)
