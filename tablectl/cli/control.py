@@ -68,18 +68,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     for sp in (settle, deal, out_of_order, in_service, void, new_deck, reshuffle, clear_fault):
         socket_args(sp)
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
-        sp.set_defaults(handler=_command)
-
-    devices = sub.add_parser("devices", help="a technician's commands for the table's devices")
-    devices_sub = devices.add_subparsers(dest="devices_verb", required=True)
-    accept = devices_sub.add_parser(
-        "accept", help="accept the device now connected (another serial number) for play"
-    )
-    accept.add_argument("device", choices=("shuffler", "shoe"))
-    accept.add_argument("serial_number", help="its serial number, as status shows it")
-    accept.add_argument("--by", required=True, help="the technician (an employee id)")
-    socket_args(accept)
-    accept.set_defaults(handler=_command)
+        sp.set_defaults(handler=send_command)
 
     floor = sub.add_parser("floor", help="the floorperson's commands (jackpot workflow)")
     floor_sub = floor.add_subparsers(dest="floor_verb", required=True)
@@ -93,7 +82,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         sp.add_argument("hit_id", help="the hit, as status shows it (e.g. 12-5)")
         sp.add_argument("--by", required=True, help="the floorperson (an employee id)")
         socket_args(sp)
-        sp.set_defaults(handler=_command)
+        sp.set_defaults(handler=send_command)
 
 
 def _request(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,7 +118,8 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return {"cmd": args.dealer_verb, **by}
 
 
-def _command(args: argparse.Namespace) -> int:
+def send_command(args: argparse.Namespace) -> int:
+    """Send the command the arguments name; print the rows it journaled."""
     try:
         request = _request(args)
     except ValueError as exc:

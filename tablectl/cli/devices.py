@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, call, human, socket_args
+from tablectl.cli.control import send_command
 
 IDENTITY = ("model", "serial", "firmware")
 HEADLINE = {"link", "identity", *IDENTITY, "port", "where", "boot_id", "last_fault"}
@@ -19,6 +20,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     socket_args(devices)
     devices.set_defaults(handler=_devices)
+    devices_sub = devices.add_subparsers(dest="devices_verb")
+    accept = devices_sub.add_parser(
+        "accept", help="accept the device now connected (another serial number) for play"
+    )
+    accept.add_argument("device", choices=("shuffler", "shoe"))
+    accept.add_argument("serial_number", help="its serial number, as devices shows it")
+    accept.add_argument("--by", required=True, help="the technician (an employee id)")
+    socket_args(accept)
+    accept.set_defaults(handler=send_command)
 
     shuffler = sub.add_parser("shuffler", help="the shuffler's diagnostics (technician)")
     shuffler_sub = shuffler.add_subparsers(dest="shuffler_verb", required=True)
