@@ -26,7 +26,14 @@ def leaves(
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, child in action.choices.items():
-                found.extend(leaves(child, (*path, name)) or [((*path, name), child)])
+                below = leaves(child, (*path, name))
+                # A verb whose subcommands are optional is a verb of its own too (`devices`).
+                own = not below or any(
+                    isinstance(a, argparse._SubParsersAction) and not a.required
+                    for a in child._actions
+                )
+                found.extend([((*path, name), child)] if own else [])
+                found.extend(below)
     return found
 
 

@@ -274,7 +274,10 @@ def test_a_shoe_section_makes_the_core_form_hands_from_the_shoe(tmp_path: Path) 
 
 
 def test_the_access_block_of_the_example_is_valid_uncommented(tmp_path: Path) -> None:
-    text = re.sub(r"^# (\[access\]|\w+ = )", r"\1", EXAMPLE_CONFIG.read_text(), flags=re.M)
+    example = EXAMPLE_CONFIG.read_text()
+    head, _, block = example.partition("# [access]")
+    block = re.sub(r"^# (\w+ = )", r"\1", block, flags=re.M)
+    text = head + "[access]" + block
     path = tmp_path / "table.toml"
     path.write_text(text)
     access = load_config(path).access

@@ -267,7 +267,10 @@ async def test_devices_lists_each_device_and_the_broker(
     assert data["broker"]["connected"] is True
     assert await asyncio.to_thread(cli.main, ["devices", "--socket", sock]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("shuffler   link up  model -") for line in out), out
+    assert any(
+        line.startswith("shuffler   link up  model tablectl-sim-shuffler  serial_number SHF-0001")
+        for line in out
+    ), out
     assert any(line.startswith("gpio       link up  model -") for line in out), out
     assert any(line.startswith("broker     connected") for line in out), out
     assert not any("True" in line or "False" in line for line in out), out

@@ -205,7 +205,7 @@ def print_status(data: dict[str, Any]) -> None:
             f"bytes dropped {dev.get('bytes_dropped', 0)}  "
             f"events refused {dev.get('events_refused', 0)}"
         )
-    for name, seen in data.get("devices", {}).items():
+    for name, seen in data.get("device_acceptance", {}).items():
         if seen["waiting"]:
             print(
                 f"  ANOTHER {name.upper()} CONNECTED: serial {seen['waiting']} (accepted: "

@@ -10,7 +10,7 @@ from typing import Any
 from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, call, human, socket_args
 from tablectl.cli.control import send_command
 
-IDENTITY = ("model", "serial", "firmware")
+IDENTITY = ("model", "serial_number", "firmware")
 HEADLINE = {"link", "identity", *IDENTITY, "port", "where", "boot_id", "last_fault"}
 
 

@@ -521,7 +521,7 @@ class Daemon:
                 "complete": s.deal.complete,
             },
             "shoe_out_of_order": s.shoe_out_of_order,
-            "devices": {
+            "device_acceptance": {
                 name: {"accepted": serial, "waiting": s.devices_pending.get(name)}
                 for name, serial in sorted(s.devices.items())
             },

@@ -1,8 +1,7 @@
 """What technicians and systemd see of a running daemon: the devices, a one-line status.
 
-Built from `Daemon.status()` so there is one source: a device is whatever the status reports
-under `devices` (name -> identity, link, counters, last fault), or, from a daemon that does
-not group them, its `shuffler` (and `shoe`) entries.
+Built from `Daemon.status()` so there is one source: each device's health (identity, link,
+counters), its last fault, the serial number accepted for play and any other one waiting.
 """
 
 from __future__ import annotations
@@ -15,14 +14,12 @@ KNOWN_DEVICES = ("shuffler", "shoe")
 
 def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Every device the status names, each with at least its link state."""
-    grouped = status.get("devices")
-    if isinstance(grouped, Mapping):
-        return {str(name): dict(info) for name, info in grouped.items()}
     found: dict[str, dict[str, Any]] = {}
+    acceptance = status.get("device_acceptance") or {}
     for name in KNOWN_DEVICES:
         info = status.get(name)
         if isinstance(info, Mapping):
-            found[name] = dict(info)
+            found[name] = {**info, **acceptance.get(name, {})}
     shuffler = found.get("shuffler")
     if shuffler is not None and "last_fault" not in shuffler:
         shuffler["last_fault"] = status.get("shuffler_fault")
