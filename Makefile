@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck bench mosquitto deb clean
+.PHONY: demo test check lint typecheck bench bench-tables mosquitto deb clean
 
 $(STAMP): pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -50,12 +50,17 @@ test: check mosquitto
 deb: $(STAMP)
 	$(BIN)/python packaging/build_deb.py --out dist
 
-bench: $(STAMP)
+bench: $(STAMP) mosquitto
 	$(BIN)/python bench/lockout_window.py
 	$(BIN)/python bench/lockout_latency.py
 	cd bench && ../$(BIN)/python gpio_edges.py
 	$(BIN)/python bench/evaluator.py
 	$(BIN)/python bench/shoe_latency.py
+	$(BIN)/python bench/mqtt_delivery.py
+
+# Minutes: N table daemons as processes (N = 1, 10, 50, 100, 200) on one broker.
+bench-tables: $(STAMP) mosquitto
+	$(BIN)/python bench/mqtt_tables.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

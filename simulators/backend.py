@@ -1,7 +1,9 @@
 """A reference progressive-system backend: what a consumer of tablectl's MQTT stream does.
 
-It deduplicates events on (table, seq), acknowledges end to end, and on every (re)connect asks
-for a replay of everything after the last event it holds -- so it ends with seq 1..N exactly.
+It deduplicates events on (table, seq), acknowledges end to end under its own id
+(`ack/{backend_id}`, retained), and on every (re)connect asks for a replay of everything after
+the last event it holds -- so it ends with seq 1..N exactly. It acknowledges once per burst
+(when no message is waiting), not once per event.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import aiomqtt
 
-from tablectl.mqtt.relay import mqtt_call, topic_root
+from tablectl.mqtt.relay import SOCKET_OPTIONS, mqtt_call, topic_root
 
 
 class ReferenceBackend:
@@ -24,9 +26,16 @@ class ReferenceBackend:
         *,
         site: str,
         table: str,
+        backend_id: str = "pgs",
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        tls: aiomqtt.TLSParameters | None = None,
     ) -> None:
         self._host, self._port = host, port
+        self.backend_id = backend_id
+        self._credentials = {"username": username, "password": password, "tls_params": tls}
+        self._acked = 0
         self.root = topic_root(site, table)
         self._on_event = on_event
         self.events: dict[int, dict[str, Any]] = {}
@@ -34,8 +43,11 @@ class ReferenceBackend:
         self.meters: dict[str, dict[str, Any]] = {}
         self.status: dict[str, Any] | None = None
         self.birth: dict[str, Any] | None = None
+        self.health: dict[str, Any] | None = None
         self.replies: list[dict[str, Any]] = []
         self.changed = asyncio.Event()
+        self.deliveries: list[tuple[int, bool]] = []  # every evt copy: (seq, replay)
+        self.received: list[tuple[str, Any]] = []  # every message: (topic below root, body)
 
     @property
     def last_contiguous_seq(self) -> int:
@@ -47,7 +59,13 @@ class ReferenceBackend:
     async def run(self) -> None:
         while True:
             try:
-                async with aiomqtt.Client(self._host, self._port) as client:
+                async with aiomqtt.Client(
+                    self._host,
+                    self._port,
+                    identifier=f"backend-{self.backend_id}",
+                    socket_options=SOCKET_OPTIONS,
+                    **self._credentials,  # type: ignore[arg-type]
+                ) as client:
                     for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
                         await mqtt_call(client.subscribe(f"{self.root}/{sub}", qos=1))
                     await mqtt_call(
@@ -64,6 +82,12 @@ class ReferenceBackend:
                     )
                     async for message in client.messages:
                         await self._receive(client, str(message.topic), message.payload)
+                        # At the end of a burst, or every 1,000 events of a long one.
+                        if (
+                            len(client.messages) == 0
+                            or self.last_contiguous_seq >= self._acked + 1000
+                        ):
+                            await self._ack(client)
             except aiomqtt.MqttError:
                 await asyncio.sleep(0.3)
 
@@ -72,22 +96,18 @@ class ReferenceBackend:
             return
         body = json.loads(payload)
         sub = topic.removeprefix(self.root + "/")
+        self.received.append((sub, body))
         if sub == "evt":
             seq = body["seq"]
+            self.deliveries.append((seq, body["replay"]))
             if seq in self.events:
                 self.duplicates += 1
             else:
                 self.events[seq] = body
                 if self._on_event:
                     self._on_event(body)
-            await mqtt_call(
-                client.publish(
-                    f"{self.root}/ack",
-                    json.dumps({"acked_through_seq": self.last_contiguous_seq}),
-                    qos=1,
-                    retain=True,
-                )
-            )
+        elif sub == "health":
+            self.health = body
         elif sub.startswith("meter/"):
             self.meters[body["meter_id"]] = body
         elif sub == "status":
@@ -97,6 +117,19 @@ class ReferenceBackend:
         elif sub.startswith("res/"):
             self.replies.append(body)
         self.changed.set()
+
+    async def _ack(self, client: aiomqtt.Client) -> None:
+        seq = self.last_contiguous_seq
+        if seq > self._acked:
+            await mqtt_call(
+                client.publish(
+                    f"{self.root}/ack/{self.backend_id}",
+                    json.dumps({"acked_through_seq": seq}),
+                    qos=1,
+                    retain=True,
+                )
+            )
+            self._acked = seq
 
     def caught_up(self, last_seq: int) -> bool:
         """Every event through last_seq is here, and each retained meter is the latest."""

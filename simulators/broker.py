@@ -1,4 +1,9 @@
-"""A private Mosquitto for tests and the demo: free port, generated config, own process."""
+"""A private Mosquitto for tests, benches and the demo: free port, generated config, own process.
+
+Plain (loopback, anonymous) by default; with `secure=` it runs the shipped broker config
+(config/mosquitto/tablectl.conf: TLS with client certificates, passwords and the shipped ACL),
+only its paths and port changed, on a throwaway PKI made with openssl.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,18 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 INSTALL_HINT = "install Debian's mosquitto package: sudo apt-get install mosquitto"
+SHIPPED = Path(__file__).resolve().parents[1] / "config" / "mosquitto"
 
 
-def find_mosquitto() -> str:
-    found = shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/sbin")
+def find_mosquitto(name: str = "mosquitto") -> str:
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if not found:
-        raise FileNotFoundError(f"mosquitto not found; {INSTALL_HINT}")
+        raise FileNotFoundError(f"{name} not found; {INSTALL_HINT}")
     return found
 
 
@@ -26,22 +33,122 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _openssl(*args: str | Path) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+@dataclass
+class Pki:
+    """A CA, a server certificate for 127.0.0.1/localhost, and client certificates by name."""
+
+    root: Path
+    name: str = "tablectl-test-ca"
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.ca_key, self.ca_cert = self.root / "ca.key", self.root / "ca.crt"
+        _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", self.ca_key)
+        _openssl(
+            "req", "-x509", "-new", "-key", self.ca_key, "-sha256", "-days", "2",
+            "-subj", f"/CN={self.name}", "-out", self.ca_cert,
+        )  # fmt: skip
+        self.server_cert, self.server_key = self.issue(
+            "server", "subjectAltName=IP:127.0.0.1,DNS:localhost"
+        )
+
+    def issue(self, cn: str, extension: str | None = None) -> tuple[Path, Path]:
+        """A certificate with this common name, signed by this CA: (cert, key)."""
+        key, csr, cert = (self.root / f"{cn}.{ext}" for ext in ("key", "csr", "crt"))
+        _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
+        _openssl("req", "-new", "-key", key, "-subj", f"/CN={cn}", "-out", csr)
+        ext = self.root / f"{cn}.ext"
+        ext.write_text((extension or "basicConstraints=CA:FALSE") + "\n")
+        _openssl(
+            "x509", "-req", "-in", csr, "-CA", self.ca_cert, "-CAkey", self.ca_key,
+            "-CAcreateserial", "-days", "2", "-sha256", "-extfile", ext, "-out", cert,
+        )  # fmt: skip
+        key.chmod(0o600)
+        return cert, key
+
+
+@dataclass
+class Secure:
+    """What a secure broker needs: its site (for the ACL) and who may connect, by password."""
+
+    site: str
+    passwords: dict[str, str] = field(default_factory=dict)  # username -> password
+    backends: tuple[str, ...] = ("pgs",)
+
+
+def shipped_acl(site: str, backends: tuple[str, ...]) -> str:
+    """config/mosquitto/tablectl.acl for this site, its `pgs` block repeated per backend."""
+    text = (SHIPPED / "tablectl.acl").read_text().replace("SITE", site)
+    head, _, block = text.partition("user pgs\n")
+    return head + "".join(
+        f"user {b}\n" + block.replace("/ack/pgs", f"/ack/{b}") + "\n" for b in backends
+    )
+
+
 class PrivateBroker:
     """start(), stop() and start() again on the same port (a broker restart)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, secure: Secure | None = None) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self._dir = Path(tempfile.mkdtemp(prefix="tablectl-mosquitto-"))
         self._proc: subprocess.Popen[bytes] | None = None
+        self.log = self._dir / "mosquitto.log"
+        self.pki: Pki | None = None
         conf = self._dir / "mosquitto.conf"
-        conf.write_text(
-            f"listener {self.port} {self.host}\n"
-            "allow_anonymous true\n"
-            "persistence false\n"
-            f"log_dest file {self._dir / 'mosquitto.log'}\n"
-        )
+        if secure is None:
+            conf.write_text(
+                f"listener {self.port} {self.host}\n"
+                "allow_anonymous true\n"
+                "persistence false\n"
+                "set_tcp_nodelay true\n"
+                "max_inflight_messages 100\n"
+                "max_queued_messages 100000\n"
+                f"log_dest file {self.log}\n"
+                "user root\n"
+            )
+        else:
+            conf.write_text(self._secure_conf(secure))
         self._conf = conf
+
+    def _secure_conf(self, secure: Secure) -> str:
+        self.pki = pki = Pki(self._dir / "pki")
+        passwd = self._dir / "passwd"
+        passwd.touch()
+        for user, password in secure.passwords.items():
+            subprocess.run(
+                [find_mosquitto("mosquitto_passwd"), "-b", str(passwd), user, password],
+                check=True,
+                capture_output=True,
+            )
+        acl = self._dir / "tablectl.acl"
+        acl.write_text(shipped_acl(secure.site, secure.backends))
+        paths = {
+            "cafile": pki.ca_cert,
+            "certfile": pki.server_cert,
+            "keyfile": pki.server_key,
+            "password_file": passwd,
+            "acl_file": acl,
+        }
+        lines = []
+        for line in (SHIPPED / "tablectl.conf").read_text().splitlines():
+            key = line.split(" ", 1)[0]
+            if key == "listener":
+                line = f"listener {self.port} {self.host}"
+            elif key in paths:
+                line = f"{key} {paths[key]}"
+            elif key == "persistence":
+                line = "persistence false"
+            elif key == "persistence_location":
+                continue
+            lines.append(line)
+        # Started as root, Mosquitto would become user mosquitto and not read our temp files.
+        lines += [f"log_dest file {self.log}", "log_type all", "user root"]
+        return "\n".join(lines) + "\n"
 
     def start(self, timeout_s: float = 10.0) -> None:
         self._proc = subprocess.Popen(

@@ -235,9 +235,28 @@ def _data_dir(keep: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+@dataclass
+class DemoRun:
+    summary: dict[str, Any]
+    difference: str | None  # the first replay difference, if any
+    backend: ReferenceBackend  # what the backend received
+
+
 async def play(
     config: TableConfig, *, rounds: int, keep: Path | None, as_json: bool, seed: int = 7
 ) -> int:
+    run = await run_demo(config, rounds=rounds, keep=keep, as_json=as_json, seed=seed)
+    if as_json:
+        print(json.dumps(run.summary, sort_keys=True))
+    else:
+        _print_summary(run.summary, run.difference)
+    return 0 if run.summary["ok"] else 1
+
+
+async def run_demo(
+    config: TableConfig, *, rounds: int, keep: Path | None, as_json: bool, seed: int = 7
+) -> DemoRun:
+    """Play the rounds; what happened, and what the backend received."""
     rng = random.Random(seed)
     tally = Tally(config.game.name)
     say: Callable[..., None] = (lambda *a, **k: None) if as_json else print
@@ -262,6 +281,7 @@ async def play(
             broker.port,
             site=cfg.table.site_id,
             table=cfg.table.table_id,
+            backend_id=cfg.mqtt.backends[0],
             on_event=None if as_json else _print_event,
         )
         table = DemoTable(daemon, players, rng)
@@ -293,11 +313,7 @@ async def play(
         with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:
             replayed = replay(store)
         summary = _summary(tally, status, backend, replayed.identical)
-    if as_json:
-        print(json.dumps(summary, sort_keys=True))
-    else:
-        _print_summary(summary, replayed.difference)
-    return 0 if summary["ok"] else 1
+    return DemoRun(summary, replayed.difference, backend)
 
 
 def _summary(

@@ -6,6 +6,7 @@ field and cites the rule, so `tablectl config check` tells a technician exactly 
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     PlainValidator,
@@ -135,16 +137,55 @@ class GpioSection(Strict):
     simulator_socket: Path | None = None  # mock: default data_dir / "table-simulator.sock"
 
 
+BackendId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
+
+
+def _readable_file(path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist (or is not a file)")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{path} is not readable by this user")
+    return path
+
+
+ReadableFile = Annotated[Path | None, AfterValidator(_readable_file)]
+
+
 class MqttSection(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
+    client_id: str | None = Field(default=None, description="default tablectl-{site}-{table}")
+    # One credential per table (docs/mqtt.md, config/mosquitto/): the ACL keys on the username.
     username: str | None = None
     password: str | None = None
     keepalive_s: int = Field(default=30, ge=5, le=600)
     tls: bool = False
-    ca_file: Path | None = None
+    ca_file: ReadableFile = None  # the CA that signed the broker's certificate (default: system)
+    cert_file: ReadableFile = None  # this table's client certificate ...
+    key_file: ReadableFile = None  # ... and its private key
     reconnect_max_s: float = Field(default=30, ge=1, le=600)
-    publish_window: int = Field(default=8, ge=1, le=100)
+    # QoS 1 publishes in flight to the broker at once: deep enough to keep the pipe full.
+    publish_window: int = Field(default=256, ge=1, le=10_000)
+    # The backends that acknowledge on ack/{backend_id}; a row is outstanding until all have.
+    backends: list[BackendId] = Field(default=["pgs"], min_length=1)
+    # The retention bound: past it, status, health and the log raise an alarm.
+    backlog_alarm_rows: int = Field(default=100_000, ge=1)
+    backlog_alarm_hours: float = Field(default=24, gt=0)
+    health_counters_interval_s: float = Field(default=60, ge=1, le=3600)
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> Self:
+        files = {"ca_file": self.ca_file, "cert_file": self.cert_file, "key_file": self.key_file}
+        named = [name for name, path in files.items() if path is not None]
+        if named and not self.tls:
+            raise ValueError(f"{named[0]} is set but tls is false: set tls = true")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together: set both or neither")
+        if len(set(self.backends)) != len(self.backends):
+            raise ValueError(f"backends lists an id twice: {self.backends}")
+        return self
 
 
 class StorageSection(Strict):

@@ -149,9 +149,18 @@ class SimulatedTable:
 
 @contextlib.asynccontextmanager
 async def simulated_table(
-    broker: PrivateBroker, data_dir: Path, **config_updates: object
+    broker: PrivateBroker,
+    data_dir: Path,
+    *,
+    mqtt: dict[str, object] | None = None,
+    backend: dict[str, object] | None = None,
+    **config_updates: object,
 ) -> AsyncIterator[SimulatedTable]:
-    """The daemon on simulated devices; `config_updates` replace whole config sections."""
+    """The daemon on simulated devices and this broker, with a reference backend.
+
+    mqtt: changes to the [mqtt] section; backend: arguments for the ReferenceBackend;
+    config_updates replace whole config sections.
+    """
     sim = ShufflerSimulator(shuffle_ms=50, rng=random.Random(1))
     port = sim.open_pty()
     base = load_config(EXAMPLE_CONFIG)
@@ -159,14 +168,19 @@ async def simulated_table(
     cfg = cfg.model_copy(
         update={
             "gpio": cfg.gpio.model_copy(update={"chip_present_ms": 40}),
+            "mqtt": cfg.mqtt.model_copy(update=mqtt or {}),
             **config_updates,
         }
     )
-    backend = ReferenceBackend(
-        broker.host, broker.port, site=cfg.table.site_id, table=cfg.table.table_id
+    reference = ReferenceBackend(
+        broker.host,
+        broker.port,
+        site=cfg.table.site_id,
+        table=cfg.table.table_id,
+        **{"backend_id": cfg.mqtt.backends[0], **(backend or {})},  # type: ignore[arg-type]
     )
-    backend_task = asyncio.create_task(backend.run(), name="backend-under-test")
-    t = SimulatedTable(cfg, sim, backend, broker)
+    backend_task = asyncio.create_task(reference.run(), name="backend-under-test")
+    t = SimulatedTable(cfg, sim, reference, broker)
     await t.start()
     try:
         yield t

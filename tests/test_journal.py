@@ -60,9 +60,11 @@ def test_durability_pragmas(tmp_path: Path) -> None:
 def test_acks_only_move_forward_and_never_past_the_journal(tmp_path: Path) -> None:
     store = Store(tmp_path / "t.sqlite3", boot_id="b1")
     store.commit("{}", [("a", {}), ("b", {}), ("c", {})])
-    assert store.record_ack(2) and store.acked_through_seq == 2
-    assert not store.record_ack(1) and store.acked_through_seq == 2
-    assert not store.record_ack(9) and store.acked_through_seq == 2
+    assert store.record_acks({"pgs": 2, "audit": 1}) == {"pgs": 2, "audit": 1}
+    assert store.record_acks({"pgs": 1, "audit": 9}) == {}  # backwards; past the journal
+    assert store.acks() == {"pgs": 2, "audit": 1}
+    store.close()
+    assert Store(tmp_path / "t.sqlite3", boot_id="b2").acks() == {"pgs": 2, "audit": 1}
 
 
 def test_journal_cli_verifies_and_tails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -224,7 +224,7 @@ async def test_malformed_mqtt_commands_are_counted_and_survived(table: Simulated
         await client.subscribe(f"{root}/res/#", qos=1)
         await client.publish(f"{root}/cmd/replay", b"{not json", qos=1)
         await client.publish(f"{root}/cmd/replay", json.dumps({"from_seq": "x"}), qos=1)
-        await client.publish(f"{root}/ack", json.dumps({"acked_through_seq": True}), qos=1)
+        await client.publish(f"{root}/ack/pgs", json.dumps({"acked_through_seq": True}), qos=1)
         await client.publish(f"{root}/cmd/launch", json.dumps({"correlation_id": "c1"}), qos=1)
         async with asyncio.timeout(5):
             async for message in client.messages:

@@ -217,7 +217,12 @@ def print_status(data: dict[str, Any]) -> None:
     print(
         f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
         f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
-        f"acked {mq['acked_through_seq']}"
+        "acked " + (", ".join(f"{b} {q}" for b, q in sorted(mq["acked"].items())) or "-")
     )
+    for alarm in mq["backlog_alarms"]:
+        print(
+            f"  ALARM backend {alarm['backend_id']} is {alarm['behind_rows']} rows behind "
+            f"(oldest unacknowledged {alarm['oldest_unacked_ts']}): see docs/mqtt.md, retention"
+        )
     if data["counters"]:
         print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))

@@ -243,12 +243,10 @@ def _verify(args: argparse.Namespace, store: Store, path: Path) -> int:
             EXIT_REFUSED,
         )
     if args.json:
-        print(json.dumps({"ok": True, "rows": store.last_seq, "acked": store.acked_through_seq}))
+        print(json.dumps({"ok": True, "rows": store.last_seq, "acked": store.acks()}))
     else:
-        print(
-            f"journal {path}: intact, {store.last_seq} rows, "
-            f"acknowledged through seq {store.acked_through_seq}"
-        )
+        acked = ", ".join(f"{b} through seq {q}" for b, q in sorted(store.acks().items()))
+        print(f"journal {path}: intact, {store.last_seq} rows, acknowledged: {acked or 'none'}")
     return EXIT_OK
 
 

@@ -2,8 +2,9 @@
 
 Every input -- a debounced chip, the lock-out button, a shuffler report, a person's command --
 goes through one queue and one consumer, so the core sees them in a single order. Each step's
-input, new state and journal rows are committed in one transaction *before* its effects run
-(seat lamps, shuffle commands) and before the relay may publish them.
+input, new state and journal rows are committed *before* its effects run (seat lamps, shuffle
+commands) and before the relay may publish them. Inputs that queue up while a commit is on
+disk are stepped in order and committed together (group commit: one fsync for all of them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import structlog
 
@@ -46,16 +47,20 @@ from tablectl.drivers.reference.link import DeviceReport, LinkError, cursor_key,
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
+from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
-from tablectl.store.journal import Store
+from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
 from tablectl.util import sdnotify
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
+# At most this many queued inputs share one commit (a burst's first waits for no more).
+MAX_STEPS_PER_COMMIT = 512
 
 
 class StartupError(Exception):
@@ -93,6 +98,16 @@ class _Submission:
 
 
 @dataclass
+class _Stepped:
+    """One input the core stepped on, waiting for the commit it shares with others."""
+
+    sub: _Submission
+    effects: list[Effect]
+    commit: StepCommit
+    refusal: Rejected | None = None  # a device report the core refused: only its cursor moves
+
+
+@dataclass
 class Daemon:
     config: TableConfig
     # None: from config (gpio.backend); the demo and tests hand in a MockBackend.
@@ -107,7 +122,9 @@ class Daemon:
         self.observers: list[StepObserver] = []
         self.ready = asyncio.Event()
         self._stepped = asyncio.Event()
-        self.steps_done = 0  # steps committed since start; observers see the next one coming
+        # Steps committed (and their effects run) since start; an observer, which sees a step
+        # before its commit, knows it is done once this passes the count it saw.
+        self.steps_done = 0
         self.hub = Hub()  # live events for `tablectl watch`
         self.stopping = False
         self.inputs_dropped_while_stopping = 0
@@ -119,6 +136,7 @@ class Daemon:
         self.gpio: TableGpio | None = None
         self.walk_test: WalkTest | None = None  # a technician's walk test (control socket)
         self.store: Store | None = None
+        self.reader: JournalReader | None = None
         self.state: TableState | None = None
         self.shoe: Shoe | None = None
         self._devices: dict[str, Shuffler | Shoe] = {}
@@ -159,6 +177,7 @@ class Daemon:
         cfg = self.config
         try:
             self.store = store = Store(cfg.storage.database, boot_id=self.boot_id)
+            self.reader = store.reader()
         except (OSError, sqlite3.Error) as exc:
             raise StartupError(f"cannot open the journal {cfg.storage.database}: {exc}") from exc
         saved = store.get("table_state")
@@ -201,9 +220,10 @@ class Daemon:
             table=cfg.table.table_id,
             boot_id=self.boot_id,
             store=store,
-            birth=self.birth,
-            health=self.health,
-            record_ack=self._record_ack,
+            reader=self.reader,
+            in_journal_thread=self.in_journal_thread,
+            snapshot=self.snapshot,
+            shuffler=self.shuffler.health,
         )
         control = ControlServer(cfg.storage.socket_path, self, cfg.access)
         try:
@@ -250,6 +270,8 @@ class Daemon:
                 self.gpio.close()
             # A commit under way finishes (it is one transaction) before the database closes.
             self._journal_thread.shutdown(wait=True)
+            self.relay.close()
+            self.reader.close()
             store.close()
             for trace in self._traces.values():
                 trace.close()
@@ -300,65 +322,80 @@ class Daemon:
                 "stopping while betting: no more wagers are recognised", round=self.state.round_id
             )
 
+    async def in_journal_thread(self, work: Callable[[], T]) -> T:
+        """Run a database write in the journal thread: every write, one at a time, in order."""
+        return await asyncio.get_running_loop().run_in_executor(self._journal_thread, work)
+
     async def _consume(self) -> None:
         assert self.store is not None and self.state is not None
+        store = self.store
         while True:
-            sub = await self._queue.get()
-            report = sub.report
-            kv = {}
-            if report is not None and report.cursor_value is not None:
-                kv[report.cursor_key] = report.cursor_value
-            try:
-                new_state, effects = step(self.rules, self.state, sub.event)
-            except Rejected as exc:
-                if sub.reply:
-                    sub.reply.set_exception(exc)
-                if report is not None:
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            state = self.state
+            stepped: list[_Stepped] = []
+            refused: list[tuple[_Submission, Rejected]] = []
+            for sub in batch:
+                report = sub.report
+                kv = {}
+                if report is not None and report.cursor_value is not None:
+                    kv[report.cursor_key] = report.cursor_value
+                try:
+                    new_state, effects = step(self.rules, state, sub.event)
+                except Rejected as exc:
+                    if report is None:
+                        refused.append((sub, exc))
+                        continue
                     # A device's report is never lost or taken twice: its cursor moves anyway.
                     log.warning("device report refused", device=report.device, error=str(exc))
-                    await self._commit(self.state, [], None, kv)
-                    self._devices[report.device].acknowledge(report)
-                continue
-            for observer in self.observers:
-                observer(sub.event, new_state, effects)
-            entries = journal_entries(effects)
-            # Every input is journaled with what it produced, so the state can be replayed;
-            # in the journal thread: the loop keeps taking edges while this one fsyncs.
-            rows = await self._commit(new_state, entries, sub.event, kv)
-            self.state = new_state
-            if report is not None:
-                # Durable now (input, rows and cursor in one transaction): tell the device.
-                self._devices[report.device].acknowledge(report)
-            self.steps_done += 1
-            self.hub.publish_rows(rows)
-            for type_, data in entries:
-                log.info(type_, **data)
-            self._execute(effects)
-            if entries:
+                    commit = StepCommit(state.model_dump_json(), [], None, kv)
+                    stepped.append(_Stepped(sub, [], commit, refusal=exc))
+                    continue
+                for observer in self.observers:
+                    observer(sub.event, new_state, effects)
+                state = new_state
+                # Every input is journaled with what it produced (and the device's cursor), so
+                # the state can be replayed and the report is taken once.
+                commit = StepCommit(
+                    new_state.model_dump_json(),
+                    journal_entries(effects),
+                    journal_input(sub.event),
+                    kv or None,
+                )
+                stepped.append(_Stepped(sub, effects, commit))
+            # In the journal thread: the loop keeps taking edges while this one fsyncs.
+            committed = await self.in_journal_thread(
+                functools.partial(store.commit_steps, [s.commit for s in stepped])
+            )
+            self.state = state
+            for item, rows in zip(stepped, committed, strict=True):
+                self._after_commit(item, rows)
+            self.steps_done += sum(1 for item in stepped if item.refusal is None)
+            for sub, refusal in refused:
+                if sub.reply:
+                    sub.reply.set_exception(refusal)
+            if any(committed):
                 self.relay.wake()
-            if sub.reply:
-                sub.reply.set_result([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
             self._stepped.set()
 
-    async def _commit(
-        self,
-        state: TableState,
-        entries: list[tuple[str, dict[str, Any]]],
-        event: Event | None,
-        kv: dict[str, str],
-    ) -> list[Any]:
-        """One step's input, rows, state and device cursors, in one transaction."""
-        assert self.store is not None
-        return await asyncio.get_running_loop().run_in_executor(
-            self._journal_thread,
-            functools.partial(
-                self.store.commit,
-                state.model_dump_json(),
-                entries,
-                None if event is None else journal_input(event),
-                kv=kv or None,
-            ),
-        )
+    def _after_commit(self, item: _Stepped, rows: list[JournalRow]) -> None:
+        """A step is on disk (input, rows and device cursor): its device hears it was taken,
+        its effects run, and whoever asked for it hears back."""
+        report = item.sub.report
+        if report is not None:
+            self._devices[report.device].acknowledge(report)
+        if item.refusal is not None:
+            if item.sub.reply:
+                item.sub.reply.set_exception(item.refusal)
+            return
+        self.hub.publish_rows(rows)
+        for type_, data in item.commit.entries:
+            log.info(type_, **data)
+        self._execute(item.effects)
+        if item.sub.reply:
+            done = [{"seq": r.seq, "type": r.type, "data": r.data} for r in rows]
+            item.sub.reply.set_result(done)
 
     async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
         """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
@@ -378,12 +415,6 @@ class Daemon:
                 self._tasks.create_task(self._request_deal(effect.stacks), name="deal-request")
             elif isinstance(effect, ReportRestingChips):
                 self.gpio.report_resting()
-
-    async def _record_ack(self, seq: int) -> bool:
-        assert self.store is not None
-        return await asyncio.get_running_loop().run_in_executor(
-            self._journal_thread, self.store.record_ack, seq
-        )
 
     async def _request_shuffle(self) -> None:
         await self.shuffler.wait_link_up()
@@ -450,34 +481,38 @@ class Daemon:
 
     # --- what the outside sees ---------------------------------------------------------
 
-    def birth(self) -> dict[str, Any]:
-        assert self.state is not None and self.store is not None
+    def snapshot(self) -> TableSnapshot:
+        """The table as a birth message tells it (the relay adds the delivery fields)."""
+        assert self.state is not None and self.reader is not None
         cfg = self.config
-        meter = self.state.meter
-        return {
-            "v": 1,
-            "site": cfg.table.site_id,
-            "table": cfg.table.table_id,
-            "game": cfg.game.model_dump(mode="json"),
-            "boot_id": self.boot_id,
-            "seats": cfg.table.seats,
-            "table_wager": {
-                "name": self.game.table_wager.name,
-                "title": self.game.table_wager.title,
-                "wager_cents": self.game.wager_cents,
-            },
-            "meters": []
-            if meter is None
-            else [
-                {
-                    "meter_id": meter.meter_id,
-                    "amount_cents": meter.cents,
-                    "seq": self.store.last_seq,
-                }
-            ],
-            "hits_pending": [h.model_dump(mode="json") for h in self.state.hits_pending],
-            "hit_history": [h.model_dump(mode="json") for h in self.state.hit_history],
-        }
+        meters = []
+        if self.state.meter is not None:
+            meter_id = self.state.meter.meter_id
+            last = self.reader.last_meter_row(meter_id)
+            if last is not None:  # the journal's reading, with the row that set it
+                seq, ts, cents = last
+                meters.append(MeterValue(meter_id=meter_id, amount_cents=cents, seq=seq, ts=ts))
+            else:  # no row has changed it yet: the initial amount
+                meters.append(
+                    MeterValue(
+                        meter_id=meter_id, amount_cents=self.state.meter.cents, seq=0, ts=None
+                    )
+                )
+        return TableSnapshot(
+            site=cfg.table.site_id,
+            table=cfg.table.table_id,
+            game=cfg.game,
+            boot_id=self.boot_id,
+            seats=cfg.table.seats,
+            table_wager=TableWager(
+                name=self.game.table_wager.name,
+                title=self.game.table_wager.title,
+                wager_cents=self.game.wager_cents,
+            ),
+            meters=meters,
+            hits_pending=list(self.state.hits_pending),
+            hit_history=list(self.state.hit_history),
+        )
 
     def health(self) -> dict[str, Any]:
         gpio = None if self.gpio is None else self.gpio.health()
@@ -526,7 +561,11 @@ class Daemon:
                 for name, serial in sorted(s.devices.items())
             },
             "counters": s.counters,
-            "journal": {"last_seq": self.store.last_seq},
+            "journal": {
+                "last_seq": self.store.last_seq,
+                "commits": self.store.commits,
+                "steps_committed": self.store.steps_committed,
+            },
             "shuffler": self.shuffler.health(),
             "shoe": None if self.shoe is None else self.shoe.health(),
             "mqtt": self.relay.stats(),

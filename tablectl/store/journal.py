@@ -5,6 +5,14 @@ state snapshot and the journal rows it produced, so a power cut leaves either al
 or none of it, and `tablectl journal replay` can rebuild the state from the inputs. The
 journal is also the MQTT outbox: rows carry a per-table `seq` that is never reused, and each
 row's hash chains to the previous one so that an edited or deleted row is detectable.
+
+Group commit: steps that arrive together are written in one transaction, so they share one
+fsync (`commit_steps`); each keeps its own input, rows, state hash and key-values. Each
+backend's acknowledged seq is written without an fsync of its own: it reaches the disk with
+the next commit or checkpoint, and losing it to a power cut only means rows are sent again.
+The highest seq ever handed to a broker (`HandedMark`) is a small file beside the database,
+written before the rows are handed over, so rows sent again after a crash say `replay`.
+Readers (the relay, status, the CLI) use their own read-only connection (`JournalReader`).
 """
 
 from __future__ import annotations
@@ -32,6 +40,11 @@ CREATE TABLE IF NOT EXISTS journal (
     data      TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
     hash      TEXT NOT NULL
+);
+-- Each registered backend's end-to-end acknowledgement (docs/mqtt.md: ack/{backend_id}).
+CREATE TABLE IF NOT EXISTS acks (
+    backend_id TEXT PRIMARY KEY,
+    seq        INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS kv (
     key   TEXT PRIMARY KEY,
@@ -104,6 +117,17 @@ class StepInput:
 
 
 @dataclass(frozen=True, slots=True)
+class StepCommit:
+    """What one core step writes: its input, journal rows, the state it left, and key-values
+    that must change with it (a device's event cursor, say)."""
+
+    state_json: str
+    entries: Sequence[tuple[str, dict[str, Any]]]
+    step_input: StepInput | None = None
+    kv: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class InputRow:
     input_seq: int
     ts: str
@@ -117,9 +141,8 @@ class InputRow:
 class Store:
     """One table's database.
 
-    The daemon commits from one journal thread while its event loop reads; SQLite in
-    serialized mode (sqlite3.threadsafety == 3) makes one connection safe to share, and
-    readers only ever see rows up to the last completed commit.
+    Written from one journal thread, one transaction at a time. Readers on the event loop
+    use `reader()`, a connection of their own bounded by the last durable commit.
     """
 
     def __init__(
@@ -129,6 +152,7 @@ class Store:
         path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640))
+        self._path = path
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we light a seat or publish (nothing is lost).
@@ -143,6 +167,8 @@ class Store:
         self._last_hash: str = str(last[1]) if last else GENESIS_HASH
         row = self._db.execute("SELECT max(input_seq) FROM inputs").fetchone()
         self._last_input_seq: int = int(row[0] or 0)
+        self.commits = 0  # transactions, and the steps they held: the group-commit ratio
+        self.steps_committed = 0
 
     def close(self) -> None:
         self._db.close()
@@ -169,54 +195,84 @@ class Store:
         step_input: StepInput | None = None,
         kv: Mapping[str, str] | None = None,
     ) -> list[JournalRow]:
-        """Append the input, its journal rows and the new state, atomically and durably.
+        """Append one step's input, rows and new state, atomically and durably.
 
         kv: keys written in the same transaction (a device's event cursor: the event is
         acknowledged to the device only once this commit returned)."""
-        rows: list[JournalRow] = []
+        return self.commit_steps([StepCommit(state_json, entries, step_input, kv)])[0]
+
+    def commit_steps(self, steps: Sequence[StepCommit]) -> list[list[JournalRow]]:
+        """Append several steps in one transaction (one fsync); each step's rows, in order.
+
+        Nothing of it is visible to readers bounded by `last_seq` until it is on disk.
+        """
+        out: list[list[JournalRow]] = []
         seq, prev = self._last_seq, self._last_hash
+        input_seq = self._last_input_seq
         now = self._clock()
         ts = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         unix_ms = int(now.timestamp() * 1000)
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            for type_, data in entries:
-                seq += 1
-                event_id = str(uuid7(unix_ms))
-                data_json = canonical_json(data)
-                digest = _row_hash(prev, seq, event_id, ts, type_, data_json)
-                self._db.execute(
-                    "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (seq, event_id, ts, self._boot_id, type_, data_json, prev, digest),
-                )
-                rows.append(JournalRow(seq, event_id, ts, self._boot_id, type_, data))
-                prev = digest
-            input_seq = self._last_input_seq
-            if step_input is not None:
-                input_seq += 1
-                self._db.execute(
-                    "INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        input_seq,
-                        ts,
-                        self._boot_id,
-                        step_input.type,
-                        canonical_json(step_input.data),
-                        state_hash(state_json),
-                        rows[0].seq if rows else None,
-                        rows[-1].seq if rows else None,
-                    ),
-                )
-            self.put("table_state", state_json)
-            for key, value in (kv or {}).items():
-                self.put(key, value)
+            for step in steps:
+                rows: list[JournalRow] = []
+                for type_, data in step.entries:
+                    seq += 1
+                    event_id = str(uuid7(unix_ms))
+                    data_json = canonical_json(data)
+                    digest = _row_hash(prev, seq, event_id, ts, type_, data_json)
+                    self._db.execute(
+                        "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (seq, event_id, ts, self._boot_id, type_, data_json, prev, digest),
+                    )
+                    rows.append(JournalRow(seq, event_id, ts, self._boot_id, type_, data))
+                    prev = digest
+                if step.step_input is not None:
+                    input_seq += 1
+                    self._db.execute(
+                        "INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            input_seq,
+                            ts,
+                            self._boot_id,
+                            step.step_input.type,
+                            canonical_json(step.step_input.data),
+                            state_hash(step.state_json),
+                            rows[0].seq if rows else None,
+                            rows[-1].seq if rows else None,
+                        ),
+                    )
+                for key, value in (step.kv or {}).items():
+                    self.put(key, value)
+                out.append(rows)
+            if steps:
+                self.put("table_state", steps[-1].state_json)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._last_seq, self._last_hash = seq, prev
         self._last_input_seq = input_seq
-        return rows
+        self.commits += 1
+        self.steps_committed += len(steps)
+        return out
+
+    def _write_lightly(self, statements: Sequence[tuple[str, tuple[object, ...]]]) -> None:
+        """Delivery bookkeeping: one transaction without an fsync of its own (WAL,
+        synchronous=NORMAL). It is on disk after the next commit or checkpoint; a power cut
+        before then costs a re-send, never an event."""
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    self._db.execute(sql, params)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        finally:
+            self._db.execute("PRAGMA synchronous=FULL")
 
     def inputs(self) -> Iterator[InputRow]:
         """Every journaled input, in the order the core stepped on them."""
@@ -258,13 +314,120 @@ class Store:
             prev, expected_seq = digest, seq + 1
         return None
 
-    @property
-    def acked_through_seq(self) -> int:
-        return int(self.get("acked_through_seq") or 0)
+    def acks(self) -> dict[str, int]:
+        """Each backend's acknowledged seq, as last written."""
+        cur = self._db.execute("SELECT backend_id, seq FROM acks")
+        return {str(b): int(q) for b, q in cur}
 
-    def record_ack(self, seq: int) -> bool:
-        """A backend acknowledged every row up to seq. Acks only move forward."""
-        if seq <= self.acked_through_seq or seq > self._last_seq:
-            return False
-        self.put("acked_through_seq", str(seq))
-        return True
+    def record_acks(self, acks: Mapping[str, int]) -> dict[str, int]:
+        """Backends acknowledged every row up to their seq. Acks only move forward and never
+        past the journal; what was written is returned."""
+        known = self.acks()
+        moved = {b: q for b, q in acks.items() if known.get(b, 0) < q <= self._last_seq}
+        if moved:
+            self._write_lightly(
+                [
+                    (
+                        "INSERT INTO acks(backend_id, seq) VALUES(?, ?) ON CONFLICT(backend_id) "
+                        "DO UPDATE SET seq = max(seq, excluded.seq)",
+                        (b, q),
+                    )
+                    for b, q in moved.items()
+                ]
+            )
+        return moved
+
+    def handed_mark(self) -> HandedMark:
+        return HandedMark(self._path.with_name(self._path.name + ".handed"))
+
+    def reader(self) -> JournalReader:
+        """A read-only connection of its own that sees only what this writer has committed."""
+        return JournalReader(self._path, bound=lambda: self._last_seq)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A journal row as the relay publishes it: its data still as the stored JSON text."""
+
+    seq: int
+    event_id: str
+    ts: str
+    boot_id: str
+    type: str
+    data_json: str
+
+
+class JournalReader:
+    """Reads the journal on a read-only connection (WAL: a consistent snapshot per query).
+
+    bound: the last seq a query may return -- the writer's last durable commit -- so nothing
+    is read before it is on disk. Without a writer in this process, every row is durable.
+    """
+
+    def __init__(self, path: Path, *, bound: Callable[[], int] | None = None) -> None:
+        self._db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+        )
+        self._bound = bound or self._max_seq
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _max_seq(self) -> int:
+        return int(self._db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
+
+    @property
+    def last_seq(self) -> int:
+        return self._bound()
+
+    def outbox_after(self, seq: int, limit: int) -> list[OutboxRow]:
+        """Durable rows after seq, in order, at most limit."""
+        cur = self._db.execute(
+            "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
+            "WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (seq, self._bound(), limit),
+        )
+        return [OutboxRow(*r) for r in cur]
+
+    def ts_of(self, seq: int) -> str | None:
+        row = self._db.execute("SELECT ts FROM journal WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def last_meter_row(self, meter_id: str) -> tuple[int, str, int] | None:
+        """The seq, ts and amount (cents) of the last durable row that changed this meter."""
+        row = self._db.execute(
+            "SELECT seq, ts, json_extract(data, '$.meter.meter_cents') FROM journal "
+            "WHERE seq <= ? AND json_extract(data, '$.meter.meter_id') = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (self._bound(), meter_id),
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
+
+    def acks(self) -> dict[str, int]:
+        cur = self._db.execute("SELECT backend_id, seq FROM acks")
+        return {str(b): int(q) for b, q in cur}
+
+
+class HandedMark:
+    """The highest seq ever handed to a broker, kept in a file beside the database.
+
+    Written (no fsync) before rows go to the broker, so it survives a crash of the daemon; it
+    costs a pwrite, not a transaction behind the next commit's fsync. A power cut may lose
+    the last writes: rows re-sent then can say replay=false although a broker had them
+    (consumers deduplicate on seq either way).
+    """
+
+    WIDTH = 20  # digits: a fixed-size record, rewritten in place
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+        text = os.pread(self._fd, self.WIDTH, 0).decode("ascii", "replace").strip()
+        self.seq = int(text) if text.isdigit() else 0
+
+    def advance(self, seq: int) -> None:
+        if seq > self.seq:
+            os.pwrite(self._fd, str(seq).rjust(self.WIDTH).encode(), 0)
+            self.seq = seq
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -61,9 +61,12 @@ def _percent_text(bp: int) -> str:
 
 # Written back as they are read ("1000.00", "14.5"), so a config round-trips exactly (it is
 # journaled with every power-up and read again by `tablectl journal replay`).
-Cents = Annotated[
-    int, BeforeValidator(to_cents), PlainSerializer(lambda c: dollars(c)[1:].replace(",", ""))
-]
+def _cents_text(cents: int) -> str:
+    return dollars(cents)[1:].replace(",", "")
+
+
+# The serialisers' str return type is what the JSON Schema of a config says (birth messages).
+Cents = Annotated[int, BeforeValidator(to_cents), PlainSerializer(_cents_text)]
 BasisPoints = Annotated[int, BeforeValidator(to_basis_points), PlainSerializer(_percent_text)]
 
 

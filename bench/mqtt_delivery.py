@@ -1,0 +1,373 @@
+"""Delivery to a backend: latency, durable throughput and backlog drain, each against a raw
+aiomqtt baseline measured in the same run on the same broker.
+
+One private Mosquitto (the shipped settings: TCP_NODELAY, queues) and one independent
+subscriber process (bench/mqtt_subscriber.py) serve every measurement of a repetition:
+- latency: raw aiomqtt publish -> receive (QoS 1, TCP_NODELAY on both ends), against a
+  lock-out pressed on the mock GPIO pin -> `round.locked` received, through the real daemon
+  (debounce, core, group commit with fsync, relay). A raw SQLite commit (WAL, synchronous=FULL)
+  on the same disk is printed beside them: the fsync every device event must wait for.
+- throughput: 20,000 QoS 1 raw aiomqtt publishes -> received (the best of windows 8, 32 and
+  128), against 20,000 chip events posted to the daemon -> journaled durably and received.
+- backlog: the broker is down while 20,000 events are journaled; from the relay's reconnect
+  until the subscriber has them all, in order, against the raw publish rate.
+Figures are per repetition; ratios are reported min/median/max over the repetitions.
+
+Run: .venv/bin/python bench/mqtt_delivery.py [--repeat 3] [--samples 300] [--events 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiomqtt
+from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.demo import simulated_config
+from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import MockTableInputs
+
+from tablectl.config import load_config
+from tablectl.core.events import ChipSensed, Settle
+from tablectl.core.round import Phase
+from tablectl.mqtt.relay import SOCKET_OPTIONS, topic_root
+from tablectl.service.daemon import Daemon
+from tablectl.util import logs
+
+REPO = Path(__file__).resolve().parents[1]
+SUBSCRIBER = Path(__file__).with_name("mqtt_subscriber.py")
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+@dataclass
+class Received:
+    at_ns: int
+    topic: str
+    seq: int
+    type: str
+    t0: int
+
+
+@dataclass
+class Subscriber:
+    """The subscriber process and what it has reported so far."""
+
+    proc: asyncio.subprocess.Process
+    lines: list[Received] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    highest: int = 0  # the highest seq seen
+
+    async def read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            at, topic, seq, type_, t0 = line.decode().split()
+            self.lines.append(Received(int(at), topic, int(seq), type_, int(t0)))
+            self.highest = max(self.highest, int(seq))
+            self.changed.set()
+
+    async def wait(self, predicate: Callable[[], bool], timeout_s: float = 120) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+@contextlib.asynccontextmanager
+async def subscriber(broker: PrivateBroker, topic: str):  # type: ignore[no-untyped-def]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(SUBSCRIBER),
+        "--port",
+        str(broker.port),
+        "--topic",
+        topic,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    sub = Subscriber(proc)
+    reader = asyncio.create_task(sub.read())
+    try:
+        yield sub
+    finally:
+        proc.terminate()
+        await proc.wait()
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+
+
+# --- baselines ----------------------------------------------------------------------------
+
+
+async def raw_latency(broker: PrivateBroker, samples: int) -> list[float]:
+    """aiomqtt publish (QoS 1) -> the subscriber process has it, in microseconds."""
+    async with (
+        subscriber(broker, "bench/raw/latency") as sub,
+        aiomqtt.Client(broker.host, broker.port, socket_options=SOCKET_OPTIONS) as client,
+    ):
+        for i in range(samples):
+            t0 = time.time_ns()
+            await client.publish("bench/raw/latency", json.dumps({"t0": t0, "seq": i + 1}), qos=1)
+            await sub.wait(lambda i=i: len(sub.lines) > i)
+            await asyncio.sleep(random.uniform(0.002, 0.01))  # no pipelining between samples
+        return [(r.at_ns - r.t0) / 1000 for r in sub.lines]
+
+
+async def raw_rate(broker: PrivateBroker, count: int, window: int) -> float:
+    """aiomqtt QoS 1 publishes with `window` in flight -> received: messages per second."""
+    payload = json.dumps({"t0": 0, "seq": 1, "pad": "x" * 200})  # about an event's size
+    async with (
+        subscriber(broker, "bench/raw/rate") as sub,
+        aiomqtt.Client(
+            broker.host, broker.port, socket_options=SOCKET_OPTIONS, max_inflight_messages=window
+        ) as client,
+    ):
+        client.pending_calls_threshold = window  # no warning logged per publish
+        slots = asyncio.Semaphore(window)
+
+        async def one() -> None:
+            try:
+                await client.publish("bench/raw/rate", payload, qos=1)
+            finally:
+                slots.release()
+
+        start = time.perf_counter()
+        async with asyncio.TaskGroup() as tasks:
+            for _ in range(count):
+                await slots.acquire()
+                tasks.create_task(one())
+        await sub.wait(lambda: len(sub.lines) >= count)
+        return count / (time.perf_counter() - start)
+
+
+def sqlite_commit_us(path: Path, samples: int) -> list[float]:
+    """A one-row commit in WAL with synchronous=FULL on this disk (what durability costs)."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE TABLE t(x)")
+    out = []
+    for i in range(samples):
+        t = time.perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO t VALUES (?)", (i,))
+        db.execute("COMMIT")
+        out.append((time.perf_counter() - t) * 1e6)
+    db.close()
+    return out
+
+
+# --- the daemon ---------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def daemon_on(broker: PrivateBroker, data_dir: Path):  # type: ignore[no-untyped-def]
+    sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
+    cfg = simulated_config(
+        load_config(REPO / "config" / "three-card-poker.toml"),
+        port=sim.open_pty(),
+        broker=broker,
+        data_dir=data_dir,
+    )
+    daemon = Daemon(cfg)
+    task = asyncio.create_task(daemon.run())
+    await daemon.ready.wait()
+    try:
+        yield daemon
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sim.close()
+
+
+async def lockout_latency(broker: PrivateBroker, data_dir: Path, samples: int) -> list[float]:
+    """Lock-out edge on the GPIO pin -> `round.locked` at the subscriber, in microseconds."""
+    async with daemon_on(broker, data_dir) as daemon:
+        root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
+        inputs = MockTableInputs(daemon.pin_factory, daemon.config.gpio)
+        async with subscriber(broker, f"{root}/evt") as sub:
+            out = []
+            for _ in range(samples):
+                await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+                await asyncio.sleep(random.uniform(0.002, 0.01))
+
+                def press() -> int:
+                    t0 = time.time_ns()
+                    inputs.press_lockout()
+                    return t0
+
+                t0 = await asyncio.to_thread(press)
+                seen = len(sub.lines)
+                try:
+                    await sub.wait(
+                        lambda seen=seen: any(r.type == "round.locked" for r in sub.lines[seen:]),
+                        timeout_s=20,
+                    )
+                except TimeoutError:
+                    assert daemon.state is not None
+                    raise SystemExit(
+                        f"no round.locked: phase {daemon.state.phase}, counters "
+                        f"{daemon.state.counters}, relay {daemon.relay.stats()}"
+                    ) from None
+                locked = next(r for r in sub.lines[seen:] if r.type == "round.locked")
+                out.append((locked.at_ns - t0) / 1000)
+                await asyncio.sleep(daemon.config.gpio.lockout_debounce_ms / 1000)
+                await daemon.submit(Settle(hands={}))
+            return out
+
+
+def chip_events(count: int) -> list[ChipSensed]:
+    """Chips placed and lifted on seats 1..6 while betting: one journal row each."""
+    now = time.monotonic_ns()
+    return [
+        ChipSensed(seat=1 + i // 2 % 6, present=i % 2 == 0, since_ns=now + i) for i in range(count)
+    ]
+
+
+async def throughput(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[float, float]:
+    """Events posted -> durable and received: events per second, and steps per commit."""
+    async with daemon_on(broker, data_dir) as daemon:
+        root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
+        await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+        store = daemon.store
+        assert store is not None
+        async with subscriber(broker, f"{root}/evt") as sub:
+            first = store.last_seq + 1
+            commits, steps = store.commits, store.steps_committed
+            events = chip_events(count)
+            start = time.perf_counter()
+            for event in events:
+                daemon.post(event)
+            await sub.wait(lambda: sub.highest >= first + count - 1)
+            rate = count / (time.perf_counter() - start)
+            ratio = (store.steps_committed - steps) / max(1, store.commits - commits)
+            return rate, ratio
+
+
+class _GatedClient:
+    """The relay's client, holding its connect until the bench opens the gate."""
+
+    def __init__(self, client: aiomqtt.Client, gate: asyncio.Event) -> None:
+        self._client, self._gate = client, gate
+
+    async def __aenter__(self) -> aiomqtt.Client:
+        await self._gate.wait()
+        return await self._client.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.__aexit__(*exc)  # type: ignore[arg-type]
+
+
+async def backlog(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[float, int, bool]:
+    """The broker comes back to `count` journaled events: rows drained per second, how many,
+    and whether they arrived in order. The clock starts when the relay may reconnect (the
+    subscriber is listening by then), so the relay's backoff is not counted."""
+    async with daemon_on(broker, data_dir) as daemon:
+        root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
+        await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+        store = daemon.store
+        assert store is not None
+        while not daemon.relay.connected:  # noqa: ASYNC110 (a flag, polled by a bench)
+            await asyncio.sleep(0.01)
+        gate = asyncio.Event()
+        make = daemon.relay.client
+        daemon.relay.client = lambda: _GatedClient(make(), gate)
+        broker.stop()
+        first = store.last_seq + 1
+        for event in chip_events(count):
+            daemon.post(event)
+        await daemon.wait_until(lambda _: store.last_seq >= first + count - 1, 120)
+        last = store.last_seq
+        broker.start()
+        async with subscriber(broker, f"{root}/evt") as sub:
+            start = time.perf_counter()
+            gate.set()
+            await sub.wait(lambda: sub.highest >= last)
+            elapsed = time.perf_counter() - start
+            seqs = [r.seq for r in sub.lines]
+            # Everything no backend has acknowledged goes again: from seq 1 here.
+            in_order = seqs == list(range(seqs[0], last + 1)) and seqs[0] <= first
+            return len(seqs) / elapsed, len(seqs), in_order
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def spread(values: list[float]) -> str:
+    return (
+        f"min {min(values):7.2f}  median {statistics.median(values):7.2f}  max {max(values):7.2f}"
+    )
+
+
+async def main(repeat: int, samples: int, events: int) -> None:
+    rows: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        rows.setdefault(name, []).append(value)
+
+    for run in range(repeat):
+        with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+            base = await raw_latency(broker, samples)
+            device = await lockout_latency(broker, Path(tmp) / "lat", samples)
+            fsync = sqlite_commit_us(Path(tmp) / "fsync.sqlite3", samples)
+            # aiomqtt's publish costs grow with the calls pending: the best of three windows.
+            raw = max([await raw_rate(broker, events, window=w) for w in (8, 32, 128)])
+            cpu0 = time.process_time()
+            durable, per_commit = await throughput(broker, Path(tmp) / "tput", events)
+            cpu1 = time.process_time()
+            drained, drained_rows, in_order = await backlog(broker, Path(tmp) / "backlog", events)
+            cpu2 = time.process_time()
+        for p in (50, 99):
+            add(f"raw publish->receive p{p} (us)", percentile(base, p))
+            add(f"lock-out->backend p{p} (us)", percentile(device, p))
+            add(f"sqlite commit p{p} (us)", percentile(fsync, p))
+            add(f"ratio lock-out/raw p{p}", percentile(device, p) / percentile(base, p))
+        add("raw QoS1 publish rate (msg/s)", raw)
+        add("durable events journaled+received (ev/s)", durable)
+        add("steps per commit", per_commit)
+        add("backlog drain (ev/s)", drained)
+        add("ratio durable/raw rate", durable / raw)
+        add("ratio drain/raw rate", drained / raw)
+        # The daemon's process (the bench's reading of the subscriber's lines included).
+        add("daemon CPU per durable event (us)", (cpu1 - cpu0) / events * 1e6)
+        add("daemon CPU per drained event (us)", (cpu2 - cpu1) / drained_rows * 1e6)
+        print(
+            f"run {run + 1}: lock-out p50 {percentile(device, 50):.0f} us p99 "
+            f"{percentile(device, 99):.0f} us (raw {percentile(base, 50):.0f}/"
+            f"{percentile(base, 99):.0f}); durable {durable:.0f} ev/s ({per_commit:.0f} steps per "
+            f"commit); drain {drained:.0f} ev/s ({drained_rows} rows, in order: {in_order}); "
+            f"raw rate {raw:.0f} msg/s",
+            flush=True,
+        )
+        if not in_order:
+            raise SystemExit("the backlog arrived out of order")
+    print(f"\n{repeat} runs, {samples} latency samples and {events} events each")
+    for name, values in rows.items():
+        print(f"{name:<44} {spread(values)}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--events", type=int, default=20_000)
+    args = parser.parse_args()
+    logs.configure("ERROR")
+    asyncio.run(main(args.repeat, args.samples, args.events))

@@ -1,0 +1,84 @@
+"""One table daemon on simulated devices playing one round a second: a process of the N-table
+bench (bench/mqtt_tables.py), not for people.
+
+It prints `ready` once the daemon runs and plays until SIGTERM: chips on two seats, the
+lock-out, the dealer settles, every second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import signal
+import time
+from pathlib import Path
+
+from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.demo import simulated_config
+from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import MockTableInputs
+
+from tablectl.config import load_config
+from tablectl.core.events import Settle
+from tablectl.core.round import Phase
+from tablectl.service.daemon import Daemon
+from tablectl.util import logs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+async def main(port: int, table: str, data_dir: Path) -> None:
+    sim = ShufflerSimulator(shuffle_ms=20, rng=random.Random(table))
+    broker = PrivateBroker.__new__(PrivateBroker)  # only its address is used
+    broker.host, broker.port = "127.0.0.1", port
+    base = load_config(REPO / "config" / "three-card-poker.toml")
+    cfg = simulated_config(base, port=sim.open_pty(), broker=broker, data_dir=data_dir)
+    cfg = cfg.model_copy(
+        update={
+            "table": cfg.table.model_copy(update={"table_id": table}),
+            "gpio": cfg.gpio.model_copy(update={"chip_present_ms": 80}),
+        }
+    )
+    daemon = Daemon(cfg)
+    inputs = MockTableInputs(daemon.pin_factory, cfg.gpio)
+    task = asyncio.create_task(daemon.run())
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await daemon.ready.wait()
+    print("ready", flush=True)
+
+    async def play() -> None:
+        while True:
+            start = time.monotonic()
+            await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 30)
+            for seat in (1, 2):
+                inputs.place_chip(seat)
+            await asyncio.sleep(0.15)
+            inputs.press_lockout()
+            await daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 30)
+            for seat in (1, 2):
+                inputs.remove_chip(seat)
+            # Hands the dealer shows: seat 1 loses, seat 2 wins a pair (no jackpot to validate).
+            await daemon.submit(Settle(hands={1: "2c7d9h", 2: "QhQd4s"}))  # type: ignore[dict-item]
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
+
+    player = asyncio.create_task(play())
+    await stop.wait()
+    player.cancel()
+    task.cancel()
+    for t in (player, task):
+        with contextlib.suppress(asyncio.CancelledError):
+            await t
+    sim.close()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--table", required=True)
+    p.add_argument("--data-dir", type=Path, required=True)
+    a = p.parse_args()
+    logs.configure("ERROR")
+    asyncio.run(main(a.port, a.table, a.data_dir))

@@ -1,0 +1,349 @@
+"""The MQTT contract as code: topics, every message as a typed model, and its AsyncAPI document.
+
+What the table publishes and what it accepts are the models below; the event payloads are the
+core's journal records (`core/effects.py`). `asyncapi_document()` builds the AsyncAPI 3
+document committed as docs/asyncapi.json (`tablectl mqtt schema`), and a test fails when the
+two drift apart. Inbound messages are parsed with these models only, so a payload that is
+not what the contract says is refused before anything acts on it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
+from pydantic.json_schema import models_json_schema
+
+from tablectl.core.effects import RECORD_TYPES, Record
+from tablectl.core.games import GameConfig
+from tablectl.core.round import HitEntry
+
+VERSION = 1
+TOPIC_PREFIX = f"tablectl/v{VERSION}"
+# Topic levels we put ids into: no MQTT wildcard or separator can hide in them.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+MAX_INBOUND_BYTES = 4096  # every inbound message is a few dozen bytes; more is refused unread
+CommandName = Literal["replay", "resync"]
+COMMANDS: tuple[str, ...] = ("replay", "resync")
+
+
+def topic_root(site: str, table: str) -> str:
+    return f"{TOPIC_PREFIX}/{site}/{table}"
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- table -> backend ----------------------------------------------------------------------
+
+
+class Status(Message):
+    """Retained; the broker publishes the last-will (offline) if the table goes silently."""
+
+    status: Literal["online", "offline"]
+    boot_id: str
+
+
+class MeterValue(Message):
+    """Retained per meter, for signs and late joiners; money is never derived from it."""
+
+    meter_id: str
+    amount_cents: int
+    seq: int = Field(description="the journal row that left the meter at this amount (0: none)")
+    ts: str | None = Field(description="that row's time (UTC, ISO 8601, milliseconds)")
+
+
+class TableWager(Message):
+    name: str
+    title: str
+    wager_cents: int
+
+
+class TableSnapshot(Message):
+    """What the daemon knows of its table for a birth message."""
+
+    site: str
+    table: str
+    game: GameConfig
+    boot_id: str
+    seats: int
+    table_wager: TableWager
+    meters: list[MeterValue]
+    hits_pending: list[HitEntry]
+    hit_history: list[HitEntry] = Field(description="the last 25 hits, newest first")
+
+
+class Birth(TableSnapshot):
+    """Retained; sent on every connect before `online`: all a late-joining backend needs."""
+
+    v: Literal[1] = 1
+    last_seq: int = Field(description="the last durable journal row")
+    acked: dict[str, int] = Field(description="each registered backend's acknowledged seq")
+
+
+class BacklogAlarm(Message):
+    backend_id: str
+    behind_rows: int
+    oldest_unacked_ts: str | None
+
+
+class ShufflerState(Message):
+    link: Literal["up", "down"]
+    state: str | None
+
+
+class Health(Message):
+    """Retained. Published when `shuffler` or `alarms` change, and every counters interval."""
+
+    v: Literal[1] = 1
+    boot_id: str
+    ts: str
+    shuffler: ShufflerState
+    alarms: list[BacklogAlarm] = Field(
+        description="backends whose unacknowledged rows passed the retention bound"
+    )
+    counters: dict[str, dict[str, int]]
+
+
+class ReplyData(Message):
+    last_seq: int
+    from_seq: int | None = None
+
+
+class Reply(Message):
+    """On res/{command}, for every command message (an error reply needs a correlation id)."""
+
+    correlation_id: str | None
+    status: Literal["ok", "error"]
+    data: ReplyData | None
+    error: str | None
+
+
+# --- backend -> table ------------------------------------------------------------------------
+
+CorrelationId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class Ack(Message):
+    """Retained on ack/{backend_id}: every row through this seq is safely stored."""
+
+    acked_through_seq: StrictInt = Field(ge=0)
+
+
+class ReplayCommand(Message):
+    from_seq: StrictInt = Field(ge=1)
+    correlation_id: CorrelationId
+
+
+class ResyncCommand(Message):
+    correlation_id: CorrelationId
+
+
+class Correlated(BaseModel):
+    """Just the correlation id of a command that is otherwise malformed."""
+
+    model_config = ConfigDict(extra="ignore")
+    correlation_id: CorrelationId
+
+
+COMMAND_MODELS: dict[str, type[ReplayCommand] | type[ResyncCommand]] = {
+    "replay": ReplayCommand,
+    "resync": ResyncCommand,
+}
+
+
+# --- the event envelope ---------------------------------------------------------------------
+
+
+class Envelope(Message):
+    v: Literal[1] = 1
+    type: str
+    event_id: str = Field(description="UUIDv7, the same on every delivery")
+    site: str
+    table: str
+    boot_id: str = Field(description="the daemon run that journaled the row")
+    seq: int = Field(ge=1, description="per table, from 1, never reused: deduplicate on it")
+    ts: str
+    replay: bool = Field(description="true when the row had been handed to a broker before")
+
+
+def _event_model(record: type[Record]) -> type[Envelope]:
+    name = record.__name__.removesuffix("Record") + "Event"
+    model: type[Envelope] = create_model(
+        name,
+        __base__=Envelope,
+        __doc__=f"An `evt` message of type {record.TYPE}.",
+        type=(Literal[record.TYPE], ...),  # type: ignore[arg-type]
+        data=(record, ...),
+    )
+    return model
+
+
+EVENT_MODELS: dict[str, type[Envelope]] = {
+    name: _event_model(cls) for name, cls in sorted(RECORD_TYPES.items())
+}
+
+
+def envelope_json(
+    *,
+    type_: str,
+    event_id: str,
+    site: str,
+    table: str,
+    boot_id: str,
+    seq: int,
+    ts: str,
+    replay: bool,
+    data_json: str,
+) -> bytes:
+    """An `evt` payload, built from the journal's stored JSON without decoding it again.
+
+    Field for field what `EVENT_MODELS[type_]` describes (a test validates the demo's stream).
+    """
+    head = Envelope(
+        type=type_,
+        event_id=event_id,
+        site=site,
+        table=table,
+        boot_id=boot_id,
+        seq=seq,
+        ts=ts,
+        replay=replay,
+    ).model_dump_json()
+    return f'{head[:-1]},"data":{data_json}}}'.encode()
+
+
+# --- the AsyncAPI document ------------------------------------------------------------------
+
+_PARAMS = {
+    "site": {"description": "the site's id (table.site_id)"},
+    "table": {"description": "the table's id (table.table_id)"},
+}
+
+
+def _channel(
+    address: str, messages: dict[str, str], description: str, **params: str
+) -> dict[str, Any]:
+    return {
+        "address": f"{TOPIC_PREFIX}/{{site}}/{{table}}/{address}",
+        "description": description,
+        "parameters": {**_PARAMS, **{k: {"description": v} for k, v in params.items()}},
+        "messages": {k: {"$ref": f"#/components/messages/{ref}"} for k, ref in messages.items()},
+    }
+
+
+def _asyncapi_schema(schema: Any) -> Any:
+    """pydantic's JSON Schema as AsyncAPI's schema dialect: `discriminator` is a property name."""
+    if isinstance(schema, dict):
+        out = {k: _asyncapi_schema(v) for k, v in schema.items()}
+        if isinstance(out.get("discriminator"), dict):
+            out["discriminator"] = out["discriminator"]["propertyName"]
+        return out
+    if isinstance(schema, list):
+        return [_asyncapi_schema(v) for v in schema]
+    return schema
+
+
+def asyncapi_document() -> dict[str, Any]:
+    """The contract as an AsyncAPI 3.0 document, every schema generated from the models."""
+    plain: dict[str, type[BaseModel]] = {
+        "Status": Status,
+        "Birth": Birth,
+        "MeterValue": MeterValue,
+        "Health": Health,
+        "Reply": Reply,
+        "Ack": Ack,
+        "ReplayCommand": ReplayCommand,
+        "ResyncCommand": ResyncCommand,
+    }
+    inbound = (Ack, ReplayCommand, ResyncCommand)
+    # What the table sends is described as it serialises; what it accepts, as it validates.
+    _, defs = models_json_schema(
+        [(m, "validation" if m in inbound else "serialization") for m in plain.values()]
+        + [(m, "serialization") for m in EVENT_MODELS.values()],
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas = _asyncapi_schema(defs["$defs"])
+    messages: dict[str, Any] = {}
+    for name, model in plain.items():
+        messages[name] = {
+            "name": name,
+            "contentType": "application/json",
+            "summary": (model.__doc__ or name).strip().splitlines()[0],
+            "payload": {"$ref": f"#/components/schemas/{model.__name__}"},
+        }
+    for type_, model in EVENT_MODELS.items():
+        record = RECORD_TYPES[type_]
+        messages[model.__name__] = {
+            "name": type_,
+            "contentType": "application/json",
+            "summary": (record.__doc__ or f"The {type_} event.").strip().splitlines()[0],
+            "payload": {"$ref": f"#/components/schemas/{model.__name__}"},
+        }
+    events = {m.__name__: m.__name__ for m in EVENT_MODELS.values()}
+    channels = {
+        "status": _channel("status", {"status": "Status"}, "online/offline, retained; QoS 1"),
+        "birth": _channel("birth", {"birth": "Birth"}, "the full snapshot, retained; QoS 1"),
+        "evt": _channel("evt", events, "the ordered, durable event stream; QoS 1, not retained"),
+        "meter": _channel(
+            "meter/{meter_id}",
+            {"meter": "MeterValue"},
+            "each meter's latest value, retained; QoS 1",
+            meter_id="the meter's id",
+        ),
+        "health": _channel("health", {"health": "Health"}, "device and delivery health, retained"),
+        "cmdReplay": _channel(
+            "cmd/replay", {"replay": "ReplayCommand"}, "send the stream again from a seq; QoS 1"
+        ),
+        "cmdResync": _channel(
+            "cmd/resync", {"resync": "ResyncCommand"}, "publish the birth message again; QoS 1"
+        ),
+        "res": _channel(
+            "res/{command}",
+            {"reply": "Reply"},
+            "the reply to a command; QoS 1",
+            command="the command's name (replay, resync, or the unknown name)",
+        ),
+        "ack": _channel(
+            "ack/{backend_id}",
+            {"ack": "Ack"},
+            "a backend's end-to-end acknowledgement, retained; QoS 1",
+            backend_id="the backend's id, registered in the table's mqtt.backends",
+        ),
+    }
+
+    def operation(action: str, channel: str, summary: str) -> dict[str, Any]:
+        return {
+            "action": action,
+            "channel": {"$ref": f"#/channels/{channel}"},
+            "summary": summary,
+        }
+
+    operations = {
+        "sendStatus": operation("send", "status", "the table says online (offline: last-will)"),
+        "sendBirth": operation("send", "birth", "on every connect, before online"),
+        "sendEvents": operation("send", "evt", "journal rows in seq order, after their commit"),
+        "sendMeter": operation("send", "meter", "after the rows that changed the meter"),
+        "sendHealth": operation("send", "health", "on change, and every counters interval"),
+        "sendReply": operation("send", "res", "one reply per command"),
+        "receiveReplay": operation("receive", "cmdReplay", "a backend asks for rows again"),
+        "receiveResync": operation("receive", "cmdResync", "a backend asks for the birth"),
+        "receiveAck": operation("receive", "ack", "a backend has every row through a seq"),
+    }
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "tablectl table-game progressive contract",
+            "version": f"{VERSION}.0.0",
+            "description": (
+                "What a tablectl table daemon publishes to progressive-system backends and "
+                "what it accepts from them. Generated from tablectl/mqtt/contract.py and "
+                "tablectl/core/effects.py by `tablectl mqtt schema`; see docs/mqtt.md."
+            ),
+        },
+        "defaultContentType": "application/json",
+        "channels": channels,
+        "operations": operations,
+        "components": {"messages": messages, "schemas": schemas},
+    }
