@@ -36,7 +36,7 @@ import aiomqtt
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
-from tablectl.simulators.table_inputs import MockTableInputs
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.events import ChipSensed, Settle
@@ -185,11 +185,12 @@ async def daemon_on(broker: PrivateBroker, data_dir: Path):  # type: ignore[no-u
         broker=broker,
         data_dir=data_dir,
     )
-    daemon = Daemon(cfg)
+    inputs = SimulatedTableInputs(cfg.table.seats)
+    daemon = Daemon(cfg, gpio_backend=inputs.backend())
     task = asyncio.create_task(daemon.run())
     await daemon.ready.wait()
     try:
-        yield daemon
+        yield daemon, inputs
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -198,22 +199,17 @@ async def daemon_on(broker: PrivateBroker, data_dir: Path):  # type: ignore[no-u
 
 
 async def lockout_latency(broker: PrivateBroker, data_dir: Path, samples: int) -> list[float]:
-    """Lock-out edge on the GPIO pin -> `round.locked` at the subscriber, in microseconds."""
-    async with daemon_on(broker, data_dir) as daemon:
+    """Lock-out edge (simulated GPIO line) -> `round.locked` at the subscriber, microseconds."""
+    async with daemon_on(broker, data_dir) as (daemon, inputs):
         root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
-        inputs = MockTableInputs(daemon.pin_factory, daemon.config.gpio)
         async with subscriber(broker, f"{root}/evt") as sub:
             out = []
             for _ in range(samples):
                 await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
                 await asyncio.sleep(random.uniform(0.002, 0.01))
 
-                def press() -> int:
-                    t0 = time.time_ns()
-                    inputs.press_lockout()
-                    return t0
-
-                t0 = await asyncio.to_thread(press)
+                t0 = time.time_ns()
+                inputs.press_lockout()  # the edge, as the GPIO backend reports it
                 seen = len(sub.lines)
                 try:
                     await sub.wait(
@@ -243,7 +239,7 @@ def chip_events(count: int) -> list[ChipSensed]:
 
 async def throughput(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[float, float]:
     """Events posted -> durable and received: events per second, and steps per commit."""
-    async with daemon_on(broker, data_dir) as daemon:
+    async with daemon_on(broker, data_dir) as (daemon, _inputs):
         root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
         await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
         store = daemon.store
@@ -279,7 +275,7 @@ async def backlog(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[fl
     """The broker comes back to `count` journaled events: rows drained per second, how many,
     and whether they arrived in order. The clock starts when the relay may reconnect (the
     subscriber is listening by then), so the relay's backoff is not counted."""
-    async with daemon_on(broker, data_dir) as daemon:
+    async with daemon_on(broker, data_dir) as (daemon, _inputs):
         root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
         await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
         store = daemon.store

@@ -18,7 +18,7 @@ from pathlib import Path
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
-from tablectl.simulators.table_inputs import MockTableInputs
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.events import Settle
@@ -41,8 +41,8 @@ async def main(port: int, table: str, data_dir: Path) -> None:
             "gpio": cfg.gpio.model_copy(update={"chip_present_ms": 80}),
         }
     )
-    daemon = Daemon(cfg)
-    inputs = MockTableInputs(daemon.pin_factory, cfg.gpio)
+    inputs = SimulatedTableInputs(cfg.table.seats)
+    daemon = Daemon(cfg, gpio_backend=inputs.backend())
     task = asyncio.create_task(daemon.run())
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

@@ -136,6 +136,8 @@ async def test_a_client_without_rights_cannot_ack_or_command_a_table(
         await table.wait_phase(Phase.BETTING)
         await table.wait_backend_caught_up()
         relay = table.daemon.relay
+        # The backend's own replay request at its connect may already have sent a row twice.
+        duplicates_before = table.backend.duplicates
         inbound_before = relay.counters.inbound
         acked_before = dict(relay.acks.acked)
         # Another table, with a valid certificate and password of its own.
@@ -159,7 +161,7 @@ async def test_a_client_without_rights_cannot_ack_or_command_a_table(
         assert relay.counters.inbound >= inbound_before + 1
         assert relay.counters.acks_refused == 0 and relay.counters.malformed_inbound == 0
         assert relay.acks.acked["pgs"] >= acked_before["pgs"]
-        assert table.backend.duplicates == 0  # no replay was forced
+        assert table.backend.duplicates == duplicates_before  # no replay was forced
         assert all(e["type"] != "jackpot.hit" for e in table.backend.events.values())
         log = secure_broker.log.read_text().splitlines()
         denied = [line for line in log if "Denied PUBLISH" in line]

@@ -7,7 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_OK, EXIT_REFUSED
+from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, fail, path_arg
+
+
+def _json_file(text: str) -> Path:
+    path = path_arg(text)
+    if path.suffix != ".json":
+        raise argparse.ArgumentTypeError(f"{text!r}: the document is a .json file")
+    return path
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,10 +24,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "schema", help="print the AsyncAPI 3 document generated from the message models"
     )
     where = schema.add_mutually_exclusive_group()
-    where.add_argument("--write", type=Path, metavar="FILE", help="write it to FILE")
+    where.add_argument("--write", type=_json_file, metavar="FILE", help="write it to FILE")
     where.add_argument(
-        "--check", type=Path, metavar="FILE", help="exit 1 unless FILE is what the code says"
+        "--check", type=_json_file, metavar="FILE", help="exit 1 unless FILE is what the code says"
     )
+    schema.add_argument("--json", action="store_true", help="--write/--check answer in JSON")
     schema.set_defaults(handler=_schema)
 
 
@@ -30,20 +38,31 @@ def document_text() -> str:
     return json.dumps(asyncapi_document(), indent=2) + "\n"
 
 
+def _done(args: argparse.Namespace, message: str) -> int:
+    print(json.dumps({"ok": True, "file": message}) if args.json else message)
+    return EXIT_OK
+
+
 def _schema(args: argparse.Namespace) -> int:
     text = document_text()
     if args.write:
-        args.write.write_text(text)
-    elif args.check:
-        current = args.check.read_text() if args.check.exists() else ""
+        try:
+            args.write.write_text(text)
+        except OSError as exc:
+            return fail(args, f"cannot write {args.write}: {exc.strerror}", EXIT_REFUSED)
+        return _done(args, f"{args.write}: written")
+    if args.check:
+        try:
+            current = args.check.read_text()
+        except OSError as exc:
+            return fail(args, f"cannot read {args.check}: {exc.strerror}", EXIT_REFUSED)
         if current != text:
-            print(
-                f"tablectl: {args.check} differs from the contract in the code; "
-                f"regenerate it: tablectl mqtt schema --write {args.check}",
-                file=sys.stderr,
+            return fail(
+                args,
+                f"{args.check} differs from the contract in the code; regenerate it: "
+                f"tablectl mqtt schema --write {args.check}",
+                EXIT_REFUSED,
             )
-            return EXIT_REFUSED
-        print(f"{args.check}: matches the code")
-    else:
-        sys.stdout.write(text)
+        return _done(args, f"{args.check}: matches the code")
+    sys.stdout.write(text)
     return EXIT_OK
