@@ -346,7 +346,14 @@ async def test_hostile_messages_do_not_hurt_a_running_daemon(table: SimulatedTab
     await table.start()
     async with aiomqtt.Client(table.broker.host, table.broker.port) as friend:
         await friend.subscribe(f"{root}/res/#", qos=1)
+        await friend.subscribe(f"{root}/status", qos=1)
         await table.daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
+        # A command is heard only once the relay has subscribed: it says online after that.
+        async with asyncio.timeout(10):
+            async for message in friend.messages:
+                status = json.loads(message.payload)
+                if status == {"status": "online", "boot_id": table.daemon.boot_id}:
+                    break
         await friend.publish(f"{root}/cmd/resync", json.dumps({"correlation_id": "c-again"}))
         await _replies_until(friend, "c-again")
     assert table.daemon.relay.counters.malformed_inbound == 1
