@@ -115,7 +115,10 @@ async def test_a_wrong_certificate_is_refused_naming_cert_file(
     cert, key = rogue.issue(TABLE)
     line = await refusal(mqtt(secure_broker, cert_file=cert, key_file=key))
     assert "the broker refused this table's client certificate (mqtt.cert_file" in line
-    assert str(cert) in line and "unknown ca" in line
+    # The broker's alert ("unknown ca") may or may not reach us before its socket closes
+    # (TLS 1.3 refuses a client certificate after the handshake): the line names the field
+    # and the file either way.
+    assert str(cert) in line
 
 
 async def test_a_wrong_password_is_refused_naming_the_username(

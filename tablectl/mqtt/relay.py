@@ -296,7 +296,11 @@ def describe_connect_error(exc: aiomqtt.MqttError, config: MqttSection) -> str:
             f"the broker's certificate does not verify against mqtt.ca_file "
             f"({config.ca_file or 'the system CAs'}): {text}"
         )
-    if any(s in text.upper() for s in ("ALERT_UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQ")):
+    refused_cert = ("ALERT_UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQ")
+    # With TLS 1.3 the broker refuses a client certificate after the handshake: its alert
+    # may arrive, or the socket may just close first (an EOF before the CONNACK).
+    closed_after_handshake = config.tls and "EOF OCCURRED IN VIOLATION OF PROTOCOL" in text.upper()
+    if any(s in text.upper() for s in refused_cert) or closed_after_handshake:
         return (
             f"the broker refused this table's client certificate (mqtt.cert_file "
             f"{config.cert_file or 'not set'}): {text}"
