@@ -21,7 +21,7 @@ from tablectl.config import MqttSection
 from tablectl.core.events import ChipSensed
 from tablectl.core.round import Phase
 from tablectl.mqtt.contract import MAX_INBOUND_BYTES, TableSnapshot
-from tablectl.mqtt.relay import HealthSchedule, Relay, parse_inbound, topic_root
+from tablectl.mqtt.relay import Client, HealthSchedule, Relay, parse_inbound, topic_root
 from tablectl.store.journal import HandedMark, StepCommit, StepInput, Store
 
 from .conftest import SimulatedTable, simulated_table
@@ -383,3 +383,33 @@ async def test_the_relay_stops_when_told_even_if_a_failing_connect_hides_it(
     relay.client = _SwallowingConnect  # type: ignore[assignment,method-assign]
     with pytest.raises(asyncio.CancelledError):
         await relay._connect()
+
+
+# --- writes go out at once, and the loop is left idle ------------------------------------
+
+
+async def test_a_flushed_publish_is_written_at_once_and_no_writer_is_left_spinning(
+    broker: PrivateBroker,
+) -> None:
+    # The relay writes each batch as soon as it is handed over (Client.flush) instead of a
+    # loop turn or two later. paho's register/unregister of the socket for writing must stay
+    # paired with the loop's: a writer left on an always-writable socket spins the loop.
+    async with Client(broker.host, broker.port) as client:
+        paho = client._client
+        writes = 0
+        loop_write = paho.loop_write
+
+        def counting_loop_write() -> Any:
+            nonlocal writes
+            writes += 1
+            return loop_write()
+
+        paho.loop_write = counting_loop_write  # type: ignore[method-assign]
+        for i in range(20):
+            acked = client.publish_nowait("bench/flush", str(i).encode())
+            client.flush()
+            assert not paho.want_write()  # on the wire, with no turn of the loop
+            await asyncio.wait_for(acked, 5)
+        before = writes
+        await asyncio.sleep(0.1)  # idle: nothing to write, so nothing may be called
+        assert writes - before <= 1, f"the socket's writer ran {writes - before} times idle"

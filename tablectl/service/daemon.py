@@ -368,6 +368,11 @@ class Daemon:
             committed = await self.in_journal_thread(
                 functools.partial(store.commit_steps, [s.commit for s in stepped])
             )
+            if any(committed):
+                # Durable: the relay hands the rows to the broker first, rather than waiting
+                # behind the lamps, replies and log lines below (docs/mqtt.md, Performance).
+                self.relay.wake()
+                await asyncio.sleep(0)
             self.state = state
             for item, rows in zip(stepped, committed, strict=True):
                 self._after_commit(item, rows)
@@ -375,8 +380,6 @@ class Daemon:
             for sub, refusal in refused:
                 if sub.reply:
                     sub.reply.set_exception(refusal)
-            if any(committed):
-                self.relay.wake()
             self._stepped.set()
 
     def _after_commit(self, item: _Stepped, rows: list[JournalRow]) -> None:
