@@ -15,7 +15,7 @@ from typing import Any
 
 import aiomqtt
 
-from tablectl.mqtt.relay import SOCKET_OPTIONS, mqtt_call, topic_root
+from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call, topic_root
 
 
 class ReferenceBackend:
@@ -59,12 +59,12 @@ class ReferenceBackend:
     async def run(self) -> None:
         while True:
             try:
-                async with aiomqtt.Client(
+                async with Client(
                     self._host,
                     self._port,
                     identifier=f"backend-{self.backend_id}",
                     socket_options=SOCKET_OPTIONS,
-                    **self._credentials,  # type: ignore[arg-type]
+                    **self._credentials,
                 ) as client:
                     for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
                         await mqtt_call(client.subscribe(f"{self.root}/{sub}", qos=1))

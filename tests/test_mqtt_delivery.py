@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import time
 from collections.abc import Callable
@@ -413,3 +414,24 @@ async def test_a_flushed_publish_is_written_at_once_and_no_writer_is_left_spinni
         before = writes
         await asyncio.sleep(0.1)  # idle: nothing to write, so nothing may be called
         assert writes - before <= 1, f"the socket's writer ran {writes - before} times idle"
+
+
+async def test_a_broker_that_goes_away_leaves_no_unretrieved_error(broker: PrivateBroker) -> None:
+    # aiomqtt leaves the reason of a broken connection in a future no one reads; the loop
+    # then logs "Future exception was never retrieved" on a table PC's console.
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        client = Client(broker.host, broker.port)
+        async with client:
+            broker.stop()
+            async with asyncio.timeout(5):
+                while not client._disconnected.done():  # noqa: ASYNC110 (paho's callback)
+                    await asyncio.sleep(0.01)
+        del client
+        gc.collect()
+        await asyncio.sleep(0)
+        assert [str(c.get("exception") or c["message"]) for c in reported] == []
+    finally:
+        loop.set_exception_handler(None)

@@ -20,7 +20,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 import aiomqtt
 import paho.mqtt.client as mqtt
@@ -84,6 +84,7 @@ class Client(aiomqtt.Client):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._pubacks: dict[int, asyncio.Future[None]] = {}
+        self._in_session = False  # between a successful __aenter__ and __aexit__
         self._last_error = _LastError()
         paho_log = logging.Logger("tablectl.mqtt.paho")
         paho_log.parent = logging.getLogger("mqtt")  # aiomqtt's logger: paho's lines still go there
@@ -103,6 +104,9 @@ class Client(aiomqtt.Client):
             self._connected.exception()  # a connect that already gave up has no one to tell
             return
         super()._on_disconnect(client, userdata, flags, reason_code, properties)
+        if not self._in_session and self._disconnected.done():
+            # A connect given up on, or a session already left: no one is there to tell.
+            self._disconnected.exception()
 
     def publish_nowait(
         self, topic: str, payload: bytes, *, retain: bool = False
@@ -115,6 +119,20 @@ class Client(aiomqtt.Client):
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pubacks[info.mid] = done
         return done
+
+    async def __aenter__(self) -> Self:
+        await super().__aenter__()
+        self._in_session = True
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        # aiomqtt 2.5 returns early from a connection the broker broke without looking at
+        # why: the loop would log "Future exception was never retrieved" for it. The
+        # session's own error has said why.
+        self._in_session = False
+        if self._disconnected.done() and not self._disconnected.cancelled():
+            self._disconnected.exception()
+        await super().__aexit__(*exc_info)
 
     def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
         # aiomqtt defers add_writer through call_soon_threadsafe, as paho may ask from the
