@@ -8,6 +8,7 @@ import json
 import aiomqtt
 
 from tablectl import cli
+from tablectl.core.events import Settle
 from tablectl.core.round import Phase
 from tablectl.mqtt.relay import topic_root
 
@@ -269,3 +270,24 @@ async def test_chip_resting_before_betting_opens_counts_when_it_opens(
     assert (await table.dealer(cmd="settle", hands={"1": "2c7d9h"}))["ok"]
     await table.daemon.wait_until(lambda s: s.round_id == 2 and s.wagers == {5: 100}, 10)
     assert table.inputs.light_is_on(5)
+
+
+async def test_a_command_whose_caller_gave_up_is_still_taken_and_the_daemon_runs_on(
+    table: SimulatedTable,
+) -> None:
+    # A control-socket client that disconnects, or a caller that times out, cancels its wait
+    # while the step is being committed: the step stands, and no one is answered.
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(1)
+    await table.lock()
+    settle = Settle.model_validate({"hands": {1: "2c7d9h"}})
+    asker = asyncio.create_task(table.daemon.submit(settle))
+    await asyncio.sleep(0)  # queued; the core steps on it and commits in the journal thread
+    asker.cancel()
+    await table.daemon.wait_until(lambda s: s.round_id == 2, 10)
+    assert asker.cancelled()
+    await table.wait_phase(Phase.BETTING)
+    assert table._task is not None and not table._task.done()
+    await table.place_wagers(2)
+    await table.lock()
+    assert (await table.dealer(cmd="settle", hands={"2": "QhQdQs"}))["ok"]

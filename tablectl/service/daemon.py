@@ -96,6 +96,18 @@ class _Submission:
     # A device's report: its cursor is committed with the input, then the device is told.
     report: DeviceReport | None = None
 
+    def answer(
+        self, rows: list[dict[str, Any]] | None = None, *, error: Exception | None = None
+    ) -> None:
+        """Tell whoever asked. A caller that gave up (a client gone, a timeout) cancelled
+        its wait: the step stands, and there is no one to tell."""
+        if self.reply is None or self.reply.done():
+            return
+        if error is not None:
+            self.reply.set_exception(error)
+        else:
+            self.reply.set_result(rows or [])
+
 
 @dataclass
 class _Stepped:
@@ -378,8 +390,7 @@ class Daemon:
                 self._after_commit(item, rows)
             self.steps_done += sum(1 for item in stepped if item.refusal is None)
             for sub, refusal in refused:
-                if sub.reply:
-                    sub.reply.set_exception(refusal)
+                sub.answer(error=refusal)
             self._stepped.set()
 
     def _after_commit(self, item: _Stepped, rows: list[JournalRow]) -> None:
@@ -389,16 +400,13 @@ class Daemon:
         if report is not None:
             self._devices[report.device].acknowledge(report)
         if item.refusal is not None:
-            if item.sub.reply:
-                item.sub.reply.set_exception(item.refusal)
+            item.sub.answer(error=item.refusal)
             return
         self.hub.publish_rows(rows)
         for type_, data in item.commit.entries:
             log.info(type_, **data)
         self._execute(item.effects)
-        if item.sub.reply:
-            done = [{"seq": r.seq, "type": r.type, "data": r.data} for r in rows]
-            item.sub.reply.set_result(done)
+        item.sub.answer([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
 
     async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
         """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
