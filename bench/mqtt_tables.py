@@ -157,7 +157,18 @@ async def one_n(n: int, seconds: float, warmup: float, windows: int) -> dict[str
     all_evt = [x for e, _ in parts for x in e]
     all_raw = [x for _, r in parts for x in r]
     if not parts:
-        return {"tables": n, "startup_s": round(startup_s, 1), "failed": "no event received"}
+        window = [r for r in sub.lines if begin_ns <= r.at_ns < end_ns]
+        return {
+            "tables": n,
+            "startup_s": round(startup_s, 1),
+            "failed": "no window had both an event and a raw sample: the machine is saturated",
+            "events_received": sum(1 for r in window if r.topic.endswith("/evt")),
+            "raw_samples_received": sum(1 for r in window if r.topic == "bench/raw/latency"),
+            "rounds_settled": rounds,
+            "rss_mib_median_max": [round(statistics.median(rss), 1), round(max(rss), 1)],
+            "cpu_pct_median_max": [round(statistics.median(cpu), 1), round(max(cpu), 1)],
+            "did_not_stop_on_sigterm": hung,
+        }
     return {
         "tables": n,
         "startup_s": round(startup_s, 1),
