@@ -57,6 +57,7 @@ class ReferenceBackend:
         return seq
 
     async def run(self) -> None:
+        task = asyncio.current_task()
         while True:
             try:
                 async with Client(
@@ -66,6 +67,10 @@ class ReferenceBackend:
                     socket_options=SOCKET_OPTIONS,
                     **self._credentials,
                 ) as client:
+                    if task is not None and task.cancelling():
+                        # Python 3.11's wait_for in aiomqtt's connect can swallow a cancel:
+                        # without this, a stopped backend would play on for good.
+                        raise asyncio.CancelledError
                     for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
                         await mqtt_call(client.subscribe(f"{self.root}/{sub}", qos=1))
                     await mqtt_call(
@@ -89,6 +94,8 @@ class ReferenceBackend:
                         ):
                             await self._ack(client)
             except aiomqtt.MqttError:
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None  # a cancel turned into a failure
                 await asyncio.sleep(0.3)
 
     async def _receive(self, client: aiomqtt.Client, topic: str, payload: Any) -> None:
