@@ -13,7 +13,14 @@ import random
 from dataclasses import dataclass
 
 from tablectl.drivers.reference.framing import Frame
-from tablectl.drivers.reference.messages import Identity, MsgType, NakReason, Status
+from tablectl.drivers.reference.messages import (
+    Identity,
+    MsgType,
+    NakReason,
+    Status,
+    encode_counted,
+    encode_self_tested,
+)
 from tablectl.drivers.reference.shuffler_codec import EventKind, FaultCode, ShufflerState
 from tablectl.simulators.device import SimulatedDevice
 
@@ -42,6 +49,8 @@ class ShufflerSimulator(SimulatedDevice):
         self.knobs = ShuffleFaults()
         self.deck: list[Card] = list(full_deck())
         self.shuffles = 0
+        # Set to a report to make the self-test fail with it (a dirty sensor, say).
+        self.self_test_failure: str | None = None
         super().__init__(identity, address=address, rng=rng)
 
     def _reboot_state(self) -> None:
@@ -78,6 +87,20 @@ class ShufflerSimulator(SimulatedDevice):
             self.event(EventKind.SHUFFLE_STARTED)
             self.spawn(self._shuffle(), "sim-shuffle")
             return self.reply(request, MsgType.ACK)
+        if request.type in (MsgType.COUNT, MsgType.SELF_TEST):
+            # Diagnostics run on a machine at rest; a count needs the counter, not a fault.
+            if self.state is ShufflerState.SHUFFLING:
+                return self.nak(request, NakReason.BUSY)
+            if request.type == MsgType.SELF_TEST:
+                failure = self.self_test_failure
+                report = f"FAILED: {failure}" if failure else "motors, sensors and counter ok"
+                return self.reply(
+                    request, MsgType.SELF_TESTED, encode_self_tested(failure is None, report)
+                )
+            if self.state is ShufflerState.FAULT:
+                return self.nak(request, NakReason.ILLEGAL_IN_STATE)
+            expected = len(full_deck())
+            return self.reply(request, MsgType.COUNTED, encode_counted(len(self.deck), expected))
         return super().command(request)
 
     async def _shuffle(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tablectl.drivers import registry
+from tablectl.drivers.reference.shuffler_codec import ShufflerState
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.simulators.broker import PrivateBroker
 
@@ -277,54 +278,59 @@ async def test_devices_lists_each_device_and_the_broker(
     assert data["devices"]["gpio"]["backend"] == "mock"
 
 
-class CountingShuffler(ReferenceShuffler):
-    """A driver that has the diagnostics the reference protocol still lacks (a stand-in
-    until COUNT and SELF_TEST messages exist): it counts the simulator's deck."""
+class ShufflerWithoutDiagnostics(ReferenceShuffler):
+    """A vendor's driver that has no count or self-test message."""
 
-    deck_size = 52
-
-    async def count_deck(self) -> tuple[int, int]:
-        return self.deck_size, 52
-
-    async def self_test(self) -> tuple[bool, str]:
-        return True, "motors, sensors and counter ok"
+    count_deck = None  # type: ignore[assignment]
+    self_test = None  # type: ignore[assignment]
 
 
 async def test_shuffler_diagnostics_need_a_driver_that_has_them(
-    table: SimulatedTable, capsys: pytest.CaptureFixture[str]
-) -> None:
-    sock = str(table.config.storage.socket_path)
-    assert await asyncio.to_thread(cli.main, ["shuffler", "count", "--socket", sock, "--json"]) == 1
-    reply = json.loads(capsys.readouterr().out)
-    assert reply["ok"] is False and "cannot do that yet" in reply["error"]
-
-
-async def test_shuffler_count_and_self_test(
     broker: PrivateBroker,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setitem(registry.SHUFFLERS, "reference", CountingShuffler)
+    monkeypatch.setitem(registry.SHUFFLERS, "reference", ShufflerWithoutDiagnostics)
     async with simulated_table(broker, tmp_path / "data") as table:
-        await table.wait_phase(Phase.BETTING)
         sock = str(table.config.storage.socket_path)
+        argv = ["shuffler", "count", "--socket", sock, "--json"]
+        assert await asyncio.to_thread(cli.main, argv) == 1
+        reply = json.loads(capsys.readouterr().out)
+        assert reply["ok"] is False and "has no count or self-test" in reply["error"]
 
-        def run(*argv: str) -> int:
-            return cli.main([*argv, "--socket", sock])
 
-        assert await asyncio.to_thread(run, "shuffler", "count", "--json") == 0
-        assert json.loads(capsys.readouterr().out) == {
-            "ok": True,
-            "counted": 52,
-            "expected": 52,
-            "matches": True,
-        }
-        CountingShuffler.deck_size = 51
-        try:
-            assert await asyncio.to_thread(run, "shuffler", "count") == 1
-        finally:
-            CountingShuffler.deck_size = 52
-        assert "counted 51 of 52 cards: MISCOUNT" in capsys.readouterr().out
-        assert await asyncio.to_thread(run, "shuffler", "self-test") == 0
-        assert "self-test passed: motors" in capsys.readouterr().out
+async def test_shuffler_count_and_self_test(
+    table: SimulatedTable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The reference shuffler's COUNT and SELF_TEST, answered by the simulator on its pty.
+    await table.wait_phase(Phase.BETTING)
+    # The round opened on the first deck; the second is shuffled while it plays.
+    async with asyncio.timeout(5):
+        while table.sim.shuffles < 2 or table.sim.state is ShufflerState.SHUFFLING:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    sock = str(table.config.storage.socket_path)
+
+    def run(*argv: str) -> int:
+        return cli.main([*argv, "--socket", sock])
+
+    assert await asyncio.to_thread(run, "shuffler", "count", "--json") == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "ok": True,
+        "counted": 52,
+        "expected": 52,
+        "matches": True,
+    }
+    table.sim.remove_card()
+    assert await asyncio.to_thread(run, "shuffler", "count") == 1
+    assert "counted 51 of 52 cards: MISCOUNT" in capsys.readouterr().out
+    table.sim.load_full_deck()
+    assert await asyncio.to_thread(run, "shuffler", "self-test") == 0
+    assert "self-test passed: motors, sensors and counter ok" in capsys.readouterr().out
+    table.sim.self_test_failure = "card counter sensor dirty"
+    assert await asyncio.to_thread(run, "shuffler", "self-test", "--json") == 1
+    assert json.loads(capsys.readouterr().out) == {
+        "ok": False,
+        "passed": False,
+        "report": "FAILED: card counter sensor dirty",
+    }

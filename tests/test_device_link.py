@@ -13,8 +13,10 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tablectl.drivers.reference.link import DeviceReport, LinkSettings
-from tablectl.drivers.reference.messages import Identity, NakReason
+import pytest
+from tablectl.drivers.reference.framing import Frame
+from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings
+from tablectl.drivers.reference.messages import Identity, MsgType, NakReason
 from tablectl.drivers.reference.shuffler_codec import FaultCode
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.drivers.transport.memory import MemoryConnector, MemoryPort
@@ -314,3 +316,49 @@ def test_something_that_does_not_speak_the_protocol_never_brings_the_link_up() -
         task.cancel()
 
     run_virtual(main())
+
+
+# --- the technician's diagnostics: COUNT and SELF_TEST ----------------------------------------
+
+
+def test_the_shuffler_counts_its_deck_and_runs_its_self_test_when_at_rest() -> None:
+    async def t(b: Bench) -> None:
+        assert await b.driver.count_deck() == (52, 52)
+        b.sim.remove_card()
+        assert await b.driver.count_deck() == (51, 52)
+        assert await b.driver.self_test() == (True, "motors, sensors and counter ok")
+        b.sim.self_test_failure = "card counter sensor dirty"
+        assert await b.driver.self_test() == (False, "FAILED: card counter sensor dirty")
+        # Busy while shuffling; a fault leaves the counter unusable, not the self-test.
+        await b.driver.shuffle()
+        with pytest.raises(LinkError, match="refused COUNT: it is shuffling"):
+            await b.driver.count_deck()
+        await b.until(ShuffleCompleted)
+        b.sim.fail(FaultCode.JAM)
+        with pytest.raises(LinkError, match="refused COUNT: it is in fault"):
+            await b.driver.count_deck()
+        assert (await b.driver.self_test())[0] is False
+        assert b.driver.health()["link"] == "up"  # a refusal ends that request only
+
+    virtual(t)
+
+
+def test_a_diagnostic_reply_that_does_not_decode_is_an_error_not_a_result() -> None:
+    async def t(b: Bench) -> None:
+        real = b.sim.command
+
+        def lying(request: Frame) -> Frame:
+            if request.type == MsgType.COUNT:
+                return b.sim.reply(request, MsgType.COUNTED, b"\x34")  # one byte of two
+            if request.type == MsgType.SELF_TEST:
+                return b.sim.reply(request, MsgType.SELF_TESTED, b"\x07\x02ok")  # passed = 7?
+            return real(request)
+
+        b.sim.command = lying  # type: ignore[method-assign]
+        with pytest.raises(LinkError, match="COUNTED payload must be 2 bytes"):
+            await b.driver.count_deck()
+        with pytest.raises(LinkError, match="neither 0 nor 1"):
+            await b.driver.self_test()
+        assert b.driver.health()["bad_replies"] == 2
+
+    virtual(t)

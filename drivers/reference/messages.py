@@ -19,10 +19,14 @@ class MsgType(IntEnum):
     SHUFFLE = 0x02  # shuffler
     IDENTIFY = 0x03
     DEAL = 0x04  # shoe
+    COUNT = 0x05  # shuffler: count the cards it holds
+    SELF_TEST = 0x06  # shuffler
     # device -> host
     STATUS = 0x81
     ACK = 0x82
     IDENT = 0x83
+    COUNTED = 0x84
+    SELF_TESTED = 0x85
     NAK = 0x8F
 
 
@@ -149,3 +153,40 @@ def decode_ident(payload: bytes) -> Identity:
     if not fields[1]:
         raise ProtocolError("IDENT has no serial number", payload)
     return Identity(*fields)
+
+
+MAX_REPORT_BYTES = 200
+_COUNTED = struct.Struct("<BB")  # cards counted, cards expected
+
+
+def encode_counted(counted: int, expected: int) -> bytes:
+    return _COUNTED.pack(counted, expected)
+
+
+def decode_counted(payload: bytes) -> tuple[int, int]:
+    if len(payload) != _COUNTED.size:
+        raise ProtocolError(f"COUNTED payload must be {_COUNTED.size} bytes", payload)
+    counted, expected = _COUNTED.unpack(payload)
+    return int(counted), int(expected)
+
+
+def encode_self_tested(passed: bool, report: str) -> bytes:
+    raw = report.encode()
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ValueError(f"self-test report is longer than {MAX_REPORT_BYTES} bytes")
+    return bytes([1 if passed else 0, len(raw)]) + raw
+
+
+def decode_self_tested(payload: bytes) -> tuple[bool, str]:
+    """(passed, the device's report); anything but 0 or 1 for passed is not believed."""
+    if len(payload) < 2 or len(payload) != 2 + payload[1] or payload[1] > MAX_REPORT_BYTES:
+        raise ProtocolError("SELF_TESTED length disagrees", payload)
+    if payload[0] not in (0, 1):
+        raise ProtocolError("SELF_TESTED result is neither 0 nor 1", payload)
+    try:
+        report = payload[2:].decode()
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("SELF_TESTED report is not UTF-8", payload) from exc
+    if not report.isprintable():
+        raise ProtocolError("SELF_TESTED report is not printable", payload)
+    return payload[0] == 1, report

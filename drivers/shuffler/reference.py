@@ -4,10 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings, PolledDevice
-from tablectl.drivers.reference.messages import MsgType, type_name
+from tablectl.drivers.reference.link import (
+    DeviceReport,
+    LinkError,
+    LinkSettings,
+    NakError,
+    PolledDevice,
+)
+from tablectl.drivers.reference.messages import (
+    MsgType,
+    NakReason,
+    ProtocolError,
+    decode_counted,
+    decode_self_tested,
+    type_name,
+)
 from tablectl.drivers.reference.shuffler_codec import ShufflerCodec
 from tablectl.drivers.transport.base import Connector, TraceWriter
+
+# What a technician is told when a diagnostic is refused (docs/protocols/shuffler.md).
+_REFUSALS: dict[int, str] = {
+    NakReason.BUSY: "it is shuffling; ask again when it has finished",
+    NakReason.ILLEGAL_IN_STATE: "it is in fault; clear the fault first",
+}
 
 
 class ReferenceShuffler(PolledDevice):
@@ -26,3 +45,34 @@ class ReferenceShuffler(PolledDevice):
         if reply.type != MsgType.ACK:
             self.counters.bad_replies += 1
             raise LinkError(f"SHUFFLE answered with {type_name(reply.type)}")
+
+    async def count_deck(self) -> tuple[int, int]:
+        """The cards the shuffler holds, counted by it now: (counted, expected)."""
+        payload = await self._diagnostic(MsgType.COUNT, MsgType.COUNTED)
+        try:
+            return decode_counted(payload)
+        except ProtocolError as exc:
+            self.counters.bad_replies += 1
+            raise LinkError(f"COUNT: {exc}") from None
+
+    async def self_test(self) -> tuple[bool, str]:
+        """The device's self-test: (passed, its report)."""
+        payload = await self._diagnostic(MsgType.SELF_TEST, MsgType.SELF_TESTED)
+        try:
+            return decode_self_tested(payload)
+        except ProtocolError as exc:
+            self.counters.bad_replies += 1
+            raise LinkError(f"SELF_TEST: {exc}") from None
+
+    async def _diagnostic(self, request: MsgType, expected: MsgType) -> bytes:
+        try:
+            reply = await self.command(request)
+        except NakError as exc:
+            why = _REFUSALS.get(exc.reason)
+            if why is None:
+                raise
+            raise LinkError(f"the shuffler refused {request.name}: {why}") from None
+        if reply.type != expected:
+            self.counters.bad_replies += 1
+            raise LinkError(f"{request.name} answered with {type_name(reply.type)}")
+        return reply.payload

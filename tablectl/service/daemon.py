@@ -75,8 +75,8 @@ LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
 class ShufflerDiagnostics(Protocol):
     """What a shuffler driver provides for `tablectl shuffler count` and `self-test`.
 
-    The reference protocol has no message for either yet (docs/protocols/shuffler.md): a
-    driver that implements these is used; otherwise the technician is told it cannot.
+    The reference driver has both (COUNT and SELF_TEST, docs/protocols/shuffler.md); a vendor's
+    driver without them leaves the technician told that it cannot.
     """
 
     async def count_deck(self) -> tuple[int, int]:
@@ -466,8 +466,7 @@ class Daemon:
         driver = self.shuffler
         if not isinstance(driver, ShufflerDiagnostics):
             raise Rejected(
-                f"{cmd}: this shuffler's driver cannot do that yet (the reference protocol "
-                "has no count or self-test message)"
+                f"{cmd}: this shuffler's driver has no count or self-test ({type(driver).__name__})"
             )
         if not driver.link_up:
             raise Rejected(f"{cmd}: the shuffler link is down")
