@@ -371,11 +371,18 @@ def _summary(
     return out
 
 
+# What a reader of the summary may otherwise take for a fault.
+NOTES = {
+    "duplicates": "  (rows sent again, e.g. for the backend's cmd/replay on connecting, marked "
+    "replay: true: delivery is at-least-once, backends deduplicate on seq; docs/mqtt.md)",
+}
+
+
 def _print_summary(summary: dict[str, Any], difference: str | None) -> None:
     print("\nsummary")
     for key, value in summary.items():
         if key != "ok":
-            print(f"  {key.replace('_', ' '):<26} {value}")
+            print(f"  {key.replace('_', ' '):<26} {value}{NOTES.get(key, '')}")
     if difference:
         print(f"  replay difference          {difference}")
     print(
