@@ -122,7 +122,7 @@ async def test_watch_streams_journal_rows_and_link_changes(table: SimulatedTable
         first_new = reply["data"]["last_seq"] + 1
         assert (await table.dealer(cmd="void", reason="shoe-jam", by="D7"))["ok"]
         # Every row from the watch's start, in order; the next deck's shuffle may come first.
-        rows = []
+        rows: list[dict[str, Any]] = []
         async with asyncio.timeout(10):
             while not rows or rows[-1]["type"] != "round.voided":
                 event = json.loads(await reader.readline())
