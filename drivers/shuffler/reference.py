@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from tablectl.drivers.reference.link import (
     DeviceReport,
@@ -21,6 +22,8 @@ from tablectl.drivers.reference.messages import (
 )
 from tablectl.drivers.reference.shuffler_codec import ShufflerCodec
 from tablectl.drivers.transport.base import Connector, TraceWriter
+
+T = TypeVar("T")
 
 # What a technician is told when a diagnostic is refused (docs/protocols/shuffler.md).
 _REFUSALS: dict[int, str] = {
@@ -48,23 +51,15 @@ class ReferenceShuffler(PolledDevice):
 
     async def count_deck(self) -> tuple[int, int]:
         """The cards the shuffler holds, counted by it now: (counted, expected)."""
-        payload = await self._diagnostic(MsgType.COUNT, MsgType.COUNTED)
-        try:
-            return decode_counted(payload)
-        except ProtocolError as exc:
-            self.counters.bad_replies += 1
-            raise LinkError(f"COUNT: {exc}") from None
+        return await self._diagnostic(MsgType.COUNT, MsgType.COUNTED, decode_counted)
 
     async def self_test(self) -> tuple[bool, str]:
         """The device's self-test: (passed, its report)."""
-        payload = await self._diagnostic(MsgType.SELF_TEST, MsgType.SELF_TESTED)
-        try:
-            return decode_self_tested(payload)
-        except ProtocolError as exc:
-            self.counters.bad_replies += 1
-            raise LinkError(f"SELF_TEST: {exc}") from None
+        return await self._diagnostic(MsgType.SELF_TEST, MsgType.SELF_TESTED, decode_self_tested)
 
-    async def _diagnostic(self, request: MsgType, expected: MsgType) -> bytes:
+    async def _diagnostic(
+        self, request: MsgType, expected: MsgType, decode: Callable[[bytes], T]
+    ) -> T:
         try:
             reply = await self.command(request)
         except NakError as exc:
@@ -72,7 +67,10 @@ class ReferenceShuffler(PolledDevice):
             if why is None:
                 raise
             raise LinkError(f"the shuffler refused {request.name}: {why}") from None
-        if reply.type != expected:
+        try:
+            if reply.type != expected:
+                raise LinkError(f"{request.name} answered with {type_name(reply.type)}")
+            return decode(reply.payload)
+        except (LinkError, ProtocolError) as exc:
             self.counters.bad_replies += 1
-            raise LinkError(f"{request.name} answered with {type_name(reply.type)}")
-        return reply.payload
+            raise LinkError(f"{request.name}: {exc}") from None
