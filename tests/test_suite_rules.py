@@ -14,6 +14,7 @@ Each rule is shown to fire on a small example first, so the check itself can fai
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,6 +175,7 @@ def _wall_clock_sleep(stmt: ast.stmt) -> bool:
     return not (call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == 0)
 
 
+@functools.cache
 def the_suite() -> Suite:
     return Suite({path.name: path.read_text() for path in sorted(TESTS.glob("*.py"))})
 
