@@ -50,7 +50,9 @@ def _run(args: argparse.Namespace) -> int:
         except InstanceLocked as exc:
             return fail(args, str(exc), EXIT_REFUSED)
         except OSError as exc:  # the data directory cannot be made or is not ours
-            return fail(args, f"cannot lock {config.storage.run_lock}: {exc}", EXIT_REFUSED)
+            data_dir = config.storage.data_dir
+            why = f"cannot open the journal's directory {data_dir} to lock it: {exc}"
+            return fail(args, why, EXIT_REFUSED)
         try:
             asyncio.run(Daemon(config).serve())
         except StartupError as exc:
