@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sqlite3
 from pathlib import Path
@@ -98,6 +99,16 @@ async def test_a_second_daemon_and_a_second_simulator_are_refused(
         await status_until(config, lambda s: s["phase"] == "locked")  # power-up locks out
         assert cfg.storage.run_lock.read_text() == f"{again.pid}\n"
         assert boots(cfg.storage.database) == 2
+
+        # The simulator's too: killed, it leaves its lock file, socket and link behind.
+        sim_proc.send_signal(signal.SIGKILL)
+        await sim_proc.wait()
+        sim_proc = await asyncio.create_subprocess_exec(
+            str(TABLECTL), "simulate", "table", "--config", str(config),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        await Simulator(sim_proc).said(lambda line: "simulated table ready" in line)
+        assert cfg.simulator_lock.read_text() == f"{sim_proc.pid}\n"
     finally:
         for proc in (*daemons, sim_proc):
             await _stop(proc)
@@ -108,9 +119,10 @@ def test_the_lock_is_one_per_path_within_a_process_too(tmp_path: Path) -> None:
     """flock, not fcntl's per-process record locks: a second open in the same process is
     refused as well, and leaving the first releases it."""
     path = tmp_path / "data" / "x.lock"
+    refused = re.escape(f"PID {os.getpid()} holds {path}")
     with (
         instance_lock.held(path, "x"),
-        pytest.raises(instance_lock.InstanceLocked, match=f"PID {os.getpid()} holds {path}"),
+        pytest.raises(instance_lock.InstanceLocked, match=refused),
         instance_lock.held(path, "x"),
     ):
         raise AssertionError("a second holder in the same process")
