@@ -331,7 +331,7 @@ def tcp_wagers(players: list[TcpSeat]) -> list[tuple[int, str, int]]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(tcp_rounds())
 def test_three_card_poker_refuses_or_settles_every_wager(
     round_: TcpRound,
@@ -418,7 +418,7 @@ def uth_wagers(players: list[UthSeat]) -> list[tuple[int, str, int]]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(uth_rounds())
 def test_ultimate_texas_holdem_refuses_or_settles_every_wager(
     round_: UthRound,
@@ -482,7 +482,7 @@ def lir_wagers(players: list[LirSeat]) -> list[tuple[int, str, int]]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(lir_rounds())
 def test_let_it_ride_refuses_or_settles_every_wager(
     round_: LirRound,
@@ -542,7 +542,7 @@ def game_well_formed(name: str, seats: int, round_: GameRound) -> bool:
 
 
 @pytest.mark.parametrize("name", list(GAMES))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_each_game_module_refuses_or_settles_every_table_wager(
     name: str, data: st.DataObject
