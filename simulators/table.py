@@ -11,7 +11,6 @@ production with `gpio.backend = "mock"`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import TableConfig
+from tablectl.util.instance_lock import OwnedPath
 
 UNPLUGGED_REPLIES = 1 << 30  # a shuffler whose cable is pulled answers nothing
 
@@ -36,12 +36,13 @@ class SimulatedTable:
         self.inputs = SimulatedTableInputs(self.config.table.seats)
         self.shuffler = ShufflerSimulator(shuffle_ms=self.shuffle_ms, rng=self.rng)
         self._servers: list[asyncio.Server] = []
-        self._link: Path | None = None
+        self._made: list[OwnedPath] = []  # removed on close, unless another has replaced them
 
     async def start(self) -> list[str]:
         """Start every device; one line per device saying where the daemon finds it."""
         socket = self.config.simulator_socket
         self._servers.append(await self.inputs.serve(socket))
+        self._made.append(OwnedPath.created(socket))
         where = [f'seat sensors, lamps, lock-out: {socket} (gpio.backend = "mock")']
         port = self.config.shuffler.port
         if port.startswith("socket://"):
@@ -50,7 +51,7 @@ class SimulatedTable:
             where.append(f"shuffler: {port}")
         else:
             pty = self.shuffler.open_pty()
-            self._link = _link(Path(port), pty)
+            self._made.append(OwnedPath.created(_link(Path(port), pty)))
             where.append(f"shuffler: {port} -> {pty}")
         # The dealing shoe's simulator (issue 7, `tablectl simulate shoe`) starts here too,
         # at the place the table's config names for the shoe, once that simulator exists.
@@ -60,10 +61,8 @@ class SimulatedTable:
         for server in self._servers:
             server.close()
         self.shuffler.close()
-        for path in (self._link, self.config.simulator_socket):
-            if path is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+        for made in self._made:
+            made.remove()
 
     # --- what a person does, typed on the simulator's terminal --------------------------
 

@@ -200,6 +200,11 @@ class StorageSection(Strict):
     def database(self) -> Path:
         return self.data_dir / "tablectl.sqlite3"
 
+    @property
+    def run_lock(self) -> Path:
+        """Held by the one `tablectl run` of this table (util/instance_lock.py)."""
+        return self.data_dir / "tablectl-run.lock"
+
 
 GroupName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
 
@@ -274,6 +279,11 @@ class TableConfig(Strict):
     def simulator_socket(self) -> Path:
         """Where `tablectl simulate table` serves the mock backend's edges."""
         return self.gpio.simulator_socket or self.storage.data_dir / "table-simulator.sock"
+
+    @property
+    def simulator_lock(self) -> Path:
+        """Held by the one `tablectl simulate table` of this table (util/instance_lock.py)."""
+        return self.storage.data_dir / "table-simulator.lock"
 
     def rules(self) -> TableRules:
         """What the round core needs of this config (journaled with every power-up)."""

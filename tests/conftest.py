@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tablectl.drivers.reference.shuffler_codec import ShufflerState
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
@@ -138,6 +139,17 @@ class SimulatedTable:
 
     async def dealer(self, **request: object) -> dict[str, object]:
         return await asyncio.to_thread(control.call, self.config.storage.socket_path, request)
+
+    async def until_shuffler_has_nothing_left(self, timeout_s: float = 10) -> None:
+        """Until nothing more can come from the shuffler: no shuffle asked for or under way,
+        and every event it reported committed (the daemon acknowledges only after)."""
+        async with asyncio.timeout(timeout_s):
+            while (  # noqa: ASYNC110 -- the simulator's state is a plain attribute
+                self.state.shuffle_requested
+                or self.sim.state is ShufflerState.SHUFFLING
+                or self.sim.events
+            ):
+                await asyncio.sleep(0.01)
 
     async def wait_backend_caught_up(self, timeout_s: float = 15) -> None:
         assert self.daemon.store is not None

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tablectl.drivers.reference.link import DeviceReport, LinkSettings, PolledDevice
 from tablectl.drivers.reference.messages import Identity
+from tablectl.drivers.reference.shoe_codec import ShoeState
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.drivers.transport.base import TraceWriter, TransportUnavailable
@@ -110,8 +111,10 @@ async def test_unplugging_the_shoe_mid_deal_and_plugging_it_back_loses_no_card()
         await shoe.deal((3, 3))
         await inbox.until(ShoeCard)
         backend.unplug(vdev)  # ENODEV in the worker thread
-        await asyncio.sleep(0.3)  # cards keep being dealt, held by the shoe
-        assert not shoe.link_up
+        async with asyncio.timeout(10):  # the link goes down; the shoe deals on, holding them
+            while shoe.link_up or sim.state is ShoeState.DEALING:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert sim.dealt == 6
         backend.plug(sim, loop)
         plugged = loop.time()
         await shoe.wait_link_up()

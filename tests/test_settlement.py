@@ -93,7 +93,9 @@ def test_tcp_pair_plus_pays_whatever_the_dealer_has() -> None:
 def test_tcp_super_royal_only_on_paytable_e() -> None:
     player, dealer = C("AdKdQd"), C("JdTd9d")
     s = settle_three_card_poker(
-        TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=100)], dealer
+        TcpRules(seats=1, six_card_bonus="E"),
+        [TcpSeat(1, player, pair_plus=100, six_card_bonus=100)],
+        dealer,
     )
     # 649a.12(f) paytable E: "$1,000,000" among "to 1" odds on a wager that stays on the
     # layout: won on a $1 wager, the wager returned besides.
@@ -101,13 +103,15 @@ def test_tcp_super_royal_only_on_paytable_e() -> None:
     assert (six.net_cents, six.paid_cents) == (1_000_000_00, 1_000_000_00 + 100)
     assert six.hand is Hand.SUPER_ROYAL_DIAMONDS
     s = settle_three_card_poker(
-        TcpRules(seats=1, six_card_bonus="E"), [TcpSeat(1, player, six_card_bonus=500)], dealer
+        TcpRules(seats=1, six_card_bonus="E"),
+        [TcpSeat(1, player, pair_plus=100, six_card_bonus=500)],
+        dealer,
     )
     six = s.for_seat(1)["six-card-bonus"]
     assert (six.net_cents, six.paid_cents) == (5 * 1_000_000_00, 5 * 1_000_000_00 + 500)
     s = settle_three_card_poker(
         TcpRules(seats=1, six_card_bonus="E"),
-        [TcpSeat(1, C("AhKhQh"), six_card_bonus=100)],
+        [TcpSeat(1, C("AhKhQh"), pair_plus=100, six_card_bonus=100)],
         C("JhTh9h"),
     )
     six = s.for_seat(1)["six-card-bonus"]
@@ -117,7 +121,9 @@ def test_tcp_super_royal_only_on_paytable_e() -> None:
         100_000_00 + 100,
     )
     s = settle_three_card_poker(
-        TcpRules(seats=1, six_card_bonus="D"), [TcpSeat(1, player, six_card_bonus=100)], dealer
+        TcpRules(seats=1, six_card_bonus="D"),
+        [TcpSeat(1, player, pair_plus=100, six_card_bonus=100)],
+        dealer,
     )
     assert s.for_seat(1)["six-card-bonus"].hand is Hand.ROYAL_FLUSH
     assert s.for_seat(1)["six-card-bonus"].net_cents == 1000 * 100

@@ -100,7 +100,7 @@ async def test_miscount_blocks_the_table_until_a_new_deck(table: SimulatedTable)
     await table.place_wagers(2)
     await table.lock()
     assert (await table.dealer(cmd="settle", hands={"2": "2c7d9h"}))["ok"]
-    await asyncio.sleep(0.3)
+    await table.until_shuffler_has_nothing_left()
     assert table.state.phase is Phase.CLOSED  # 649a.5(b): no round without a counted deck
     status = await table.dealer(cmd="status")
     assert status["data"]["blocked"] == "deck-miscount:51"  # type: ignore[index]
@@ -120,7 +120,7 @@ async def test_shuffler_jam_needs_a_reshuffle(table: SimulatedTable) -> None:
     await table.lock()  # deck B's shuffle was asked for at round open; wait for its fault
     await table.daemon.wait_until(lambda s: s.shuffler_fault == "jam", 5)
     assert (await table.dealer(cmd="settle", hands={}))["ok"]
-    await asyncio.sleep(0.3)
+    await table.until_shuffler_has_nothing_left()
     assert table.state.phase is Phase.CLOSED  # 649a.13(e): no round until reshuffled
     assert (await table.dealer(cmd="reshuffle"))["ok"]
     await table.wait_phase(Phase.BETTING)

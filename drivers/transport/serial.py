@@ -1,8 +1,11 @@
 """Serial ports through pyserial-asyncio-fast, opened exclusively.
 
 `exclusive=True` takes an advisory lock (flock) on the port, so a second tablectl (or any
-program that honours the lock) cannot talk to the same device at once. Which device answers
-is checked above this layer, by its identity (IDENTIFY on every connect).
+program that honours the lock) cannot talk to the same device at once. Advisory only: a
+program that does not ask for the lock still opens the port, so the real guard is the udev
+rule's group (systemd/99-tablectl.rules), and one daemon per table is `tablectl run`'s own
+lock (util/instance_lock.py). Which device answers is checked above this layer, by its
+identity (IDENTIFY on every connect).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,8 @@ from tablectl.cli.common import (
     path_arg,
 )
 from tablectl.config import load_config
+from tablectl.util import instance_lock
+from tablectl.util.instance_lock import InstanceLocked
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,10 +42,21 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(config_path(args))
     # Files, directories and the control socket are not for others (0640, 0750, 0660).
     os.umask(0o027)
-    try:
-        asyncio.run(Daemon(config).serve())
-    except StartupError as exc:
-        return fail(args, str(exc), EXIT_REFUSED)
+    with contextlib.ExitStack() as held:
+        # One daemon per table, locked before the journal, the sockets or the broker are
+        # touched: a second one would share the MQTT client id and take the control socket.
+        try:
+            held.enter_context(instance_lock.held(config.storage.run_lock, "tablectl run"))
+        except InstanceLocked as exc:
+            return fail(args, str(exc), EXIT_REFUSED)
+        except OSError as exc:  # the data directory cannot be made or is not ours
+            data_dir = config.storage.data_dir
+            why = f"cannot open the journal's directory {data_dir} to lock it: {exc}"
+            return fail(args, why, EXIT_REFUSED)
+        try:
+            asyncio.run(Daemon(config).serve())
+        except StartupError as exc:
+            return fail(args, str(exc), EXIT_REFUSED)
     return EXIT_OK
 
 

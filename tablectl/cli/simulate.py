@@ -18,6 +18,8 @@ from tablectl.cli.common import (
     host_port,
 )
 from tablectl.config import load_config
+from tablectl.util import instance_lock
+from tablectl.util.instance_lock import InstanceLocked
 
 if TYPE_CHECKING:
     from tablectl.simulators.device import SimulatedDevice
@@ -82,7 +84,12 @@ def _table(args: argparse.Namespace) -> int:
 
     table = SimulatedTable(config, shuffle_ms=args.shuffle_ms)
     try:
-        return asyncio.run(_play_table(table))
+        # One simulator per table, locked before its sockets and links are made: a second
+        # would re-point the first one's shuffler link and remove its socket on exit.
+        with instance_lock.held(config.simulator_lock, "tablectl simulate table"):
+            return asyncio.run(_play_table(table))
+    except InstanceLocked as exc:
+        return fail(args, str(exc), EXIT_REFUSED)
     except (OSError, ValueError) as exc:
         return fail(args, f"cannot start the simulated table: {exc}", 1)
 

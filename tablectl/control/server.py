@@ -42,6 +42,7 @@ from tablectl.control.protocol import (
 from tablectl.core.round import Rejected
 from tablectl.service import status as status_view
 from tablectl.service.walk_test import technician_test
+from tablectl.util.instance_lock import OwnedPath
 from tablectl.util.logs import Throttled
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class ControlServer:
         self._max_connections = access.max_connections
         self._max_watchers = access.max_watchers
         self._listener: socket.socket | None = None
+        self._made: OwnedPath | None = None
         # Connections that have not sent a request yet, oldest first (dicts keep order).
         self._waiting: dict[asyncio.StreamWriter, None] = {}
         self._open = 0
@@ -101,6 +103,7 @@ class ControlServer:
         try:
             listener.bind(str(self._path))
             os.chmod(self._path, 0o660)
+            self._made = OwnedPath.created(self._path)
             listener.listen(LISTEN_BACKLOG)
         except OSError:
             listener.close()
@@ -161,8 +164,8 @@ class ControlServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-            with contextlib.suppress(FileNotFoundError):
-                self._path.unlink()
+            if self._made is not None:
+                self._made.remove()  # only the socket this daemon made, not a later one's
 
     def stats(self) -> dict[str, int]:
         return {"open": self._open, "watchers": self._watchers, **self.counters}

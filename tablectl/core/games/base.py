@@ -18,6 +18,8 @@ from tablectl.core.meters import MeterLedger
 from tablectl.rules.cards import Card
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout
+from tablectl.rules.settlement.common import SettlementRefused
+from tablectl.util.money import dollars
 
 L = TypeVar("L", bound=MeterLedger)
 
@@ -316,6 +318,35 @@ def check_distinct(cards: RoundCards) -> None:
         raise ValueError(f"{', '.join(dupes)} shown twice: one deck is in play")
 
 
+def check_table_wagers(
+    wagers: Mapping[int, int],
+    cards: RoundCards,
+    folded: frozenset[int],
+    seats: int,
+    *,
+    seat_rule: str,
+    placed_rule: str,
+    amounts: Mapping[int, object] | None = None,
+    amount_rule: str = "",
+) -> None:
+    """What a game's settle refuses first, so that no wager goes without its result: a seat
+    that is not one of the table's betting positions (seat_rule), and an amount that is no
+    chip placed (placed_rule) or, with `amounts`, one the paytable has no row for."""
+    for seat in sorted({*wagers, *cards.hands, *folded}):
+        if isinstance(seat, bool) or not isinstance(seat, int) or not 1 <= seat <= seats:
+            raise SettlementRefused(
+                f"seat {seat!r}: the table has betting positions 1 to {seats} ({seat_rule})"
+            )
+    for seat, cents in sorted(wagers.items()):
+        if isinstance(cents, bool) or not isinstance(cents, int) or cents <= 0:
+            raise SettlementRefused(
+                f"seat {seat}: a wager of {cents!r} cents: a wager is a chip placed on the "
+                f"wagering device, an amount above nothing ({placed_rule})"
+            )
+        if amounts is not None and cents not in amounts:
+            raise SettlementRefused(f"seat {seat}: a wager of {dollars(cents)}: {amount_rule}")
+
+
 def check_hand_sizes(
     cards: RoundCards,
     wagers: Mapping[int, int],
@@ -323,14 +354,22 @@ def check_hand_sizes(
     *,
     size: int,
     folded_may_show: bool,
+    requires: str = "",
+    unseen: str = "",
 ) -> None:
-    """Every wager's seat shows a hand of `size` cards or folds."""
+    """Every wager's seat shows a hand of `size` cards or folds (requires: the rule that
+    deals a hand to the player of such a wager; unseen: the one that collects a fold's cards
+    unseen, when not folded_may_show)."""
     both = folded & set(cards.hands)
     if both and not folded_may_show:
-        raise ValueError(f"seats {sorted(both)} cannot both fold and show a hand")
+        why = f" ({unseen})" if unseen else ""
+        raise ValueError(f"seats {sorted(both)} cannot both fold and show a hand{why}")
     for seat, hand in cards.hands.items():
         if len(hand) != size:
             raise ValueError(f"seat {seat}: a hand is {size} cards, not {len(hand)}")
     missing = set(wagers) - set(cards.hands) - folded
     if missing:
-        raise ValueError(f"seats {sorted(missing)} have table-system wagers: give a hand or a fold")
+        why = f" ({requires})" if requires else ""
+        raise ValueError(
+            f"seats {sorted(missing)} have table-system wagers: give a hand or a fold{why}"
+        )

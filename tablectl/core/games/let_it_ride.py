@@ -29,6 +29,7 @@ from tablectl.core.games.base import (
     WagerResult,
     check_distinct,
     check_hand_sizes,
+    check_table_wagers,
     round_robin,
     stacks,
     void_reasons,
@@ -134,7 +135,11 @@ class LetItRide:
     ) -> None:
         if folded:
             raise ValueError("Let It Ride has no fold: Bet 3 always stands (643a.11)")
-        check_hand_sizes(cards, wagers, folded, size=3, folded_may_show=False)
+        # The Bonus is settled on the hand of a player who placed the three Let It Ride Poker
+        # Wagers, the only players dealt one.
+        check_hand_sizes(
+            cards, wagers, folded, size=3, folded_may_show=False, requires="643a.8(d), 643a.11(f)"
+        )
         if len(cards.community) != 2:
             raise ValueError("give the two community cards (643a.11(f)(1))")
         if cards.dealer:
@@ -149,7 +154,14 @@ class LetItRide:
         folded: frozenset[int],
         seats: int,
     ) -> TableSettlement[L]:
-        """643a.11(f)(3): from the dealer's right, each Bonus Wager on the five-card hand."""
+        """643a.11(f)(3): from the dealer's right, each Bonus Wager on the five-card hand.
+
+        Refused (ValueError): a seat not of the table, a wager of no amount, a wager whose
+        seat shows no hand."""
+        check_table_wagers(
+            wagers, cards, folded, seats, seat_rule="643a.11(f)", placed_rule="643a.8(b)"
+        )
+        self.check_cards(cards, wagers, folded)
         table = PAYTABLES[LIR, "bonus", self.config.bonus.paytable]
         out: TableSettlement[L] = TableSettlement(meter)
         for seat in settlement_order(seats):

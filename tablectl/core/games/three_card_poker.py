@@ -28,6 +28,7 @@ from tablectl.core.games.base import (
     To,
     check_distinct,
     check_hand_sizes,
+    check_table_wagers,
     progressive_settlement,
     round_robin,
     stacks,
@@ -48,6 +49,8 @@ WAGER = TableWager(
     lockout_rule="649a.2(c)(2)",
     count_rule="649a.8(b)",
 )
+# A Progressive Payout Wager follows an Ante or Pair Plus Wager, whose player is dealt a hand.
+PLACED_AFTER = "649a.7(d)(4), 649a.8(d), 649a.10(b)"
 DEAL_RULES = {
     Procedure.MANUAL_SHOE: "649a.8(d)",
     Procedure.HAND: "649a.9(b)",
@@ -144,7 +147,15 @@ class ThreeCardPoker:
     def check_cards(
         self, cards: RoundCards, wagers: Mapping[int, int], folded: frozenset[int]
     ) -> None:
-        check_hand_sizes(cards, wagers, folded, size=3, folded_may_show=False)
+        check_hand_sizes(
+            cards,
+            wagers,
+            folded,
+            size=3,
+            folded_may_show=False,
+            requires=PLACED_AFTER,
+            unseen="649a.11(c): a forfeited hand is collected with its wagers",
+        )
         if cards.dealer and len(cards.dealer) != 3:
             raise ValueError("the dealer's hand is three cards")
         if cards.community:
@@ -159,9 +170,23 @@ class ThreeCardPoker:
         folded: frozenset[int],
         seats: int,
     ) -> TableSettlement[L]:
-        """649a.11(c)(5): each Progressive Payout Wager in turn, then its Envy Bonuses."""
+        """649a.11(c)(5): each Progressive Payout Wager in turn, then its Envy Bonuses.
+
+        Refused (ValueError): a seat not of the table, a wager of no amount or of one with no
+        Envy Bonus table, a wager whose seat shows no hand and did not fold."""
         if meter is None:
             raise ValueError("a Three Card Poker progressive table needs its meter")
+        check_table_wagers(
+            wagers,
+            cards,
+            folded,
+            seats,
+            seat_rule="649a.2(a), 649a.11(c)",
+            placed_rule="649a.7(d)(4)",
+            amounts=TCP_ENVY_CENTS,
+            amount_rule="the Progressive Payout Wager is $1 or $5 (649a.12(e)(5))",
+        )
+        self.check_cards(cards, wagers, folded)
         p = self.config.progressive
         meter, payouts = settle_tcp_progressive(
             paytable=p.paytable,

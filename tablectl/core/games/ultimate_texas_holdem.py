@@ -29,6 +29,7 @@ from tablectl.core.games.base import (
     To,
     check_distinct,
     check_hand_sizes,
+    check_table_wagers,
     progressive_settlement,
     round_robin,
     stacks,
@@ -56,6 +57,8 @@ DEAL_RULES = {
     Procedure.AUTOMATED_SHOE: "653a.10(b)-(c), 653a.11(c), (e)",
     Procedure.AUTOMATED_SHOE_COMMUNITY_FIRST: "653a.10(g)",
 }
+# A Progressive Payout Wager follows the Ante and Blind, whose player is dealt a hand.
+PLACED_AFTER = "653a.7(d)(3), 653a.8(d), 653a.10(b)"
 # Which section settles the progressive, by the text the table runs.
 PROGRESSIVE_RULE = {"2012": "653a.11(j)", "2019": "653a.11(k)"}
 
@@ -179,7 +182,7 @@ class UltimateTexasHoldem:
     ) -> None:
         # 653a.11(f)(2)(i): a folded player's cards may stay on the table (Trips, Six Card
         # Bonus pending), so a fold may show its hand; without it the wager cannot win.
-        check_hand_sizes(cards, wagers, folded, size=2, folded_may_show=True)
+        check_hand_sizes(cards, wagers, folded, size=2, folded_may_show=True, requires=PLACED_AFTER)
         need = 5 if self.config.text == "2012" else 3
         if len(cards.community) not in ((5,) if need == 5 else (3, 5)):
             what = (
@@ -201,8 +204,24 @@ class UltimateTexasHoldem:
         folded: frozenset[int],
         seats: int,
     ) -> TableSettlement[L]:
+        """653a.11(k) (2019) or (j) (2012): each Progressive Payout Wager in turn, then its
+        Envy Bonuses.
+
+        Refused (ValueError): a seat not of the table, a wager of no amount or of one with no
+        Envy Bonus table, a wager whose seat shows no hand and did not fold."""
         if meter is None:
             raise ValueError("an Ultimate Texas Hold 'Em progressive table needs its meter")
+        check_table_wagers(
+            wagers,
+            cards,
+            folded,
+            seats,
+            seat_rule="653a.2(a), 653a.11(h)",
+            placed_rule="653a.7(d)(3)",
+            amounts=UTH_ENVY_CENTS,
+            amount_rule="the Progressive Payout Wager is $1 or $5 (653a.12(d)(5))",
+        )
+        self.check_cards(cards, wagers, folded)
         p = self.config.progressive
         rule = PROGRESSIVE_RULE[self.config.text]
         flop_only = self.config.text == "2019"

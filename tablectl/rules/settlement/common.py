@@ -170,16 +170,56 @@ S = TypeVar("S", bound=_Seated)
 
 
 def in_settlement_order(seats: int, players: Sequence[S]) -> list[S]:
-    """649a.11(c), 653a.11(h), 643a.11(f): from the dealer's right, counter-clockwise."""
+    """649a.11(c), 653a.11(h), 643a.11(f): from the dealer's right, counter-clockwise.
+
+    Every player is in it exactly once (check_seats says why not, first)."""
     by_seat = {p.seat: p for p in players}
-    return [by_seat[seat] for seat in settlement_order(seats) if seat in by_seat]
+    ordered = [by_seat[seat] for seat in settlement_order(seats) if seat in by_seat]
+    if len(ordered) != len(players):
+        raise SettlementRefused("a player's seat is not one of the table's: call check_seats")
+    return ordered
 
 
-def check_cards(groups: Sequence[Sequence[Card]]) -> None:
+def check_seats(seats: int, players: Sequence[_Seated], rule: str) -> None:
+    """Each player at one of the table's betting positions (1..seats), each position once:
+    the settlement goes around the table once (rule), so another seat's wagers, or the first
+    of two entries for one seat, would get no result."""
+    seen: set[int] = set()
+    for p in players:
+        seat = p.seat
+        if isinstance(seat, bool) or not isinstance(seat, int) or not 1 <= seat <= seats:
+            raise SettlementRefused(
+                f"seat {seat!r}: the table has betting positions 1 to {seats} ({rule}), so "
+                "its wagers would get no result"
+            )
+        if seat in seen:
+            raise SettlementRefused(
+                f"seat {seat} is given twice: each betting position is settled once, with all "
+                f"its wagers ({rule}), so the first entry's wagers would get no result"
+            )
+        seen.add(seat)
+
+
+def check_amounts(seat: int, amounts: Mapping[str, int], rule: str) -> None:
+    """Each wager in integer cents: 0 for a wager not placed, never negative (rule: wagers
+    are chips placed on the layout)."""
+    for wager, cents in amounts.items():
+        if isinstance(cents, bool) or not isinstance(cents, int):
+            raise SettlementRefused(
+                f"seat {seat}: the {wager} wager {cents!r} is not a whole number of cents"
+            )
+        if cents < 0:
+            raise SettlementRefused(
+                f"seat {seat}: a {wager} wager of {dollars(cents)}: a wager is chips placed on "
+                f"the layout ({rule}), never a negative amount"
+            )
+
+
+def check_cards(groups: Sequence[Sequence[Card]], rule: str) -> None:
     seen: set[Card] = set()
     for cards in groups:
         if seen & set(cards) or len(set(cards)) != len(cards):
-            raise ValueError("the same card appears twice: one deck is in play")
+            raise SettlementRefused(f"the same card appears twice: one deck is in play ({rule})")
         seen |= set(cards)
 
 

@@ -16,14 +16,19 @@ from tablectl.rules.settlement.common import (
     SettlementRefused,
     WagerResult,
     apply_limit,
+    check_amounts,
     check_cards,
     check_payout_limit,
+    check_seats,
     in_settlement_order,
     minimum_payout_limit_cents,
     offered,
     paytable_wager,
     won_cents,
 )
+
+# 643a.2 (the layout) is not in the text carried here: the table's positions, settled in turn.
+SEAT_RULE = "643a.11(f)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,8 @@ class LirRules:
     minimum_wager_cents: int | None = None  # the table minimum of each Let It Ride Poker Wager
 
     def __post_init__(self) -> None:
+        if self.seats < 1:
+            raise ValueError(f"seats {self.seats}: a table has at least one betting position")
         check_payout_limit(
             self.payout_limit_cents,
             self.minimum_wager_cents,
@@ -80,14 +87,23 @@ def settle_let_it_ride(
 ) -> Settlement:
     """Every wager placed gets one result, seat by seat from the dealer's right, in 643a.11(f)(3)'s
     order: the three Let It Ride Poker Wagers, then the Bonus and the Three Card Bonus."""
+    check_seats(rules.seats, players, SEAT_RULE)
     if len(community) != 2 or any(len(p.cards) != 3 for p in players):
-        raise ValueError("Let It Ride: three cards each and two community cards")
-    check_cards([community, *(p.cards for p in players)])
+        raise SettlementRefused(
+            "Let It Ride: three cards each and two community cards (643a.8(d), 643a.10(b))"
+        )
+    check_cards([community, *(p.cards for p in players)], "one deck of 52 cards, 643a.8(g)")
     for p in players:
-        if p.bet <= 0:
+        # 643a.7(d)-(f) define the wagers (643a.12(d) cites them); their text is not carried.
+        amounts = {"bet": p.bet, "bonus": p.bonus, "three-card-bonus": p.three_card_bonus}
+        check_amounts(p.seat, amounts, "643a.7(d)-(f)")
+        if not p.bet:
+            # The Bonus and Three Card Bonus are settled on the player's cards (643a.11(f)).
+            side = [name for name in ("bonus", "three-card-bonus") if amounts[name]]
+            placed = f"its {' and '.join(side)} wager has no hand: " if side else ""
             raise SettlementRefused(
-                f"seat {p.seat}: cards go only to players who placed the three Let It Ride "
-                "Poker Wagers (643a.8(d))"
+                f"seat {p.seat}: {placed}cards go only to players who placed the three Let It "
+                "Ride Poker Wagers (643a.8(d))"
             )
         if p.bonus:
             offered(rules.bonus, p.seat, "bonus", "643a.12(b)")

@@ -14,9 +14,12 @@ from tablectl.rules.progressive import settle_tcp_progressive
 from tablectl.rules.settlement.common import (
     Outcome,
     Settlement,
+    SettlementRefused,
     WagerResult,
+    check_amounts,
     check_cards,
     check_progressive_wagers,
+    check_seats,
     even,
     in_settlement_order,
     lose,
@@ -26,6 +29,9 @@ from tablectl.rules.settlement.common import (
     push,
     win,
 )
+
+MAX_SEATS = 7  # 649a.2(a)
+SEAT_RULE = "649a.2(a), 649a.11(c)"  # the betting positions, each settled in turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +57,55 @@ class TcpRules:
     six_card_bonus: str | None = None
     reset_cents: int = 100_000
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.seats <= MAX_SEATS:
+            raise ValueError(
+                f"seats {self.seats}: a Three Card Poker table has betting positions for no "
+                f"more than {MAX_SEATS} players (649a.2(a))"
+            )
+
 
 def check_tcp_wagers(rules: TcpRules, player: TcpSeat) -> None:
-    """649a.7(e): the Ante that a Pair Plus Wager requires in the version the table offers."""
+    """649a.7: each wager placed as the text allows, before the one it requires.
+
+    Amounts are never negative (649a.7(a)); the Play Wager follows an Ante (649a.7(d)(1));
+    the Progressive Payout and Six Card Bonus Wagers follow an Ante or a Pair Plus Wager
+    ((d)(4), (d)(5)); a player with no wager is dealt no cards (649a.8(d), 649a.10(b)); and
+    649a.7(e): the Ante that a Pair Plus Wager requires in the version the table offers.
+    """
     ante, pp, seat = player.ante, player.pair_plus, player.seat
+    amounts = {
+        "ante": ante,
+        "pair-plus": pp,
+        "progressive": player.progressive,
+        "six-card-bonus": player.six_card_bonus,
+    }
+    check_amounts(seat, amounts, "649a.7(a)")
+    if player.play and not ante:
+        raise SettlementRefused(
+            f"seat {seat}: a Play Wager without an Ante Wager: a player places an Ante Wager "
+            "then a Play Wager equal to it (649a.7(d)(1))"
+        )
+    if not ante and not pp:
+        for wager, rule in (("progressive", "649a.7(d)(4)"), ("six-card-bonus", "649a.7(d)(5)")):
+            if amounts[wager]:
+                raise SettlementRefused(
+                    f"seat {seat}: a {wager} wager without an Ante or Pair Plus Wager: it is "
+                    f"made after placing an Ante Wager or a Pair Plus Wager, or both ({rule})"
+                )
+        raise SettlementRefused(
+            f"seat {seat}: no wager placed, so no cards are dealt to it (649a.8(d), 649a.10(b))"
+        )
     if rules.variant_649a7e == 1 and pp and ante < pp:
-        raise ValueError(f"seat {seat}: the Ante must be at least the Pair Plus (649a.7(e)(1))")
+        raise SettlementRefused(
+            f"seat {seat}: the Ante must be at least the Pair Plus (649a.7(e)(1))"
+        )
     if rules.variant_649a7e == 2 and pp and 2 * ante < pp:
-        raise ValueError(
+        raise SettlementRefused(
             f"seat {seat}: the Ante must be at least half the Pair Plus (649a.7(e)(2))"
         )
     if rules.variant_649a7e == 3 and (not ante or not pp or max(ante, pp) > 5 * min(ante, pp)):
-        raise ValueError(
+        raise SettlementRefused(
             f"seat {seat}: Ante and Pair Plus are both required, neither more than five times "
             "the other (649a.7(e)(3))"
         )
@@ -76,7 +119,12 @@ def settle_three_card_poker(
 ) -> Settlement:
     """Every wager placed gets one result, seat by seat from the dealer's right, in 649a.11(c)'s
     order: Ante, Play (and the Ante Bonus), Pair Plus, Progressive Payout, Six Card Bonus."""
-    check_cards([dealer, *(p.cards for p in players)])
+    check_seats(rules.seats, players, SEAT_RULE)
+    if len(dealer) != 3 or any(len(p.cards) != 3 for p in players):
+        raise SettlementRefused(
+            "Three Card Poker: three cards to each player and to the dealer (649a.8(d))"
+        )
+    check_cards([dealer, *(p.cards for p in players)], "649a.3(a)")
     for player in players:
         check_tcp_wagers(rules, player)
         if player.six_card_bonus:

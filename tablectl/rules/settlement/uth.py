@@ -30,9 +30,11 @@ from tablectl.rules.settlement.common import (
     SettlementRefused,
     WagerResult,
     apply_limit,
+    check_amounts,
     check_cards,
     check_payout_limit,
     check_progressive_wagers,
+    check_seats,
     even,
     in_settlement_order,
     lose,
@@ -45,6 +47,9 @@ from tablectl.rules.settlement.common import (
     win,
     won_cents,
 )
+
+MAX_SEATS = 6  # 653a.2(a)
+SEAT_RULE = "653a.2(a), 653a.11(h)"  # the betting positions, each settled in turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,11 @@ class UthRules:
     six_card_bonus: Paytable | None = None
 
     def __post_init__(self) -> None:
+        if not 1 <= self.seats <= MAX_SEATS:
+            raise ValueError(
+                f"seats {self.seats}: an Ultimate Texas Hold 'Em table has betting positions "
+                f"for no more than {MAX_SEATS} players (653a.2(a))"
+            )
         check_payout_limit(
             self.payout_limit_cents,
             self.minimum_wager_cents,
@@ -128,6 +138,46 @@ def _bad_beat(seat: int, cents: int, table: Paytable, player: int, dealer: int) 
 UTH_LIMITED_WAGERS = {"ante", "blind", "play", "trips"}
 
 
+def _check_placed(player: UthSeat) -> None:
+    """653a.7: each wager placed as the text allows, after the ones it requires.
+
+    Amounts are never negative (653a.7(a)); a player competes by placing an Ante and an equal
+    Blind (653a.7(d)(1)), and only such a player is dealt cards (653a.8(d), 653a.10(b)), on
+    which every other wager is settled: the Trips is made in addition to them ((d)(2)), the
+    Progressive Payout Wager after them ((d)(3)), and the 2019 Bad Beat and Six Card Bonus
+    are settled on that player's hand (653a.11(j), (m))."""
+    seat = player.seat
+    amounts = {
+        "ante": player.ante,
+        "trips": player.trips,
+        "progressive": player.progressive,
+        "bad-beat": player.bad_beat,
+        "six-card-bonus": player.six_card_bonus,
+    }
+    check_amounts(seat, amounts, "653a.7(a)")
+    if player.play_multiple not in (0, 1, 2, 3, 4):
+        raise SettlementRefused(
+            f"seat {seat}: a Play Wager is 4x or 3x, 2x, or 1x the Ante (653a.11(b), (d), (f))"
+        )
+    if player.ante:
+        return
+    requires = {
+        "trips": "it is made in addition to the Ante and Blind Wagers (653a.7(d)(2))",
+        "progressive": "it is made after placing the Ante and Blind Wagers (653a.7(d)(3))",
+        "bad-beat": "it is settled on the player's hand (653a.11(j)), and cards go only to "
+        "players who placed the Ante and Blind (653a.7(d)(1), 653a.10(b))",
+        "six-card-bonus": "it is settled with the player's two cards (653a.11(m)), and cards "
+        "go only to players who placed the Ante and Blind (653a.7(d)(1), 653a.10(b))",
+    }
+    for wager, why in requires.items():
+        if amounts[wager]:
+            raise SettlementRefused(f"seat {seat}: a {wager} wager without an Ante: {why}")
+    raise SettlementRefused(
+        f"seat {seat}: no Ante and Blind Wagers: a player competes by placing both "
+        "(653a.7(d)(1)), and cards go only to players who did (653a.8(d), 653a.10(b))"
+    )
+
+
 def _check_offered(rules: UthRules, player: UthSeat) -> None:
     """Every optional wager placed must be one the table offers."""
     seat = player.seat
@@ -155,14 +205,16 @@ def settle_ultimate_texas_holdem(
 ) -> Settlement:
     """Every wager placed gets one result, seat by seat from the dealer's right, in 653a.11's
     order (2019): Ante, Blind, Play, Trips, Bad Beat Bonus, Progressive Payout, Six Card Bonus."""
+    check_seats(rules.seats, players, SEAT_RULE)
     if len(board) != 5 or len(dealer) != 2 or any(len(p.hole) != 2 for p in players):
-        raise ValueError("Ultimate Texas Hold 'Em: two cards each and five on the board")
-    if any(p.play_multiple not in (0, 1, 2, 3, 4) for p in players):
-        raise ValueError("a Play Wager is 4x or 3x, 2x, or 1x the Ante (653a.11(b), (d), (f))")
-    check_cards([board, dealer, *(p.hole for p in players)])
-    for extra in players:
-        check_cards([board, dealer, extra.hole, extra.six_card_cards])
-        _check_offered(rules, extra)
+        raise SettlementRefused(
+            "Ultimate Texas Hold 'Em: two cards each and five on the board (653a.8(d)-(e))"
+        )
+    check_cards([board, dealer, *(p.hole for p in players)], "653a.3(a)")
+    for player in players:
+        _check_placed(player)
+        check_cards([board, dealer, player.hole, player.six_card_cards], "653a.3(a)")
+        _check_offered(rules, player)
     wagers = {p.seat: p.progressive for p in players if p.progressive}
     check_progressive_wagers(wagers, meter, UTH_ENVY_CENTS, "653a.12(d)(5)", "653a.12(d)(4)")
     dealer_value = five_card_value([*dealer, *board])
