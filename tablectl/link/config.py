@@ -115,9 +115,7 @@ class LinkMqttSection(Strict):
         return self
 
 
-def _host_port(text: str | None) -> str | None:
-    if text is None:
-        return None
+def _host_port(text: str) -> str:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536 or not host:
         raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:8088")
@@ -125,13 +123,14 @@ def _host_port(text: str | None) -> str | None:
 
 
 class SignSection(Strict):
-    """The web meter sign; `listen` unset serves none."""
+    """The web meter sign (one page per link) this controller serves."""
 
-    listen: Annotated[str | None, AfterValidator(_host_port)] = "127.0.0.1:8088"
+    enabled: bool = True
+    listen: Annotated[str, AfterValidator(_host_port)] = "127.0.0.1:8088"
 
     @property
     def address(self) -> tuple[str, int] | None:
-        if self.listen is None:
+        if not self.enabled:
             return None
         host, _, port = self.listen.rpartition(":")
         return host, int(port)
