@@ -250,7 +250,8 @@ class LinkBook:
             claim_id=rec.claim_id,
             detail=canonical_json({"reason": reason, "claim": rec.model_dump(mode="json")}),
         )
-        self.claims[(row.table_ref, rec.claim_id)] = KnownClaim(None, False)
+        # A claim id answered before keeps its answer (its award stays what it was).
+        self.claims.setdefault((row.table_ref, rec.claim_id), KnownClaim(None, False))
         self.awards_changed.add(row.table_ref)
 
     def claim(self, row: TableRow, rec: LinkClaim, lock_time: datetime) -> None:

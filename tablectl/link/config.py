@@ -173,10 +173,12 @@ def _game_rules(game: str, paytable: str | None, wager: int, level: LevelSection
         else:
             UthProgressiveConfig.model_validate(values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "rate_of_progression_percent"
-        where = "wager" if where == "wager" else f"level {level.level_id}: {where}"
-        raise ValueError(f"{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(p) for p in error["loc"]) or "rate_of_progression_percent"
+            where = "wager" if field == "wager" else f"level {level.level_id}: {field}"
+            problems.append(f"{where}: {str(error['msg']).removeprefix('Value error, ')}")
+        raise ValueError("; ".join(problems)) from None
 
 
 class LinkSection(Strict):
