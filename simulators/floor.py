@@ -41,6 +41,7 @@ from tablectl.link.contract import (
 from tablectl.mqtt.contract import envelope_json
 from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call
 from tablectl.util.ids import uuid7
+from tablectl.util.money import dollars
 
 RETRANSMIT_S = 2.0  # rows unacknowledged this long, with no ack moving, go out again
 WINDOW = 256  # QoS 1 publishes awaiting their PUBACK at once, as the relay's window
@@ -362,3 +363,68 @@ class Floor:
             players = sorted(rng.sample(range(1, seats + 1), rng.randint(0, seats)))
             rows += len(table.contribute(round_id, players))
         return rows
+
+
+@dataclass
+class FloorPlay:
+    """How a simulated floor plays: rounds, seats, claims (for `tablectl simulate floor`)."""
+
+    rounds_per_minute: float = 60.0
+    seats: int = 5
+    claim_every_s: float = 0.0  # 0: no claims
+    validate_after_s: float = 5.0
+    seconds: float = 0.0  # 0: until stopped
+    seed: int = 1
+
+
+async def play(floor: Floor, how: FloorPlay, report: Callable[[str], None]) -> None:
+    """Play until `how.seconds` pass (or for ever), reporting every 5 s; then wait for acks."""
+    rng = random.Random(how.seed)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    period = 60.0 / how.rounds_per_minute
+    next_round = {t.ref: started + rng.random() * period for t in floor.tables}
+    rounds = dict.fromkeys(next_round, 0)
+    next_claim = started + how.claim_every_s if how.claim_every_s else None
+    validations: list[tuple[float, LightTable, str]] = []
+    next_report = started + 5
+    while not how.seconds or loop.time() - started < how.seconds:
+        now = loop.time()
+        for table in floor.tables:
+            if now >= next_round[table.ref]:
+                rounds[table.ref] += 1
+                players = sorted(rng.sample(range(1, how.seats + 1), rng.randint(0, how.seats)))
+                table.contribute(rounds[table.ref], players)
+                next_round[table.ref] += period
+        if next_claim is not None and now >= next_claim:
+            winner = rng.choice([t for t in floor.tables if t.link_up()] or floor.tables)
+            if winner.parameters is not None:
+                claim_id = winner.claim(rounds[winner.ref], rng.randint(1, how.seats))
+                validations.append((now + how.validate_after_s, winner, claim_id))
+            next_claim += how.claim_every_s
+        for due in [v for v in validations if v[0] <= now]:
+            validations.remove(due)
+            due[1].validate(due[2])
+        if now >= next_report:
+            report(floor_status(floor))
+            next_report += 5
+        await asyncio.sleep(0.02)
+    await floor.wait_acked(60)
+    report(floor_status(floor))
+
+
+def floor_status(floor: Floor) -> str:
+    rows = sum(t.last_seq for t in floor.tables)
+    acked = sum(min(t.acked, t.last_seq) for t in floor.tables)
+    up = sum(t.link_up() for t in floor.tables)
+    state = next((t.state for t in floor.tables if t.state is not None), None)
+    meter = "-" if state is None else dollars(state.amount_cents)
+    pending = (
+        ""
+        if state is None or not state.pending
+        else (" JACKPOT PENDING " + ", ".join(f"{p.table} seat {p.seat}" for p in state.pending))
+    )
+    return (
+        f"{len(floor.tables)} tables ({up} on the link): {rows} rows journaled, {acked} "
+        f"acknowledged; meter {meter}{pending}"
+    )

@@ -68,9 +68,8 @@ async def test_migrations_apply_once_and_a_changed_one_is_refused(setup: LinkSet
         # Two at once (two operators): one applies, the other finds it done.
         other = await connection(setup)
         try:
-            assert await asyncio.gather(
-                ledger.migrate(conn, by="a"), ledger.migrate(other, by="b")
-            ) == [[], []]
+            both = await asyncio.gather(ledger.migrate(conn, by="a"), ledger.migrate(other, by="b"))
+            assert list(both) == [[], []]
         finally:
             await other.close()
         await conn.execute("UPDATE link_schema_version SET sha256 = 'edited' WHERE version = 1")

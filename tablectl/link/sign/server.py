@@ -138,6 +138,11 @@ class SignBoard:
     def unwatch(self, link_id: str, event: asyncio.Event) -> None:
         self._watchers[link_id].discard(event)
 
+    def wake_all(self) -> None:
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.set()
+
 
 # --- the page ---------------------------------------------------------------------------------
 
@@ -194,6 +199,7 @@ class SignServer:
             ]
         )
         self.started = asyncio.Event()
+        self._stopping = asyncio.Event()
 
     def _link(self, request: web.Request) -> str:
         link_id = request.match_info["link_id"]
@@ -226,18 +232,22 @@ class SignServer:
         await response.prepare(request)
         changed = self.board.watch(link_id)
         try:
-            while True:
+            while not self._stopping.is_set():
                 view = self.board.view(link_id)
                 await response.write(f"data: {view.model_dump_json()}\n\n".encode())
                 changed.clear()
                 # A heartbeat at least: the view may have timed out to LINK DOWN.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), HEARTBEAT_S)
+            return response
         finally:
             self.board.unwatch(link_id, changed)
 
     async def serve(self) -> None:
-        runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
+        # A stopping controller does not wait on the signs still watching (60 s by default).
+        runner = web.AppRunner(
+            self.app, handle_signals=False, access_log=None, shutdown_timeout=1.0
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.port)
@@ -245,4 +255,6 @@ class SignServer:
             self.started.set()
             await asyncio.Event().wait()
         finally:
+            self._stopping.set()
+            self.board.wake_all()
             await runner.cleanup()
