@@ -16,7 +16,6 @@ import contextlib
 import io
 import json
 import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -76,11 +75,17 @@ class Page:
         return result["result"].get("value")
 
     async def until(self, expression: str) -> Any:
-        """Wait until the page makes `expression` truthy (its live updates are events)."""
+        """The value of `expression` once the page makes it truthy (the page waits, checking
+        at each frame; a hang fails here)."""
+        waiter = (
+            "new Promise(resolve => { const check = () => { const v = (" + expression + ");"
+            " if (v) resolve(v); else requestAnimationFrame(check); }; check(); })"
+        )
         async with asyncio.timeout(HANG_GUARD_S):
-            while not (value := await self.evaluate(expression)):
-                await asyncio.sleep(0.05)
-        return value
+            result = await self.call(
+                "Runtime.evaluate", expression=waiter, awaitPromise=True, returnByValue=True
+            )
+        return result["result"].get("value")
 
     async def screenshot(self) -> Image.Image:
         shot = await self.call("Page.captureScreenshot", format="png")
@@ -89,26 +94,32 @@ class Page:
 
 @contextlib.asynccontextmanager
 async def browser(profile: Path) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
-    proc = subprocess.Popen(
-        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """Chromium, its DevTools address read from the line it prints when it listens."""
+    proc = await asyncio.create_subprocess_exec(
+        chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    stderr = proc.stderr
     try:
-        port_file = profile / "DevToolsActivePort"
         async with asyncio.timeout(HANG_GUARD_S):
-            while not port_file.exists() or not port_file.read_text().strip():
-                await asyncio.sleep(0.05)
-        port = port_file.read_text().split()[0]
+            while not (line := (await stderr.readline()).decode()).startswith("DevTools"):
+                if not line:
+                    raise AssertionError("chromium exited without listening")
+        address = line.split("ws://", 1)[1].split("/", 1)[0]
+        drain = asyncio.create_task(stderr.read(), name="chromium-stderr")  # never a full pipe
         async with aiohttp.ClientSession() as session:
-            yield session, f"http://127.0.0.1:{port}"
+            yield session, f"http://{address}"
+        drain.cancel()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                async with asyncio.timeout(10):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 @contextlib.asynccontextmanager
@@ -128,7 +139,7 @@ async def reference(
     session: aiohttp.ClientSession, devtools: str, view: SignView, where: Path
 ) -> Image.Image:
     """The server's own rendering of `view`, without the script, photographed."""
-    where.write_text(render_page(view, live=False))
+    await asyncio.to_thread(where.write_text, render_page(view, live=False))
     async with tab(session, devtools, where.as_uri()) as page:
         await page.until("document.readyState === 'complete'")
         return await page.screenshot()
