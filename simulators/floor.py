@@ -43,7 +43,10 @@ from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call
 from tablectl.util.ids import uuid7
 from tablectl.util.money import dollars
 
-RETRANSMIT_S = 2.0  # rows unacknowledged this long, with no ack moving, go out again
+# Rows unacknowledged this long, with no ack moving, go out again; the wait doubles while
+# nothing moves (up to the most), so a busy controller is not buried in copies.
+RETRANSMIT_S = 10.0
+RETRANSMIT_MAX_S = 30.0
 WINDOW = 256  # QoS 1 publishes awaiting their PUBACK at once, as the relay's window
 
 
@@ -227,7 +230,7 @@ class LightTable:
                     if send:
                         tasks.create_task(self._sender(), name=f"floor-send-{self.table}")
                     async for message in client.messages:
-                        self._receive(str(message.topic), message.payload)
+                        self._receive(str(message.topic), message.payload, message.retain)
             finally:
                 self._client = None
                 self.connected.clear()
@@ -236,13 +239,15 @@ class LightTable:
         inflight: list[asyncio.Future[None]] = []
         last_progress = time.monotonic()
         acked_seen = self.acked
+        patience = RETRANSMIT_S
         while True:
             if self.acked != acked_seen:
-                acked_seen, last_progress = self.acked, time.monotonic()
+                acked_seen, last_progress, patience = self.acked, time.monotonic(), RETRANSMIT_S
             unacked = self.last_seq > self.acked
-            if unacked and time.monotonic() - last_progress > RETRANSMIT_S:
+            if unacked and time.monotonic() - last_progress > patience:
                 self.sent_through = self.acked  # no ack for a while: send them all again
                 last_progress = time.monotonic()
+                patience = min(RETRANSMIT_MAX_S, patience * 2)
             inflight = [f for f in inflight if not f.done()]
             while self.sent_through < self.last_seq and len(inflight) < WINDOW:
                 seq = self.sent_through + 1
@@ -260,7 +265,7 @@ class LightTable:
                     else:
                         await self._wake.wait()
 
-    def _receive(self, topic: str, payload: object) -> None:
+    def _receive(self, topic: str, payload: object, retained: bool = False) -> None:
         if not isinstance(payload, bytes | bytearray) or not payload:
             return
         now = time.monotonic()
@@ -277,8 +282,8 @@ class LightTable:
                 state = LinkState.model_validate_json(payload)
                 if self.state is None or state.version >= self.state.version:
                     self.state = state
-                if state.state == "up":
-                    self.last_up = now
+                if state.state == "up" and not retained:
+                    self.last_up = now  # a retained copy may be a controller's last word
                 if self.on_state is not None:
                     self.on_state(self, state, now)
             elif topic.startswith(answers_topic(self.link_id, self.site, self.table)):

@@ -1,16 +1,14 @@
 """What a controller publishes about a link: its parameters, its state, each table's answers.
 
 Every controller publishes every link it serves: a table hears the link while any of them
-does. The state is retained and expires after the link's timeout (an MQTT 5 message expiry
-interval): a broker never hands a late subscriber the word of a controller long gone.
+does. The state is retained, for signs and late joiners; the retained copy a broker hands a
+new subscriber (its retain flag set) may be a controller's last word long ago, so only a
+live broadcast says the link is up (docs/linked-progressives.md, "Link up, link down").
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from tablectl.link.contract import (
     ClaimAnswer,
@@ -73,13 +71,6 @@ def answers(
     site, _, table = table_ref.partition("/")
     body = ClaimAnswers(link_id=link_id, site=site, table=table, version=version, answers=found)
     return answers_topic(link_id, site, table), body.model_dump_json().encode()
-
-
-def expiring(seconds: float) -> Properties:
-    """Publish properties: the broker drops the retained message after this time."""
-    props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]  # paho is untyped here
-    props.MessageExpiryInterval = max(1, round(seconds))
-    return props
 
 
 def topics(link_id: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ ordered by `seq` and sent again until the controller acknowledges them on `ack/{
 after PostgreSQL commits. The controllers publish, per link, under `tablectl/link/v1/`:
 
 - `{link_id}/parameters` (retained): the link's parameters and their version;
-- `{link_id}/state` (retained, at least once a second, expiring): the amounts, the link's
+- `{link_id}/state` (retained, at least once a second): the amounts, the link's
   state, and the awards pending a floorperson's validation ("JACKPOT PENDING");
 - `{link_id}/answers/{site}/{table}` (retained): each of that table's claims, answered.
 
@@ -265,10 +265,11 @@ class LinkState(Message):
     """Retained on `{link_id}/state`, at least every `broadcast_interval_ms`, by every
     controller, and at once after a commit that changes the link.
 
-    A table (and a sign) is on the link while it hears `up` (from any controller) within
-    `link_timeout_ms`, or an ack; `closed` is the ledger's word and takes effect at once;
-    `down` means this controller cannot reach the ledger (the others may). The broadcast
-    with the highest `version` carries the amounts.
+    A table (and a sign) is on the link while it hears a live `up` (from any controller)
+    within `link_timeout_ms`, or an ack; the retained copy handed over at subscription (its
+    retain flag set) shows amounts but does not put the link up. `closed` is the ledger's
+    word and takes effect at once; `down` means this controller cannot reach the ledger (the
+    others may). The broadcast with the highest `version` carries the amounts.
     """
 
     v: Literal[1] = 1
@@ -398,7 +399,7 @@ def link_asyncapi_document() -> dict[str, Any]:
             f"{LINK_PREFIX}/{{link_id}}/state",
             ["LinkState"],
             "amounts, state and pending awards; retained, at least every "
-            "broadcast_interval_ms, expiring after link_timeout_ms (MQTT 5); QoS 1",
+            "broadcast_interval_ms; only a live copy (retain flag clear) says up; QoS 1",
             link_param,
         ),
         "answers": channel(

@@ -22,7 +22,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiomqtt
@@ -44,60 +44,75 @@ from tablectl.link.contract import (
     table_topic,
 )
 from tablectl.link.ledger import Connection, LedgerError, LinkRow
-from tablectl.mqtt.contract import TOPIC_PREFIX, Status
+from tablectl.mqtt.contract import Status
 from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
 
 log = structlog.get_logger(__name__)
-REPLAY_EVERY_S = 1.0  # a table is asked for the same rows again at most this often
+REPLAY_EVERY_S = 1.0  # a table is asked for missing rows at most this often ...
+REPLAY_MAX_PAUSE_S = 30.0  # ... and then less and less often while none comes
+COUNTERS_EVERY_S = 60
+YIELD_EVERY = 64  # inbound messages handled before the writer gets a turn
 
 
 @dataclass
 class TableStream:
-    """One table's rows on their way to the ledger: a cache, rebuilt from the ledger at will."""
+    """One table's rows on their way to the ledger: a cache, rebuilt from the ledger at will.
+
+    It asks the table for a replay only when it knows rows are missing (it has seen a later
+    one), and then with a growing pause while none of them comes: a replay resends every row
+    from where it starts, so asking too often would bury the controller in copies.
+    """
 
     ref: str
     committed: int  # the ledger's cursor as last seen (what may be acknowledged)
     queued: int  # the last seq handed to the writer (contiguous after committed)
     waiting: dict[int, TableRow] = field(default_factory=dict)  # rows past a missing one
-    wants_replay: bool = False
-    last_replay_at: float = -math.inf
+    highest_seen: int = 0
+    next_replay_at: float = -math.inf
+    replay_pause_s: float = REPLAY_EVERY_S
     acked: int = -1  # the last ack published
+    reacked_at: float = -math.inf
 
-    def offer(self, row: TableRow, limit: int) -> list[TableRow]:
+    @property
+    def missing(self) -> bool:
+        """Rows exist past what was handed to the writer, and they have not all come."""
+        return self.highest_seen > self.queued
+
+    def offer(self, row: TableRow, limit: int, now: float) -> list[TableRow]:
         """The rows ready for the writer now that this one arrived (in seq order)."""
+        self.highest_seen = max(self.highest_seen, row.seq)
         if row.seq <= self.queued:
             return []  # a copy: the first is queued or applied
         if self.queued - self.committed >= limit:
-            self.wants_replay = True  # too far ahead of the ledger: ask again later
-            return []
+            return []  # too far ahead of the ledger: asked for again once it catches up
         if row.seq != self.queued + 1:
             if len(self.waiting) < limit:
                 self.waiting[row.seq] = row
-            self.wants_replay = True
             return []
         ready = [row]
         self.queued = row.seq
         while (following := self.waiting.pop(self.queued + 1, None)) is not None:
             ready.append(following)
             self.queued = following.seq
-        if not self.waiting:
-            self.wants_replay = False
+        # Rows are coming: a replay asked for may still be on its way.
+        self.replay_pause_s = REPLAY_EVERY_S
+        self.next_replay_at = now + REPLAY_EVERY_S
         return ready
+
+    def replay_due(self, now: float, limit: int) -> bool:
+        return self.missing and now >= self.next_replay_at and self.queued - self.committed < limit
+
+    def replay_asked(self, now: float) -> None:
+        self.next_replay_at = now + self.replay_pause_s
+        self.replay_pause_s = min(REPLAY_MAX_PAUSE_S, self.replay_pause_s * 2)
 
     def committed_through(self, seq: int) -> None:
         self.committed = seq
         if seq > self.queued:
             self.queued = seq
             self.waiting = {s: r for s, r in self.waiting.items() if s > seq}
-
-    def reset(self, seq: int) -> None:
-        self.committed = self.queued = seq
-        self.waiting.clear()
-        self.wants_replay = False
-        self.last_replay_at = -math.inf
-        self.acked = -1
 
 
 @dataclass
@@ -120,6 +135,8 @@ class Controller:
         self.config = config
         self.id = controller_id or config.controller.resolved_id()
         self.link_ids = [lk.link_id for lk in config.link]
+        # Subscribed per site: the broker's ACL grants a controller its sites (tablectl.acl).
+        self.sites = sorted({split_table(t)[0] for lk in config.link for t in lk.tables})
         self.links: dict[str, LinkRow] = {}
         self.streams: dict[str, TableStream] = {}
         self.link_of: dict[str, str] = {}
@@ -128,9 +145,11 @@ class Controller:
         self.ready = asyncio.Event()
         self.ledger_error: str | None = "not connected yet"
         self.last_states: dict[str, LinkState] = {}
-        self.state_listeners: list[Callable[[LinkState], None]] = []
+        # Every state broadcast heard (any controller's), and whether it was live: a retained
+        # copy handed over at subscription shows amounts but says nothing about liveness.
+        self.state_listeners: list[Callable[[LinkState, bool], None]] = []
         self._rows: deque[TableRow] = deque()
-        self._rows_ready = asyncio.Event()
+        self._rows_ready = asyncio.Event()  # rows to write, or a resync to do
         self._resync = asyncio.Event()
         self._published_parameters: dict[str, int] = {}
         self._mqtt_up = asyncio.Event()
@@ -157,6 +176,10 @@ class Controller:
         await ledger.check_schema(conn)
         return conn
 
+    def _want_resync(self) -> None:
+        self._resync.set()
+        self._rows_ready.set()
+
     # --- MQTT ------------------------------------------------------------------------------
 
     def _make_client(self) -> Client:
@@ -177,7 +200,6 @@ class Controller:
             password=m.password,
             keepalive=m.keepalive_s,
             tls_params=tls,
-            protocol=aiomqtt.ProtocolVersion.V5,  # for the state's message expiry
             socket_options=SOCKET_OPTIONS,
             max_inflight_messages=0,  # acks go out many at once
             max_queued_incoming_messages=0,
@@ -191,17 +213,25 @@ class Controller:
                     task = asyncio.current_task()
                     if task is not None and task.cancelling():
                         raise asyncio.CancelledError  # swallowed by 3.11's wait_for in connect
-                    for leaf in ("evt", "status"):
-                        await mqtt_call(client.subscribe(f"{TOPIC_PREFIX}/+/+/{leaf}", qos=1))
+                    for site in self.sites:
+                        for leaf in ("evt", "status"):
+                            await mqtt_call(client.subscribe(table_topic(site, "+", leaf), qos=1))
                     await mqtt_call(client.subscribe(f"{LINK_PREFIX}/+/state", qos=1))
                     self.client = client
                     self._published_parameters.clear()
                     self._mqtt_up.set()
-                    self._resync.set()  # ask every table again: rows may have gone by
+                    self._want_resync()  # ask every table again: rows may have gone by
                     backoff.reset()
                     log.info("link controller connected to the broker", controller=self.id)
+                    received = 0
                     async for message in client.messages:
-                        self._receive(str(message.topic), message.payload)
+                        self._receive(str(message.topic), message.payload, message.retain)
+                        received += 1
+                        if received % YIELD_EVERY == 0:
+                            # aiomqtt's queue hands messages over without suspending while it
+                            # holds any: without this, a flood would starve the writer (no
+                            # commits, no acks, more resends: a collapse).
+                            await asyncio.sleep(0)
             except aiomqtt.MqttError as exc:
                 level = log.warning if backoff.first_failure else log.debug
                 level("link controller: broker connection lost", error=str(exc))
@@ -210,10 +240,10 @@ class Controller:
                 self._mqtt_up.clear()
             await asyncio.sleep(backoff.next_delay())
 
-    def _receive(self, topic: str, payload: Any) -> None:
+    def _receive(self, topic: str, payload: Any, retained: bool = False) -> None:
         body = payload if isinstance(payload, bytes) else str(payload or "").encode()
         if topic.startswith(LINK_PREFIX + "/"):
-            self._receive_state(body)
+            self._receive_state(body, live=not retained)
             return
         where = parse_table_topic(topic)
         if where is None:
@@ -231,13 +261,16 @@ class Controller:
         row = self._parse_row(ref, site, table, body)
         if row is None:
             return
-        ready = stream.offer(row, self.config.controller.max_buffered_rows_per_table)
+        limit = self.config.controller.max_buffered_rows_per_table
+        now = time.monotonic()
+        ready = stream.offer(row, limit, now)
         if not ready:
             self.counters.rows_copies += row.seq <= stream.queued
-            if row.seq <= stream.committed:
-                stream.acked = -1  # it may have missed our ack: say it again
+            if row.seq <= stream.committed and now - stream.reacked_at >= REPLAY_EVERY_S:
+                stream.reacked_at = now
+                stream.acked = -1  # it may have missed our ack: say it again (now and then)
                 self._publish_ack(stream)
-            elif stream.wants_replay:
+            elif stream.replay_due(now, limit):
                 self._ask_replay(stream)
             return
         self._rows.extend(ready)
@@ -282,7 +315,7 @@ class Controller:
         self._rows.append(TableRow(ref, 0, "status", None, online=status.status == "online"))
         self._rows_ready.set()
 
-    def _receive_state(self, body: bytes) -> None:
+    def _receive_state(self, body: bytes, *, live: bool) -> None:
         if not body:
             return
         try:
@@ -291,7 +324,7 @@ class Controller:
             self.counters.malformed += 1
             return
         for listener in self.state_listeners:
-            listener(state)
+            listener(state, live)
 
     def _publish(self, topic: str, payload: bytes, *, retain: bool) -> None:
         client = self.client
@@ -314,10 +347,9 @@ class Controller:
         self.counters.acks_published += 1
 
     def _ask_replay(self, stream: TableStream) -> None:
-        now = time.monotonic()
-        if self.client is None or now - stream.last_replay_at < REPLAY_EVERY_S:
+        if self.client is None:
             return
-        stream.last_replay_at = now
+        stream.replay_asked(time.monotonic())
         site, table = split_table(stream.ref)
         command = {"from_seq": stream.queued + 1, "correlation_id": f"link-{self.id}"}
         self._publish(
@@ -338,7 +370,7 @@ class Controller:
                 continue
             self.ledger_error = None
             backoff.reset()
-            self._resync.set()
+            self._want_resync()
             try:
                 await self._write_batches(conn, backoff)
             except (psycopg.OperationalError, OSError) as exc:
@@ -360,13 +392,7 @@ class Controller:
                 await self._resync_from(conn)
             if not self._rows:
                 self._rows_ready.clear()
-                waits = [asyncio.ensure_future(self._rows_ready.wait())]
-                waits.append(asyncio.ensure_future(self._resync.wait()))
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for w in waits:
-                        w.cancel()
+                await self._rows_ready.wait()
                 continue
             batch = [self._rows.popleft() for _ in range(min(limit, len(self._rows)))]
             statuses = [r for r in batch if r.type == "status"]
@@ -378,13 +404,13 @@ class Controller:
                     )
                 result = await ledger.apply_rows(conn, rows, by=self.id) if rows else None
             except psycopg.OperationalError:
-                self._resync.set()  # what was queued is replayed from the ledger's cursors
+                self._want_resync()  # what was queued is replayed from the ledger's cursors
                 raise
             except psycopg.Error as exc:
                 # Not the connection: a statement timeout or a bug. Nothing was committed.
                 self.counters.batch_failures += 1
                 self._ledger_down(f"a batch failed: {type(exc).__name__}: {exc}", backoff)
-                self._resync.set()
+                self._want_resync()
                 await asyncio.sleep(backoff.next_delay())
                 continue
             backoff.reset()
@@ -402,12 +428,13 @@ class Controller:
                 continue
             stream.committed_through(seq)
             self._publish_ack(stream)
-            if ref in result.gaps or (stream.wants_replay and stream.queued == stream.committed):
+            limit = self.config.controller.max_buffered_rows_per_table
+            if stream.replay_due(time.monotonic(), limit):
                 self._ask_replay(stream)
         if result.answers_changed:
             # A hit or a validation: every table hears it now, not at the next tick.
             for snapshot in await ledger.snapshots(conn, sorted(result.answers_changed)):
-                await self._publish_state(broadcast.state_of(snapshot, self.id))
+                self._publish_state(broadcast.state_of(snapshot, self.id))
             for link_id, tables in result.answers_changed.items():
                 version = self.last_states[link_id].version if link_id in self.last_states else 0
                 for ref in sorted(tables):
@@ -434,13 +461,13 @@ class Controller:
                 self.link_of[ref] = link_id
         for stream in self.streams.values():
             self._publish_ack(stream)
-            stream.wants_replay = True
-            self._ask_replay(stream)
+            self._ask_replay(stream)  # once: it may hold rows this controller never saw
         client = self.client
         if client is not None:
             # The tables' retained statuses again, now that their streams exist (link up/down).
             with contextlib.suppress(aiomqtt.MqttError):
-                await mqtt_call(client.subscribe(f"{TOPIC_PREFIX}/+/+/status", qos=1))
+                for site in self.sites:
+                    await mqtt_call(client.subscribe(table_topic(site, "+", "status"), qos=1))
         for link_id, row in self.links.items():
             self._publish_parameters(row)
             for ref in sorted(r for r, lk in self.link_of.items() if lk == link_id):
@@ -462,26 +489,11 @@ class Controller:
 
     # --- broadcasts ----------------------------------------------------------------------------
 
-    async def _publish_state(self, state: LinkState) -> None:
+    def _publish_state(self, state: LinkState) -> None:
         self.last_states[state.link_id] = state
-        client = self.client
-        if client is None:
-            return
-        row = self.links.get(state.link_id)
-        timeout_s = (row.definition.link_timeout_ms if row else 5000) / 1000
         _, topic = broadcast.topics(state.link_id)
-        with contextlib.suppress(aiomqtt.MqttError):
-            await mqtt_call(
-                client.publish(
-                    topic,
-                    state.model_dump_json().encode(),
-                    qos=1,
-                    retain=True,
-                    properties=broadcast.expiring(timeout_s),
-                    timeout=timeout_s,
-                )
-            )
-            self.counters.broadcasts += 1
+        self._publish(topic, state.model_dump_json().encode(), retain=True)
+        self.counters.broadcasts += self.client is not None
 
     async def _broadcast_loop(self) -> None:
         backoff = Backoff(initial_s=0.2, max_s=5.0)
@@ -498,9 +510,9 @@ class Controller:
                     known = self.links.get(snapshot.row.link_id)
                     if known is not None:
                         if known.parameters_version != snapshot.row.parameters_version:
-                            self._resync.set()  # new parameters: tables may have come or gone
+                            self._want_resync()  # new parameters: tables may have come or gone
                         self._publish_parameters(snapshot.row)
-                    await self._publish_state(broadcast.state_of(snapshot, self.id))
+                    self._publish_state(broadcast.state_of(snapshot, self.id))
                 backoff.reset()
             except (psycopg.Error, OSError, LedgerError) as exc:
                 if conn is not None:
@@ -512,18 +524,24 @@ class Controller:
                 level("link controller: " + reason, error=str(exc).split("\n")[0])
                 backoff.next_delay()
                 for state in list(self.last_states.values()):
-                    await self._publish_state(broadcast.down_state(state, self.id, reason))
+                    self._publish_state(broadcast.down_state(state, self.id, reason))
             wd = sdnotify.watchdog_interval_s()
             if wd is not None:
                 sdnotify.notify("WATCHDOG=1")
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     async def _housekeeping(self) -> None:
-        """Once a second: ask again for rows a table has not sent (a gap that went quiet)."""
+        """Once a second: ask again for rows a table has not sent (a gap that went quiet);
+        every minute, the counters to the log."""
+        ticks = 0
         while True:
             await asyncio.sleep(REPLAY_EVERY_S)
+            ticks += 1
+            if ticks % COUNTERS_EVERY_S == 0:
+                log.info("link controller counters", **asdict(self.counters))
+            now, limit = time.monotonic(), self.config.controller.max_buffered_rows_per_table
             for stream in self.streams.values():
-                if (stream.wants_replay and stream.queued == stream.committed) or stream.waiting:
+                if stream.replay_due(now, limit):
                     self._ask_replay(stream)
 
 

@@ -99,7 +99,8 @@ class SignBoard:
         self._last_down: dict[str, LinkState] = {}
         self._watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
 
-    def offer(self, state: LinkState) -> None:
+    def offer(self, state: LinkState, live: bool = True) -> None:
+        """A broadcast heard; `live` False for the retained copy a subscription hands over."""
         if state.link_id not in self.links:
             return
         if state.state == "down":
@@ -108,7 +109,7 @@ class SignBoard:
             best = self._best.get(state.link_id)
             if best is None or state.version >= best.version:
                 self._best[state.link_id] = state
-            if state.state == "up":
+            if state.state == "up" and live:
                 self._last_up[state.link_id] = self._clock()
         for watcher in self._watchers[state.link_id]:
             watcher.set()
