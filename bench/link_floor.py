@@ -128,6 +128,7 @@ async def controllers(config: Path, count: int) -> AsyncIterator[list[subprocess
     try:
         for i in range(count):
             notify_path = config.with_name(f"c{i}.notify")
+            notify_path.unlink(missing_ok=True)
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
                 notify.bind(str(notify_path))
                 notify.setblocking(False)
@@ -244,8 +245,24 @@ async def throughput(broker: PrivateBroker, rows: int, pid: int) -> tuple[float,
     return journaled / elapsed, usage
 
 
+async def settled(conninfo: str, link_id: str, tables: int) -> None:
+    """Until the ledger has every table of the link online (its status events applied)."""
+    conn = await ledger.connect(conninfo, application_name="bench-settle")
+    try:
+        async with asyncio.timeout(120):
+            while True:
+                cur = await conn.execute(
+                    "SELECT count(*) FROM link_table WHERE link_id = %s AND online", (link_id,)
+                )
+                if (await cur.fetchone() or (0,))[0] == tables:
+                    return
+                await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+
+
 async def hits(
-    broker: PrivateBroker, tables: int, count: int, pid: int
+    broker: PrivateBroker, conninfo: str, tables: int, count: int, pid: int
 ) -> tuple[list[float], Usage]:
     """Claims one after another: claim -> every table hears JACKPOT PENDING naming it."""
     waiting: dict[str, tuple[float, set[str]]] = {}  # claim id -> (claimed at, tables left)
@@ -267,6 +284,7 @@ async def hits(
     async with asyncio.TaskGroup() as tasks:
         running = tasks.create_task(floor.run())
         await floor.wait_ready(300)
+        await settled(conninfo, link_id, tables)
         with Usage(pid) as usage:
             for n in range(count):
                 winner = rng.choice(floor.tables)
@@ -307,7 +325,7 @@ async def one_run(args: argparse.Namespace, n_run: int) -> dict[str, float]:
             out["throughput_controller_cpu_pct"] = usage.cpu_share * 100
             out["throughput_controller_rss_mib"] = usage.rss
             for n in args.tables:
-                latencies, usage = await hits(broker, n, args.hits, pid)
+                latencies, usage = await hits(broker, conninfo, n, args.hits, pid)
                 fan = await raw_fan_out(broker, n, 10)
                 out[f"hit{n}_p50_ms"] = percentile(latencies, 50)
                 out[f"hit{n}_p99_ms"] = percentile(latencies, 99)

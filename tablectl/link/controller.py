@@ -395,14 +395,8 @@ class Controller:
                 await self._rows_ready.wait()
                 continue
             batch = [self._rows.popleft() for _ in range(min(limit, len(self._rows)))]
-            statuses = [r for r in batch if r.type == "status"]
-            rows = [r for r in batch if r.type != "status"]
             try:
-                for status in statuses:
-                    await ledger.record_table_status(
-                        conn, status.table_ref, bool(status.online), by=self.id
-                    )
-                result = await ledger.apply_rows(conn, rows, by=self.id) if rows else None
+                result = await ledger.apply_rows(conn, batch, by=self.id)
             except psycopg.OperationalError:
                 self._want_resync()  # what was queued is replayed from the ledger's cursors
                 raise
@@ -415,8 +409,7 @@ class Controller:
                 continue
             backoff.reset()
             self.ledger_error = None
-            if result is not None:
-                await self._committed(conn, result)
+            await self._committed(conn, result)
 
     async def _committed(self, conn: Connection, result: ledger.BatchResult) -> None:
         """After COMMIT: acknowledge, then tell the floor about hits and validations."""

@@ -216,8 +216,15 @@ def _link_row(row: Sequence[Any]) -> LinkRow:
     )
 
 
-async def links(conn: Connection) -> dict[str, LinkRow]:
-    cur = await conn.execute(f"SELECT {_LINK_COLUMNS} FROM link ORDER BY link_id")  # noqa: S608
+async def links(conn: Connection, link_ids: Sequence[str] | None = None) -> dict[str, LinkRow]:
+    """The ledger's links (those named, or all)."""
+    if link_ids is None:
+        cur = await conn.execute(f"SELECT {_LINK_COLUMNS} FROM link ORDER BY link_id")  # noqa: S608
+    else:
+        cur = await conn.execute(
+            f"SELECT {_LINK_COLUMNS} FROM link WHERE link_id = ANY(%s) ORDER BY link_id",  # noqa: S608
+            (list(link_ids),),
+        )
     return {r[0]: _link_row(r) for r in await cur.fetchall()}
 
 
@@ -458,7 +465,8 @@ async def table_cursors(conn: Connection) -> dict[str, tuple[str, int]]:
 
 
 async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> BatchResult:
-    """Apply a batch of table rows in one transaction (each table's rows in seq order)."""
+    """Apply a batch of table rows in one transaction (each table's rows in seq order), and
+    the tables' status changes among them (rows with `online` set: link up/down events)."""
     result = BatchResult()
     tables = sorted({r.table_ref for r in rows})
     async with conn.transaction():
@@ -468,11 +476,15 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
         link_of = {t: lk for t, lk in await cur.fetchall() if lk is not None}
         found = await _locked_links(conn, set(link_of.values()))
         cur = await conn.execute(
-            "SELECT table_ref, acked_through_seq FROM link_table WHERE table_ref = ANY(%s)"
-            " ORDER BY table_ref FOR UPDATE",
+            "SELECT table_ref, acked_through_seq, online FROM link_table"
+            " WHERE table_ref = ANY(%s) ORDER BY table_ref FOR UPDATE",
             (sorted(link_of),),
         )
-        cursors: dict[str, int] = {t: seq for t, seq in await cur.fetchall()}
+        cursors: dict[str, int] = {}
+        online: dict[str, bool | None] = {}
+        for table_ref, seq, was_online in await cur.fetchall():
+            cursors[table_ref], online[table_ref] = seq, was_online
+        statuses: dict[str, bool] = {}
         levels = await _levels(conn, found)
         books = {lk: _book(row, levels[lk]) for lk, row in found.items()}
         await _load_claims(conn, books, rows, link_of)
@@ -482,7 +494,15 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
         stopped: set[str] = set()
         for row in rows:
             link_id = link_of.get(row.table_ref)
-            if link_id is None or link_id not in books or row.table_ref in stopped:
+            if link_id is None or link_id not in books:
+                continue
+            if row.online is not None:
+                # A table's retained status (its last-will says offline): link up or down.
+                if online[row.table_ref] != row.online:
+                    books[link_id].table_status(row.table_ref, row.online)
+                    online[row.table_ref] = statuses[row.table_ref] = row.online
+                continue
+            if row.table_ref in stopped:
                 continue
             through = cursors[row.table_ref]
             if row.seq <= through:
@@ -502,6 +522,11 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
                 " WHERE table_ref = %s AND acked_through_seq < %s",
                 [(seq, t, seq) for seq, t in moved],
             )
+            if statuses:
+                await c.executemany(
+                    "UPDATE link_table SET online = %s WHERE table_ref = %s",
+                    [(up, t) for t, up in statuses.items()],
+                )
     result.cursors = cursors
     for link_id, book in books.items():
         if book.events:
@@ -559,33 +584,6 @@ async def _load_claims(
             book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
 
 
-async def record_table_status(conn: Connection, table_ref: str, online: bool, *, by: str) -> bool:
-    """A table's retained status changed (its last-will says offline): a link up/down event.
-    False when the ledger already had it (another controller recorded it)."""
-    async with conn.transaction():
-        cur = await conn.execute(
-            "SELECT link_id FROM link_table WHERE table_ref = %s AND link_id IS NOT NULL",
-            (table_ref,),
-        )
-        row = await cur.fetchone()
-        if row is None:
-            return False
-        found = await _locked_links(conn, [row[0]])
-        cur = await conn.execute(
-            "SELECT online FROM link_table WHERE table_ref = %s FOR UPDATE", (table_ref,)
-        )
-        current = await cur.fetchone()
-        if current is None or current[0] == online:
-            return False
-        book = _book(found[row[0]], {})
-        book.table_status(table_ref, online)
-        await _write(conn, by, [book])
-        await conn.execute(
-            "UPDATE link_table SET online = %s WHERE table_ref = %s", (online, table_ref)
-        )
-    return True
-
-
 # --- reads -------------------------------------------------------------------------------------
 
 
@@ -602,9 +600,7 @@ async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> 
     """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot."""
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        found = await links(conn)
-        if link_ids is not None:
-            found = {k: v for k, v in found.items() if k in link_ids}
+        found = await links(conn, link_ids)
         cur = await conn.execute(
             "SELECT link_id, level_id, display_units FROM link_level"
             " WHERE link_id = ANY(%s) ORDER BY link_id, position",
