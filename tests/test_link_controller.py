@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import functools
 import random
+import re
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -304,3 +306,38 @@ async def test_tables_claiming_within_10_ms_one_lock_order_recorded(
             assert (award.amount_cents, award.funded_outside_meter_cents) == (meter, meter)
             assert award.paid_from_meter_cents == 0 and not award.reset
     assert seen.levels[0].amount_cents == 100_000
+
+
+async def test_simulate_floor_plays_claims_and_every_row_is_acknowledged(
+    postgres: PrivatePostgres, broker: PrivateBroker, tmp_path: Path
+) -> None:
+    setup = link_config(tmp_path, new_database(postgres), broker, tables="floor-sim/t{001..004}")
+    await prepare(setup)
+    controller = ControllerProcess(setup.path, "ctl-a")
+    await controller.start()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("tablectl")), "simulate", "floor",
+            "--tables", "4", "--link", "bank", "--broker", f"{broker.host}:{broker.port}",
+            "--rounds-per-minute", "600", "--claim-every-s", "1", "--seconds", "3",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        async with asyncio.timeout(HANG_GUARD_S):
+            out, _ = await proc.communicate()
+        text = out.decode()
+        assert proc.returncode == 0, text
+        assert "4 tables floor-sim/t{001..004} on link bank" in text
+        last = text.strip().splitlines()[-1]
+        rows, acked = (
+            int(n) for n in re.findall(r"(\d+) rows journaled, (\d+) acknowledged", last)[0]
+        )
+        assert rows > 0 and rows == acked, last
+        conn = await ledger.connect(setup.conninfo, application_name="test-check")
+        try:
+            cur = await conn.execute("SELECT count(*) FROM link_event WHERE kind = 'award'")
+            assert (await cur.fetchone() or (0,))[0] >= 2, "a claim a second was awarded"
+            assert (await verify(conn)).ok
+        finally:
+            await conn.close()
+    finally:
+        assert controller.stop() == 0, controller.output()

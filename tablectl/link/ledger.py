@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
@@ -694,8 +693,3 @@ async def stream_events(conn: Connection, link_id: str) -> AsyncIterator[tuple[A
         )
         async for row in cur:
             yield row
-
-
-def is_connection_error(exc: BaseException) -> bool:
-    """A failure that reconnecting may cure (the server went away, a timeout), not a bug."""
-    return isinstance(exc, psycopg.OperationalError | OSError)
