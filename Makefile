@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck bench bench-tables mosquitto deb clean
+.PHONY: demo test check lint typecheck bench bench-tables bench-link mosquitto postgresql chromium deb clean
 
 $(STAMP): pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,28 @@ mosquitto:
 		exit 1; \
 	fi
 
+# The link controller's tests run a private PostgreSQL from Debian's server binaries
+# (initdb, pg_ctl under /usr/lib/postgresql/<ver>/bin), not a running service.
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's postgresql package"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	else \
+		echo "the link controller's tests need PostgreSQL: run 'sudo apt-get install postgresql'" >&2; \
+		exit 1; \
+	fi
+
+# The meter sign is tested in Debian's headless Chromium (tests/test_link_sign.py).
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium package"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else \
+		echo "the meter sign's test needs Chromium: run 'sudo apt-get install chromium' (skipped without it)" >&2; \
+	fi
+
 demo: $(STAMP) mosquitto
 	$(BIN)/tablectl demo $(DEMO_ARGS)
 
@@ -42,7 +64,7 @@ typecheck: $(STAMP)
 
 check: lint typecheck
 
-test: check mosquitto
+test: check mosquitto postgresql chromium
 	$(BIN)/pytest
 
 # The Debian package a table PC installs (README.md, "Installing on a table PC"): needs
@@ -61,6 +83,10 @@ bench: $(STAMP) mosquitto
 # Minutes: N table daemons as processes (N = 1, 10, 50, 100, 200) on one broker.
 bench-tables: $(STAMP) mosquitto
 	$(BIN)/python bench/mqtt_tables.py
+
+# Minutes: a floor of 50, 200 and 500 light tables against link controllers and PostgreSQL.
+bench-link: $(STAMP) mosquitto postgresql
+	$(BIN)/python bench/link_floor.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -11,10 +11,11 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
+    BaseModel,
     BeforeValidator,
     Field,
     PlainValidator,
@@ -319,6 +320,15 @@ def _describe(err: dict[str, object]) -> str:
 
 def load_config(path: Path) -> TableConfig:
     """Read and validate a table config; raises ConfigError listing every problem."""
+    return load_toml_model(path, TableConfig)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_toml_model(path: Path, model: type[M]) -> M:
+    """Read a TOML file and validate it as `model` (a table's config, the link controller's);
+    raises ConfigError listing every problem, each naming its field."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -332,7 +342,7 @@ def load_config(path: Path) -> TableConfig:
     except RecursionError:
         raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
     try:
-        return TableConfig.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(path, [_describe(dict(e)) for e in exc.errors()]) from exc
     except RecursionError:

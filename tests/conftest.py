@@ -16,6 +16,7 @@ from tablectl.drivers.reference.shuffler_codec import ShufflerState
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
+from tablectl.simulators.postgres import PrivatePostgres
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
@@ -208,3 +209,11 @@ async def simulated_table(
 async def table(broker: PrivateBroker, tmp_path: Path) -> AsyncIterator[SimulatedTable]:
     async with simulated_table(broker, tmp_path / "data") as t:
         yield t
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PrivatePostgres]:
+    """One private PostgreSQL for the session (fsync off: tests kill processes, not the
+    machine); each test makes its own database in it (tests/link_support.py)."""
+    with PrivatePostgres(fsync=False) as pg:
+        yield pg

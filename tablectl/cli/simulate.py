@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tablectl.cli.common import (
@@ -66,6 +67,67 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--shuffle-ms", type=int, default=1500, help="how long a shuffle takes (default 1500)"
     )
     table.set_defaults(handler=_table, quiet_logs=True)
+
+    floor = sim_sub.add_parser(
+        "floor",
+        help="N light tables on a link, for link controllers (docs/linked-progressives.md)",
+    )
+    floor.add_argument("--tables", type=_positive(2000), required=True, metavar="N")
+    floor.add_argument("--link", required=True, metavar="LINK_ID")
+    floor.add_argument("--broker", type=host_port, default=("127.0.0.1", 1883), metavar="HOST:PORT")
+    floor.add_argument("--site", default="floor-sim", help="tables are SITE/t001 ... (default)")
+    floor.add_argument("--backend-id", default="link", help="the controllers' ack id")
+    floor.add_argument("--rounds-per-minute", type=float, default=60.0, help="per table")
+    floor.add_argument("--seats", type=_positive(7), default=5, help="players per table, at most")
+    floor.add_argument(
+        "--claim-every-s", type=float, default=0.0, help="a claim somewhere this often (0: none)"
+    )
+    floor.add_argument("--seconds", type=float, default=0.0, help="then stop (0: run until ^C)")
+    floor.set_defaults(handler=lambda args: asyncio.run(_floor(args)), quiet_logs=True)
+
+
+def _positive(most: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= most:
+            raise argparse.ArgumentTypeError(f"{text!r}: a whole number from 1 to {most}")
+        return int(text)
+
+    return parse
+
+
+async def _floor(args: argparse.Namespace) -> int:
+    from tablectl.simulators.floor import Floor, FloorPlay, floor_status, play
+
+    if args.rounds_per_minute <= 0 or args.claim_every_s < 0 or args.seconds < 0:
+        return fail(args, "--rounds-per-minute above 0; --claim-every-s, --seconds 0 or more", 2)
+    host, port = args.broker
+    floor = Floor(host, port, args.link, args.tables, site=args.site, backend_id=args.backend_id)
+    print(f"{args.tables} tables {floor.tables_config()} on link {args.link}, via {host}:{port}")
+    how = FloorPlay(
+        rounds_per_minute=args.rounds_per_minute,
+        seats=args.seats,
+        claim_every_s=args.claim_every_s,
+        seconds=args.seconds,
+    )
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            running = tasks.create_task(floor.run(), name="floor")
+            try:
+                await floor.wait_ready(60)
+            except TimeoutError:
+                print(floor_status(floor), flush=True)
+                running.cancel()
+                return fail(
+                    args,
+                    f"the tables did not hear link {args.link} up within 60 s: is a controller "
+                    "running (tablectl link run) with these tables on an open link?",
+                    EXIT_REFUSED,
+                )
+            await play(floor, how, lambda line: print(line, flush=True))
+            running.cancel()
+    except* asyncio.CancelledError:
+        pass
+    return EXIT_OK
 
 
 def _table(args: argparse.Namespace) -> int:

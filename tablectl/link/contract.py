@@ -1,0 +1,445 @@
+"""The link contract as code: what linked tables and link controllers say to each other.
+
+Both sides import these models (the table side in phase 2 of issue 17). Tables keep speaking
+the table contract (docs/mqtt.md): what a linked table adds are journal records of its own in
+its ordinary `evt` stream -- `link.contribution` and `link.claim` -- so they are durable,
+ordered by `seq` and sent again until the controller acknowledges them on `ack/{backend_id}`
+after PostgreSQL commits. The controllers publish, per link, under `tablectl/link/v1/`:
+
+- `{link_id}/parameters` (retained): the link's parameters and their version;
+- `{link_id}/state` (retained, at least once a second): the amounts, the link's
+  state, and the awards pending a floorperson's validation ("JACKPOT PENDING");
+- `{link_id}/answers/{site}/{table}` (retained): each of that table's claims, answered.
+
+`link_asyncapi_document()` builds docs/asyncapi-link.json (`tablectl link schema`). Money is
+integer cents; meter amounts are also given exactly in ten-thousandths of a cent (`units`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic.json_schema import models_json_schema
+
+from tablectl.core.effects import JackpotValidated, Record
+from tablectl.core.meters import CARRY_DENOMINATOR
+from tablectl.mqtt.contract import ID_PATTERN, TOPIC_PREFIX, Envelope, Message
+
+LINK_CONTRACT_VERSION = 1
+LINK_PREFIX = f"tablectl/link/v{LINK_CONTRACT_VERSION}"
+UNITS_PER_CENT = CARRY_DENOMINATOR  # ten-thousandths of a cent, as the table's meters carry
+# An evt row is small; a claim carries its cards. Anything larger is refused unread.
+MAX_EVT_BYTES = 64 * 1024
+
+LinkId = Annotated[str, Field(pattern=ID_PATTERN)]
+LevelId = Annotated[str, Field(pattern=ID_PATTERN)]
+ClaimId = Annotated[str, Field(pattern=ID_PATTERN)]
+TableRef = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z0-9][a-z0-9-]{0,62}/[a-z0-9][a-z0-9-]{0,62}$",
+        description="site/table, as the table's config names them (table.site_id, table_id)",
+    ),
+]
+HitPolicy = Literal["ordered", "full-amount-each"]
+LinkStateName = Literal["up", "down", "closed"]
+
+
+def split_table(ref: str) -> tuple[str, str]:
+    site, _, table = ref.partition("/")
+    return site, table
+
+
+def parameters_topic(link_id: str) -> str:
+    return f"{LINK_PREFIX}/{link_id}/parameters"
+
+
+def state_topic(link_id: str) -> str:
+    return f"{LINK_PREFIX}/{link_id}/state"
+
+
+def answers_topic(link_id: str, site: str, table: str) -> str:
+    return f"{LINK_PREFIX}/{link_id}/answers/{site}/{table}"
+
+
+def table_topic(site: str, table: str, leaf: str) -> str:
+    """A topic of the table contract (docs/mqtt.md): evt, status, ack/{id}, cmd/replay."""
+    return f"{TOPIC_PREFIX}/{site}/{table}/{leaf}"
+
+
+_TABLE_TOPIC = re.compile(rf"^{re.escape(TOPIC_PREFIX)}/([^/]+)/([^/]+)/(evt|status)$")
+
+
+def parse_table_topic(topic: str) -> tuple[str, str, str] | None:
+    """(site, table, leaf) of a table's evt or status topic; None for anything else."""
+    match = _TABLE_TOPIC.match(topic)
+    return (match[1], match[2], match[3]) if match else None
+
+
+# --- what a linked table journals (and so publishes on its evt topic) -----------------------
+
+
+class LinkRecord(Record):
+    """A linked table's journal record: strict types, as it is read from the network."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class LinkContribution(LinkRecord):
+    """One counted wager's share to one level of a link, at "no more bets" (the cut-off).
+
+    `contribution_ten_thousandths_cent` = `wager_cents` x `rate_bp`, where `rate_bp` is the
+    level's `contribution_rate_bp` in the parameters of `parameters_version`: the rate to the
+    meter shown plus the hidden reserve rate. The controller applies it exactly once, keyed by
+    the row's (table, seq); a contribution that does not match the link's parameters is
+    recorded as refused, with the reason, and acknowledged like any other row.
+    """
+
+    TYPE = "link.contribution"
+    link_id: LinkId
+    level_id: LevelId
+    parameters_version: StrictInt = Field(ge=1)
+    round_id: StrictInt = Field(ge=0)
+    seat: StrictInt = Field(ge=1, le=7)
+    wager_cents: StrictInt = Field(ge=1)
+    rate_bp: StrictInt = Field(ge=0, le=10_000)
+    contribution_ten_thousandths_cent: StrictInt = Field(ge=0)
+
+
+class LinkClaim(LinkRecord):
+    """A qualifying hand at a table: a claim on a level of the link.
+
+    Journaled after the round's contributions, so every contribution of the round counts
+    toward the meter it is paid from. The controller answers it on
+    `{link_id}/answers/{site}/{table}`: awarded (the amount locked by the first claim
+    committed, see `Award`) or refused (with the reason). The table holds the hand until a
+    floorperson validates it (`jackpot.validated` with `hit_id` = `claim_id`).
+    """
+
+    TYPE = "link.claim"
+    link_id: LinkId
+    level_id: LevelId
+    parameters_version: StrictInt = Field(ge=1)
+    claim_id: ClaimId = Field(description="the table's hit id; unique per table")
+    round_id: StrictInt = Field(ge=0)
+    seat: StrictInt = Field(ge=1, le=7)
+    hand: str = Field(max_length=64)
+    cards: str = Field(max_length=64, description="the evidence: the cards of the hand")
+    share_percent: StrictInt = Field(
+        ge=1, le=100, description="of the meter: 100 (a reset) or a share such as UTH's 10"
+    )
+    rule: str = Field(max_length=64)
+
+
+LINK_RECORD_TYPES: dict[str, type[Record]] = {
+    LinkContribution.TYPE: LinkContribution,
+    LinkClaim.TYPE: LinkClaim,
+}
+
+
+class EnvelopeHeader(Envelope):
+    """An evt message's envelope, its data left unread (rows of every type are acknowledged)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class LinkContributionEvent(Envelope):
+    type: Literal["link.contribution"]
+    data: LinkContribution
+
+
+class LinkClaimEvent(Envelope):
+    type: Literal["link.claim"]
+    data: LinkClaim
+
+
+class JackpotValidatedEvent(Envelope):
+    """The table's floorperson validated a hit: for a link claim, `hit_id` is its claim_id."""
+
+    type: Literal["jackpot.validated"]
+    data: JackpotValidated
+
+
+# The evt types a controller reads the data of; every other row only moves the cursor.
+INBOUND_EVENT_MODELS: dict[
+    str, type[LinkContributionEvent] | type[LinkClaimEvent] | type[JackpotValidatedEvent]
+] = {
+    "link.contribution": LinkContributionEvent,
+    "link.claim": LinkClaimEvent,
+    "jackpot.validated": JackpotValidatedEvent,
+}
+
+
+# --- the link's parameters ------------------------------------------------------------------
+
+
+class LevelParameters(Message):
+    """One level (meter) of a link."""
+
+    level_id: LevelId
+    title: str = Field(max_length=40)
+    rate_bp: int = Field(ge=0, le=10_000, description="rate of progression to the meter shown")
+    reserve_rate_bp: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="hidden rate to the reserve pool that funds the next reset (NJ 1.39A)",
+    )
+    initial_cents: int = Field(ge=0)
+    reset_cents: int = Field(ge=0)
+    limit_cents: int | None = Field(
+        default=None, description="the meter's maximum; contributions above it go to overflow"
+    )
+
+    @property
+    def contribution_rate_bp(self) -> int:
+        """What a table contributes per wager: to the meter shown plus to the reserve."""
+        return self.rate_bp + self.reserve_rate_bp
+
+
+class LinkDefinition(Message):
+    """What cannot change while the link is in operation (NY 5321.18(b)(4))."""
+
+    link_id: LinkId
+    title: str = Field(max_length=60)
+    game: Literal["three-card-poker", "ultimate-texas-holdem"]
+    paytable: Literal["A", "B"] | None = Field(
+        default=None, description="Three Card Poker's progressive paytable (649a.12(e))"
+    )
+    wager_cents: int = Field(ge=1, description="the progressive wager every linked table takes")
+    hit_policy: HitPolicy
+    simultaneous_window_ms: int = Field(
+        ge=0,
+        le=60_000,
+        description="claims committed within this time of a level's first hit share its "
+        "window (full-amount-each: each receives the meter that hit locked)",
+    )
+    link_timeout_ms: int = Field(
+        ge=1000, le=60_000, description="silence after which a table (and a sign) says LINK DOWN"
+    )
+    broadcast_interval_ms: int = Field(ge=50, le=1000)
+    backend_id: str = Field(pattern=ID_PATTERN, description="the id the controllers ack under")
+    tables: list[TableRef] = Field(min_length=1)
+    levels: list[LevelParameters] = Field(min_length=1)
+
+    def level(self, level_id: str) -> LevelParameters | None:
+        return next((lv for lv in self.levels if lv.level_id == level_id), None)
+
+
+class LinkParameters(LinkDefinition):
+    """Retained on `{link_id}/parameters`: what a linked table contributes with."""
+
+    v: Literal[1] = 1
+    parameters_version: int = Field(ge=1, description="1 at creation, one more per change")
+    parameters_sha256: str = Field(description="of the parameters' canonical JSON")
+
+
+# --- what the controllers publish --------------------------------------------------------------
+
+
+class LevelState(Message):
+    level_id: str
+    title: str
+    amount_cents: int = Field(description="the amount shown and paid from")
+    amount_units: int = Field(description="exactly, in ten-thousandths of a cent")
+    reset_cents: int
+
+
+class PendingAward(Message):
+    """An award awaiting the floorperson's validation: JACKPOT PENDING on every table."""
+
+    award_version: int = Field(description="the link version that locked the amount")
+    level_id: str
+    site: str
+    table: str
+    seat: int
+    claim_id: str
+    amount_cents: int
+    order_in_window: int
+    at: str = Field(description="when it was committed (the ledger's clock, UTC)")
+
+
+class LinkState(Message):
+    """Retained on `{link_id}/state`, at least every `broadcast_interval_ms`, by every
+    controller, and at once after a commit that changes the link.
+
+    A table (and a sign) is on the link while it hears a live `up` (from any controller)
+    within `link_timeout_ms`, or an ack; the retained copy handed over at subscription (its
+    retain flag set) shows amounts but does not put the link up. `closed` is the ledger's
+    word and takes effect at once; `down` means this controller cannot reach the ledger (the
+    others may). The broadcast with the highest `version` carries the amounts.
+    """
+
+    v: Literal[1] = 1
+    link_id: str
+    version: int = Field(description="the link's total order: its last contribution or hit")
+    state: LinkStateName
+    reason: str | None = None
+    parameters_version: int
+    amount_cents: int = Field(description="the first level's amount (the headline meter)")
+    levels: list[LevelState]
+    pending: list[PendingAward]
+    controller_id: str
+    ts: str = Field(description="when the controller read the ledger (UTC, milliseconds)")
+
+
+class Award(Message):
+    """What a claim received, with both hit policies' inputs, so an auditor can recompute it.
+
+    ordered: `amount_cents` = floor(`meter_before_cents` x share), paid from the meter.
+    full-amount-each: a claim within `simultaneous_window_ms` of the window's first hit
+    (order > 1) receives floor(`window_locked_cents` x share), funded outside the meter
+    (New Mexico 15.1.24.19(A)); the first hit of a window is paid as under ordered.
+    """
+
+    award_version: int
+    level_id: str
+    claim_id: str
+    seat: int
+    round_id: int
+    policy: HitPolicy
+    share_percent: int
+    meter_before_cents: int = Field(description="the meter at this claim's turn")
+    window_first_version: int = Field(description="the award that opened the window")
+    window_locked_cents: int = Field(description="the meter the window's first hit locked")
+    window_ms: int
+    elapsed_ms: int = Field(description="from the window's first hit to this claim's lock")
+    order_in_window: int = Field(ge=1)
+    amount_cents: int
+    paid_from_meter_cents: int
+    funded_outside_meter_cents: int
+    meter_after_cents: int
+    reset: bool
+
+
+class ClaimAnswer(Message):
+    claim_id: str
+    seq: int = Field(description="the claim's row in the table's journal")
+    status: Literal["awarded", "validated", "refused"]
+    award: Award | None = None
+    reason: str | None = None
+
+
+class ClaimAnswers(Message):
+    """Retained on `{link_id}/answers/{site}/{table}`: the table's last 25 claims, newest
+    first (NY 5320.8(b) keeps a history of the last 25 hits)."""
+
+    v: Literal[1] = 1
+    link_id: str
+    site: str
+    table: str
+    version: int = Field(description="the link version these answers were read at")
+    answers: list[ClaimAnswer]
+
+
+# --- the AsyncAPI document ------------------------------------------------------------------
+
+
+def _asyncapi_schema(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _asyncapi_schema(v) for k, v in schema.items()}
+        if isinstance(out.get("discriminator"), dict):
+            out["discriminator"] = out["discriminator"]["propertyName"]
+        return out
+    if isinstance(schema, list):
+        return [_asyncapi_schema(v) for v in schema]
+    return schema
+
+
+def link_asyncapi_document() -> dict[str, Any]:
+    """The link contract as an AsyncAPI 3.0 document, every schema from the models above."""
+    sent: dict[str, type[BaseModel]] = {
+        "LinkParameters": LinkParameters,
+        "LinkState": LinkState,
+        "ClaimAnswers": ClaimAnswers,
+    }
+    received: dict[str, type[BaseModel]] = {
+        "LinkContributionEvent": LinkContributionEvent,
+        "LinkClaimEvent": LinkClaimEvent,
+        "JackpotValidatedEvent": JackpotValidatedEvent,
+    }
+    _, defs = models_json_schema(
+        [(m, "serialization") for m in sent.values()]
+        + [(m, "validation") for m in received.values()],
+        ref_template="#/components/schemas/{model}",
+    )
+    messages = {
+        name: {
+            "name": name,
+            "contentType": "application/json",
+            "summary": (model.__doc__ or name).strip().splitlines()[0],
+            "payload": {"$ref": f"#/components/schemas/{model.__name__}"},
+        }
+        for name, model in {**sent, **received}.items()
+    }
+    link_param = {"link_id": {"description": "the link's id"}}
+    table_params = {
+        "site": {"description": "the table's site (table.site_id)"},
+        "table": {"description": "the table's id (table.table_id)"},
+    }
+
+    def channel(address: str, refs: list[str], description: str, params: Any) -> Any:
+        return {
+            "address": address,
+            "description": description,
+            "parameters": params,
+            "messages": {r: {"$ref": f"#/components/messages/{r}"} for r in refs},
+        }
+
+    channels = {
+        "parameters": channel(
+            f"{LINK_PREFIX}/{{link_id}}/parameters",
+            ["LinkParameters"],
+            "the link's parameters, retained; QoS 1",
+            link_param,
+        ),
+        "state": channel(
+            f"{LINK_PREFIX}/{{link_id}}/state",
+            ["LinkState"],
+            "amounts, state and pending awards; retained, at least every "
+            "broadcast_interval_ms; only a live copy (retain flag clear) says up; QoS 1",
+            link_param,
+        ),
+        "answers": channel(
+            f"{LINK_PREFIX}/{{link_id}}/answers/{{site}}/{{table}}",
+            ["ClaimAnswers"],
+            "each claim of this table, answered; retained; QoS 1",
+            {**link_param, **table_params},
+        ),
+        "evt": channel(
+            f"{TOPIC_PREFIX}/{{site}}/{{table}}/evt",
+            list(received),
+            "the table's event stream (docs/mqtt.md): the rows a controller reads the data "
+            "of; it acknowledges every row on ack/{backend_id} after PostgreSQL commits",
+            table_params,
+        ),
+    }
+
+    def operation(action: str, ch: str, summary: str) -> dict[str, Any]:
+        return {"action": action, "channel": {"$ref": f"#/channels/{ch}"}, "summary": summary}
+
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "tablectl linked progressive contract",
+            "version": f"{LINK_CONTRACT_VERSION}.0.0",
+            "description": (
+                "What tablectl's link controllers publish to linked tables and signs, and the "
+                "rows of a table's event stream they apply. Generated from "
+                "tablectl/link/contract.py by `tablectl link schema`; see "
+                "docs/linked-progressives.md. Acknowledgements and replays are the table "
+                "contract's (docs/asyncapi.json: ack/{backend_id}, cmd/replay)."
+            ),
+        },
+        "defaultContentType": "application/json",
+        "channels": channels,
+        "operations": {
+            "sendParameters": operation("send", "parameters", "on start and on every change"),
+            "sendState": operation("send", "state", "every interval and after each change"),
+            "sendAnswers": operation("send", "answers", "after a claim or validation commits"),
+            "receiveEvents": operation("receive", "evt", "every linked table's rows"),
+        },
+        "components": {"messages": messages, "schemas": _asyncapi_schema(defs["$defs"])},
+    }

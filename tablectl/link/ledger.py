@@ -1,0 +1,695 @@
+"""The link ledger in PostgreSQL: migrations, and the short transactions that change links.
+
+Every change to a link happens in one transaction that first locks the link's row (in link
+id order, so controllers never deadlock), then the tables' cursor rows (in table order). The
+rows of a table are applied in seq order, each at most once: a row at or below the table's
+`acked_through_seq` was applied already (by this controller or another) and is skipped; the
+unique index on (table_ref, seq) makes a second application fail loudly rather than count.
+After COMMIT the controller may acknowledge `acked_through_seq` to the table: never before.
+
+psycopg 3 (async): fully typed for mypy --strict, pipelines executemany, and says which
+error is which (psycopg.errors): docs/linked-progressives.md, "Why psycopg".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import re
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from tablectl.core.effects import JackpotValidated
+from tablectl.link.book import (
+    EventRow,
+    KnownClaim,
+    LevelBook,
+    LinkBook,
+    TableRow,
+    Window,
+    canonical_json,
+    initial_events,
+    initialise_level,
+    utc_text,
+)
+from tablectl.link.contract import (
+    UNITS_PER_CENT,
+    Award,
+    ClaimAnswer,
+    LevelState,
+    LinkClaim,
+    LinkDefinition,
+    LinkParameters,
+    PendingAward,
+    split_table,
+)
+
+Connection = AsyncConnection[TupleRow]
+MIGRATIONS_PACKAGE = "tablectl.link.migrations"
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+EVENT_COLUMNS = (
+    "link_id", "version", "kind", "controller", "table_ref", "seq", "level_id", "round_id",
+    "seat", "claim_id", "ref_version", "wager_cents", "rate_bp", "contribution_units",
+    "display_units", "reserve_units", "overflow_units", "seed_units", "award_cents", "detail",
+)  # fmt: skip
+# Serialises concurrent `tablectl link migrate` runs (any fixed 64-bit key).
+MIGRATE_LOCK_KEY = 0x7461626C_6C696E6B
+
+
+class LedgerError(Exception):
+    """The ledger refuses an operation; the message says why and what to do."""
+
+
+class LinkInOperation(LedgerError):
+    pass
+
+
+# --- migrations -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def migrations() -> list[Migration]:
+    """The versioned SQL files shipped in tablectl/link/migrations/, in order."""
+    found = []
+    for entry in importlib.resources.files(MIGRATIONS_PACKAGE).iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise LedgerError(f"migrations are not numbered 1..N: {[m.name for m in found]}")
+    return found
+
+
+async def migrate(conn: Connection, *, by: str) -> list[str]:
+    """Apply the migrations not applied yet, each in a transaction with its record; returns
+    the names applied. Idempotent; a changed file that was already applied is an error."""
+    applied: list[str] = []
+    for migration in migrations():
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK_KEY,))
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS link_schema_version ("
+                " version integer PRIMARY KEY, name text NOT NULL, sha256 text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+                " applied_by text NOT NULL)"
+            )
+            cur = await conn.execute(
+                "SELECT name, sha256 FROM link_schema_version WHERE version = %s",
+                (migration.version,),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                if row[1] != migration.sha256:
+                    raise LedgerError(
+                        f"migration {migration.name} differs from the {row[0]} applied to this "
+                        "ledger: migrations are never edited once shipped; add a new one"
+                    )
+                continue
+            await conn.execute(migration.sql.encode())  # a script: no parameters
+            await conn.execute(
+                "INSERT INTO link_schema_version (version, name, sha256, applied_by)"
+                " VALUES (%s, %s, %s, %s)",
+                (migration.version, migration.name, migration.sha256, by),
+            )
+            applied.append(migration.name)
+    return applied
+
+
+async def schema_version(conn: Connection) -> int:
+    cur = await conn.execute("SELECT to_regclass('link_schema_version') IS NOT NULL")
+    row = await cur.fetchone()
+    if not row or not row[0]:
+        return 0
+    cur = await conn.execute("SELECT coalesce(max(version), 0) FROM link_schema_version")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def check_schema(conn: Connection) -> None:
+    have, need = await schema_version(conn), len(migrations())
+    if have != need:
+        raise LedgerError(
+            f"the ledger's schema is at version {have}; this tablectl needs {need}: run "
+            "`tablectl link migrate`"
+        )
+
+
+async def connect(
+    conninfo: str,
+    *,
+    application_name: str,
+    connect_timeout_s: int = 5,
+    statement_timeout_ms: int = 10_000,
+) -> Connection:
+    """A ledger connection: autocommit (transactions are explicit), statements bounded."""
+    conn = await AsyncConnection.connect(
+        conninfo,
+        autocommit=True,
+        connect_timeout=connect_timeout_s,
+        application_name=application_name,
+    )
+    await conn.execute(
+        "SELECT set_config('statement_timeout', %s, false), set_config('TimeZone', 'UTC', false)",
+        (str(statement_timeout_ms),),
+    )
+    return conn
+
+
+# --- parameters -------------------------------------------------------------------------------
+
+
+def parameters_json(definition: LinkDefinition) -> str:
+    return canonical_json(definition.model_dump(mode="json"))
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRow:
+    link_id: str
+    version: int
+    operating: bool
+    parameters_version: int
+    definition: LinkDefinition
+    parameters_sha256: str
+
+    def parameters(self) -> LinkParameters:
+        return LinkParameters(
+            **self.definition.model_dump(),
+            parameters_version=self.parameters_version,
+            parameters_sha256=self.parameters_sha256,
+        )
+
+
+_LINK_COLUMNS = "link_id, version, state, parameters_version, parameters, parameters_sha256"
+
+
+def _link_row(row: Sequence[Any]) -> LinkRow:
+    return LinkRow(
+        link_id=row[0],
+        version=row[1],
+        operating=row[2] == "operating",
+        parameters_version=row[3],
+        definition=LinkDefinition.model_validate_json(row[4]),
+        parameters_sha256=row[5],
+    )
+
+
+async def links(conn: Connection, link_ids: Sequence[str] | None = None) -> dict[str, LinkRow]:
+    """The ledger's links (those named, or all)."""
+    if link_ids is None:
+        cur = await conn.execute(f"SELECT {_LINK_COLUMNS} FROM link ORDER BY link_id")  # noqa: S608
+    else:
+        cur = await conn.execute(
+            f"SELECT {_LINK_COLUMNS} FROM link WHERE link_id = ANY(%s) ORDER BY link_id",  # noqa: S608
+            (list(link_ids),),
+        )
+    return {r[0]: _link_row(r) for r in await cur.fetchall()}
+
+
+async def _locked_links(conn: Connection, link_ids: Iterable[str]) -> dict[str, LinkRow]:
+    cur = await conn.execute(
+        f"SELECT {_LINK_COLUMNS} FROM link WHERE link_id = ANY(%s)"  # noqa: S608
+        " ORDER BY link_id FOR UPDATE",
+        (sorted(set(link_ids)),),
+    )
+    return {r[0]: _link_row(r) for r in await cur.fetchall()}
+
+
+async def _levels(conn: Connection, found: dict[str, LinkRow]) -> dict[str, dict[str, LevelBook]]:
+    cur = await conn.execute(
+        "SELECT link_id, level_id, display_units, reserve_units, overflow_units, version"
+        " FROM link_level WHERE link_id = ANY(%s) ORDER BY link_id, position",
+        (sorted(found),),
+    )
+    out: dict[str, dict[str, LevelBook]] = defaultdict(dict)
+    for link_id, level_id, display, reserve, overflow, version in await cur.fetchall():
+        params = found[link_id].definition.level(level_id)
+        if params is None:
+            raise LedgerError(f"link {link_id}: level {level_id} has no parameters")
+        out[link_id][level_id] = LevelBook(params, display, reserve, overflow, version)
+    return out
+
+
+def _book(row: LinkRow, levels: dict[str, LevelBook]) -> LinkBook:
+    return LinkBook(
+        link_id=row.link_id,
+        definition=row.definition,
+        operating=row.operating,
+        version=row.version,
+        parameters_version=row.parameters_version,
+        levels=levels,
+    )
+
+
+async def _write(conn: Connection, controller: str, books: Iterable[LinkBook]) -> None:
+    """The events, the levels and the link versions the books leave (inside the caller's
+    transaction and under its link locks)."""
+    books = [b for b in books if b.events]
+    events = [e for b in books for e in b.events]
+    if not events:
+        return
+    placeholders = ", ".join(["%s"] * len(EVENT_COLUMNS))
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            f"INSERT INTO link_event ({', '.join(EVENT_COLUMNS)}) VALUES ({placeholders})",  # noqa: S608
+            [_event_values(e, controller) for e in events],
+        )
+        await cur.executemany(
+            "UPDATE link_level SET display_units = %s, reserve_units = %s, overflow_units = %s,"
+            " version = %s WHERE link_id = %s AND level_id = %s",
+            [
+                (
+                    lv.display_units,
+                    lv.reserve_units,
+                    lv.overflow_units,
+                    lv.changed_at,
+                    b.link_id,
+                    lv.params.level_id,
+                )
+                for b in books
+                for lv in b.levels.values()
+                if lv.changed_at > b.version - len(b.events)
+            ],
+        )
+        await cur.executemany(
+            "UPDATE link SET version = %s, state = %s WHERE link_id = %s",
+            [(b.version, "operating" if b.operating else "closed", b.link_id) for b in books],
+        )
+
+
+def _event_values(event: EventRow, controller: str) -> tuple[Any, ...]:
+    return (
+        event.link_id, event.version, event.kind, controller, event.table_ref, event.seq,
+        event.level_id, event.round_id, event.seat, event.claim_id, event.ref_version,
+        event.wager_cents, event.rate_bp, event.contribution_units, event.display_units,
+        event.reserve_units, event.overflow_units, event.seed_units, event.award_cents,
+        event.detail,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    link_id: str
+    outcome: str  # created, changed, unchanged
+    parameters_version: int
+
+
+async def apply_definition(conn: Connection, definition: LinkDefinition, *, by: str) -> Applied:
+    """Create a link, or change its parameters while it is closed (NY 5321.18(b)(4))."""
+    text = parameters_json(definition)
+    async with conn.transaction():
+        found = await _locked_links(conn, [definition.link_id])
+        current = found.get(definition.link_id)
+        if current is None:
+            await conn.execute(
+                "INSERT INTO link (link_id, version, state, parameters_version, parameters,"
+                " parameters_sha256) VALUES (%s, 0, 'closed', 1, %s, %s)",
+                (definition.link_id, text, sha256_text(text)),
+            )
+            await _claim_tables(conn, definition)
+            book = _book(
+                LinkRow(definition.link_id, 0, False, 1, definition, sha256_text(text)),
+                {lv.level_id: LevelBook(lv, 0) for lv in definition.levels},
+            )
+            initial_events(book, text)
+            await _insert_levels(conn, book, definition)
+            await _write(conn, by, [book])
+            outcome, version = "created", 1
+        elif parameters_json(current.definition) == text:
+            outcome, version = "unchanged", current.parameters_version
+        else:
+            if current.operating:
+                raise LinkInOperation(
+                    f"link {definition.link_id} is in operation: its parameters cannot change "
+                    f"(NY 9 NYCRR 5321.18(b)(4)); close it first: tablectl link close "
+                    f"{definition.link_id}"
+                )
+            _check_change(current.definition, definition)
+            levels = (await _levels(conn, found))[definition.link_id]
+            book = _book(current, levels)
+            version = current.parameters_version + 1
+            book.parameters_version = version
+            book._next(
+                "parameters.changed",
+                detail=canonical_json(
+                    {"from_version": current.parameters_version, "parameters": json.loads(text)}
+                ),
+            )
+            for lv in definition.levels:
+                if lv.level_id in levels:
+                    levels[lv.level_id].params = lv
+                else:
+                    levels[lv.level_id] = LevelBook(lv, 0)
+                    initialise_level(book, levels[lv.level_id])
+            await _claim_tables(conn, definition)
+            await _insert_levels(conn, book, definition)
+            await conn.execute(
+                "UPDATE link SET parameters_version = %s, parameters = %s, parameters_sha256 = %s"
+                " WHERE link_id = %s",
+                (version, text, sha256_text(text), definition.link_id),
+            )
+            await _write(conn, by, [book])
+            outcome = "changed"
+    return Applied(definition.link_id, outcome, version)
+
+
+async def _insert_levels(conn: Connection, book: LinkBook, definition: LinkDefinition) -> None:
+    """Each level's row (new ones at 0: the book's level.initialized event sets them)."""
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO link_level (link_id, level_id, position, display_units, version)"
+            " VALUES (%s, %s, %s, 0, 0) ON CONFLICT (link_id, level_id)"
+            " DO UPDATE SET position = EXCLUDED.position",
+            [(book.link_id, lv.level_id, i) for i, lv in enumerate(definition.levels)],
+        )
+
+
+def _check_change(old: LinkDefinition, new: LinkDefinition) -> None:
+    """What no parameter change may do: lose a level's money, or rewrite where it started."""
+    new_levels = {lv.level_id: lv for lv in new.levels}
+    for lv in old.levels:
+        replacement = new_levels.get(lv.level_id)
+        if replacement is None:
+            raise LedgerError(
+                f"link {old.link_id}: level {lv.level_id} is in the ledger and cannot be removed"
+            )
+        if replacement.initial_cents != lv.initial_cents:
+            raise LedgerError(
+                f"link {old.link_id}: level {lv.level_id}'s initial amount is where its meter "
+                "started and cannot change (set reset_amount for the next reset)"
+            )
+
+
+async def _claim_tables(conn: Connection, definition: LinkDefinition) -> None:
+    """Put the link's tables on it (each table is on one link), and take off the others."""
+    cur = await conn.execute(
+        "SELECT table_ref, link_id FROM link_table WHERE table_ref = ANY(%s) FOR UPDATE",
+        (definition.tables,),
+    )
+    for table_ref, link_id in await cur.fetchall():
+        if link_id is not None and link_id != definition.link_id:
+            raise LedgerError(
+                f"table {table_ref} is on link {link_id} in the ledger: take it off that link "
+                "first (a table's progressive wager is on one link)"
+            )
+    async with conn.cursor() as c:
+        await c.executemany(
+            "INSERT INTO link_table (table_ref, link_id) VALUES (%s, %s)"
+            " ON CONFLICT (table_ref) DO UPDATE SET link_id = EXCLUDED.link_id",
+            [(t, definition.link_id) for t in definition.tables],
+        )
+    await conn.execute(
+        "UPDATE link_table SET link_id = NULL WHERE link_id = %s AND NOT table_ref = ANY(%s)",
+        (definition.link_id, definition.tables),
+    )
+
+
+async def set_operating(conn: Connection, link_id: str, operating: bool, *, by: str) -> bool:
+    """Open or close a link; False if it already was. Unknown link: LedgerError."""
+    async with conn.transaction():
+        found = await _locked_links(conn, [link_id])
+        if link_id not in found:
+            raise LedgerError(f"no link {link_id} in the ledger: tablectl link apply first")
+        row = found[link_id]
+        if row.operating == operating:
+            return False
+        book = _book(row, {})
+        book.set_operating(operating, by)
+        await _write(conn, by, [book])
+    return True
+
+
+# --- rows from the tables ------------------------------------------------------------------
+
+
+@dataclass
+class BatchResult:
+    """What a committed batch leaves: each table's cursor, and what to publish again."""
+
+    cursors: dict[str, int] = field(default_factory=dict)  # table_ref -> acked_through_seq
+    gaps: dict[str, int] = field(default_factory=dict)  # table_ref -> the seq it lacks
+    links_changed: set[str] = field(default_factory=set)
+    answers_changed: dict[str, set[str]] = field(default_factory=dict)  # link -> tables
+    applied: int = 0  # rows applied (not skipped as already applied)
+    events: int = 0
+
+
+async def table_cursors(conn: Connection) -> dict[str, tuple[str, int]]:
+    """Every linked table: (its link, the seq applied through)."""
+    cur = await conn.execute(
+        "SELECT table_ref, link_id, acked_through_seq FROM link_table WHERE link_id IS NOT NULL"
+    )
+    return {r[0]: (r[1], r[2]) for r in await cur.fetchall()}
+
+
+async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> BatchResult:
+    """Apply a batch of table rows in one transaction (each table's rows in seq order), and
+    the tables' status changes among them (rows with `online` set: link up/down events)."""
+    result = BatchResult()
+    tables = sorted({r.table_ref for r in rows})
+    async with conn.transaction():
+        cur = await conn.execute(
+            "SELECT table_ref, link_id FROM link_table WHERE table_ref = ANY(%s)", (tables,)
+        )
+        link_of = {t: lk for t, lk in await cur.fetchall() if lk is not None}
+        found = await _locked_links(conn, set(link_of.values()))
+        cur = await conn.execute(
+            "SELECT table_ref, acked_through_seq, online FROM link_table"
+            " WHERE table_ref = ANY(%s) ORDER BY table_ref FOR UPDATE",
+            (sorted(link_of),),
+        )
+        cursors: dict[str, int] = {}
+        online: dict[str, bool | None] = {}
+        for table_ref, seq, was_online in await cur.fetchall():
+            cursors[table_ref], online[table_ref] = seq, was_online
+        statuses: dict[str, bool] = {}
+        levels = await _levels(conn, found)
+        books = {lk: _book(row, levels[lk]) for lk, row in found.items()}
+        await _load_claims(conn, books, rows, link_of)
+        cur = await conn.execute("SELECT clock_timestamp()")
+        lock_row = await cur.fetchone()
+        lock_time: datetime = lock_row[0] if lock_row else datetime.now(UTC)
+        stopped: set[str] = set()
+        for row in rows:
+            link_id = link_of.get(row.table_ref)
+            if link_id is None or link_id not in books:
+                continue
+            if row.online is not None:
+                # A table's retained status (its last-will says offline): link up or down.
+                if online[row.table_ref] != row.online:
+                    books[link_id].table_status(row.table_ref, row.online)
+                    online[row.table_ref] = statuses[row.table_ref] = row.online
+                continue
+            if row.table_ref in stopped:
+                continue
+            through = cursors[row.table_ref]
+            if row.seq <= through:
+                continue  # applied already, by this controller or another
+            if row.seq != through + 1:
+                result.gaps[row.table_ref] = through + 1
+                stopped.add(row.table_ref)
+                continue
+            books[link_id].apply(row, lock_time)
+            cursors[row.table_ref] = row.seq
+            result.applied += 1
+        await _write(conn, by, books.values())
+        moved = [(seq, t) for t, seq in cursors.items()]
+        async with conn.cursor() as c:
+            await c.executemany(
+                "UPDATE link_table SET acked_through_seq = %s"
+                " WHERE table_ref = %s AND acked_through_seq < %s",
+                [(seq, t, seq) for seq, t in moved],
+            )
+            if statuses:
+                await c.executemany(
+                    "UPDATE link_table SET online = %s WHERE table_ref = %s",
+                    [(up, t) for t, up in statuses.items()],
+                )
+    result.cursors = cursors
+    for link_id, book in books.items():
+        if book.events:
+            result.links_changed.add(link_id)
+            result.events += len(book.events)
+        if book.awards_changed:
+            result.answers_changed[link_id] = set(book.awards_changed)
+    return result
+
+
+async def _load_claims(
+    conn: Connection,
+    books: dict[str, LinkBook],
+    rows: Sequence[TableRow],
+    link_of: dict[str, str],
+) -> None:
+    """For a batch with claims or validations: each level's open window, and the claims
+    those rows name (answered before, validated or not)."""
+    wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for row in rows:
+        rec = row.record
+        claim_id = rec.claim_id if isinstance(rec, LinkClaim) else None
+        if isinstance(rec, JackpotValidated):
+            claim_id = rec.hit_id
+        if claim_id is not None and row.table_ref in link_of:
+            wanted[link_of[row.table_ref]].append((row.table_ref, claim_id))
+    for link_id, pairs in wanted.items():
+        if link_id not in books:
+            continue
+        book = books[link_id]
+        cur = await conn.execute(
+            "SELECT DISTINCT ON (level_id) level_id, detail FROM link_event"
+            " WHERE link_id = %s AND kind = 'award' ORDER BY level_id, version DESC",
+            (link_id,),
+        )
+        for level_id, detail in await cur.fetchall():
+            parsed = json.loads(detail)
+            award = Award.model_validate(parsed["award"])
+            book.windows[level_id] = Window(
+                first_version=award.window_first_version,
+                opened_at=datetime.fromisoformat(parsed["window_opened_at"]),
+                locked_cents=award.window_locked_cents,
+                hits=award.order_in_window,
+            )
+        cur = await conn.execute(
+            "SELECT e.table_ref, e.claim_id, e.kind, e.version, EXISTS ("
+            "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
+            "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
+            " FROM link_event e WHERE e.link_id = %s AND e.kind IN ('award', 'claim.refused')"
+            " AND (e.table_ref, e.claim_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            (link_id, [p[0] for p in pairs], [p[1] for p in pairs]),
+        )
+        for table_ref, claim_id, kind, version, validated in await cur.fetchall():
+            award_version = version if kind == "award" else None
+            book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSnapshot:
+    """A link as one consistent read of the ledger sees it."""
+
+    row: LinkRow
+    levels: list[LevelState]
+    pending: list[PendingAward]
+
+
+async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> list[LinkSnapshot]:
+    """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        found = await links(conn, link_ids)
+        cur = await conn.execute(
+            "SELECT link_id, level_id, display_units FROM link_level"
+            " WHERE link_id = ANY(%s) ORDER BY link_id, position",
+            (sorted(found),),
+        )
+        levels: dict[str, list[LevelState]] = defaultdict(list)
+        for link_id, level_id, units in await cur.fetchall():
+            params = found[link_id].definition.level(level_id)
+            levels[link_id].append(
+                LevelState(
+                    level_id=level_id,
+                    title=params.title if params else level_id,
+                    amount_cents=units // UNITS_PER_CENT,
+                    amount_units=units,
+                    reset_cents=params.reset_cents if params else 0,
+                )
+            )
+        cur = await conn.execute(
+            "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
+            " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
+            (sorted(found),),
+        )
+        pending: dict[str, list[PendingAward]] = defaultdict(list)
+        for (
+            link_id,
+            version,
+            level_id,
+            table_ref,
+            seat,
+            claim_id,
+            cents,
+            at,
+            detail,
+        ) in await cur.fetchall():
+            site, table = split_table(table_ref)
+            order = json.loads(detail)["award"]["order_in_window"]
+            pending[link_id].append(
+                PendingAward(
+                    award_version=version,
+                    level_id=level_id,
+                    site=site,
+                    table=table,
+                    seat=seat,
+                    claim_id=claim_id,
+                    amount_cents=cents,
+                    order_in_window=order,
+                    at=utc_text(at),
+                )
+            )
+    return [LinkSnapshot(found[k], levels[k], pending[k]) for k in sorted(found)]
+
+
+async def claim_answers(
+    conn: Connection, link_id: str, table_ref: str, limit: int = 25
+) -> list[ClaimAnswer]:
+    """A table's last claims on a link, newest first, each with its answer."""
+    cur = await conn.execute(
+        "SELECT e.kind, e.seq, e.claim_id, e.detail, EXISTS ("
+        "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
+        "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
+        " FROM link_event e WHERE e.link_id = %s AND e.table_ref = %s"
+        " AND e.kind IN ('award', 'claim.refused') ORDER BY e.version DESC LIMIT %s",
+        (link_id, table_ref, limit),
+    )
+    answers = []
+    for kind, seq, claim_id, detail, validated in await cur.fetchall():
+        parsed = json.loads(detail)
+        if kind == "award":
+            answers.append(
+                ClaimAnswer(
+                    claim_id=claim_id,
+                    seq=seq,
+                    status="validated" if validated else "awarded",
+                    award=Award.model_validate(parsed["award"]),
+                )
+            )
+        else:
+            answers.append(
+                ClaimAnswer(claim_id=claim_id, seq=seq, status="refused", reason=parsed["reason"])
+            )
+    return answers
+
+
+async def stream_events(conn: Connection, link_id: str) -> AsyncIterator[tuple[Any, ...]]:
+    """Every event of a link in version order, read with a server-side cursor."""
+    columns = ", ".join(("at", "prev_sha256", "sha256", *EVENT_COLUMNS))
+    async with conn.transaction(), conn.cursor(name=f"events_{link_id}") as cur:
+        await cur.execute(
+            f"SELECT {columns} FROM link_event WHERE link_id = %s ORDER BY version",  # noqa: S608
+            (link_id,),
+        )
+        async for row in cur:
+            yield row

@@ -1,0 +1,1 @@
+"""Versioned SQL migrations of the link ledger, applied in order by `tablectl link migrate`."""
