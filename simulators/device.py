@@ -101,9 +101,9 @@ class SimulatedDevice:
         event = DeviceEvent(event_id, kind, arg)
         self.events.append(event)
         self.history.append((self.boot_id, event))
-        if lies.restate_next_event is not None:
+        if lies.restate_next_event is not None and lies.restate_kind in (None, kind):
             self._restate = DeviceEvent(event_id, kind, lies.restate_next_event)
-            lies.restate_next_event = None
+            lies.restate_next_event = lies.restate_kind = None
 
     # --- the wire -----------------------------------------------------------------------
 
