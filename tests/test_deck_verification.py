@@ -60,7 +60,7 @@ from tablectl.util.clock import monotonic_ms, run_virtual
 from .test_table_core import tcp
 
 # Each example is a table's life of up to STEPS rules (EXAMPLES x STEPS in all).
-EXAMPLES = 400
+EXAMPLES = 300
 STEPS = 60
 # Through the production link, on a simulated shuffler and virtual time: LINK_EXAMPLES
 # tables of up to LINK_ACTIONS things happening, 100 ms (virtual) apart.

@@ -2,7 +2,7 @@
 
 The daemon runs in this process on a simulated shuffler and a simulated shoe (memory ports,
 the production drivers), a private broker and the mock GPIO backend; the dealer and the
-technician use the real `tablectl` program on the control socket.
+technician use `tablectl`'s own main on the control socket.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import random
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +27,12 @@ from tablectl.simulators.shoe import ShoeSimulator
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
+from tablectl import cli
 from tablectl.config import load_config
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
 
 from .conftest import EXAMPLE_CONFIG
-
-TABLECTL = Path(sys.executable).with_name("tablectl")
 
 
 class Shuffler(ShufflerSimulator):
@@ -85,6 +83,7 @@ class Table:
     shuffler_port: MemoryPort
     shoe_port: MemoryPort
     inputs: SimulatedTableInputs
+    capsys: pytest.CaptureFixture[str]
 
     @property
     def state(self) -> TableState:
@@ -95,20 +94,13 @@ class Table:
         await self.daemon.wait_until(predicate, timeout_s)
 
     async def tablectl(self, *argv: str) -> tuple[int, str]:
-        """The real program, as a dealer or technician runs it: exit code, stdout + stderr."""
+        """`tablectl ARGV --socket S`, as a dealer or technician runs it (its main, in a
+        thread): the exit code, and what it printed (with the daemon's log lines)."""
         sock = str(self.daemon.config.storage.socket_path)
-        proc = await asyncio.create_subprocess_exec(
-            str(TABLECTL),
-            *argv,
-            "--socket",
-            sock,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        async with asyncio.timeout(30):
-            out, err = await proc.communicate()
-        assert proc.returncode is not None
-        return proc.returncode, out.decode() + err.decode()
+        self.capsys.readouterr()
+        code = await asyncio.to_thread(cli.main, [*argv, "--socket", sock])
+        out, err = self.capsys.readouterr()
+        return code, out + err
 
     async def locked_with_wagers(self, *seats: int) -> None:
         await self.until(lambda s: s.phase is Phase.BETTING)
@@ -132,7 +124,10 @@ class Table:
 
 @contextlib.asynccontextmanager
 async def table_with_a_shoe(
-    broker: PrivateBroker, tmp_path: Path, **daemon_args: Any
+    broker: PrivateBroker,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    **daemon_args: Any,
 ) -> AsyncIterator[Table]:
     shuffler, shoe = Shuffler(), Shoe()
     tag = f"{tmp_path.name}-{id(shuffler)}"
@@ -152,7 +147,7 @@ async def table_with_a_shoe(
     task = asyncio.create_task(daemon.run(), name="daemon-under-test")
     async with asyncio.timeout(10):
         await daemon.ready.wait()
-    table = Table(daemon, task, shuffler, shoe, shuffler_port, shoe_port, inputs)
+    table = Table(daemon, task, shuffler, shoe, shuffler_port, shoe_port, inputs, capsys)
     try:
         yield table
         assert not task.done(), "the daemon stopped by itself"
@@ -169,10 +164,10 @@ def faults_of(status: dict[str, Any], what: str) -> list[dict[str, Any]]:
 
 
 async def test_a_link_that_drops_under_a_shuffle_request_leaves_the_daemon_up(
-    broker: PrivateBroker, tmp_path: Path
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: TransportClosed came out of the SHUFFLE and the daemon's task group ended."""
-    async with table_with_a_shoe(broker, tmp_path) as table:
+    async with table_with_a_shoe(broker, tmp_path, capsys) as table:
         await table.until(lambda s: s.phase is Phase.BETTING)
         table.shuffler.drop_off_at_next_shuffle = table.shuffler_port
         await table.locked_with_wagers(2)
@@ -193,10 +188,10 @@ async def test_a_link_that_drops_under_a_shuffle_request_leaves_the_daemon_up(
 
 
 async def test_a_refused_shuffle_is_journaled_once_and_shown_until_it_is_taken(
-    broker: PrivateBroker, tmp_path: Path
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: a refused SHUFFLE journaled a row a second and status showed nothing."""
-    async with table_with_a_shoe(broker, tmp_path, shuffle_retry_s=0.02) as table:
+    async with table_with_a_shoe(broker, tmp_path, capsys, shuffle_retry_s=0.02) as table:
         await table.until(lambda s: s.phase is Phase.BETTING)
         table.shuffler.refuse_shuffles = True
         table.shuffler.shuffles_asked = 0
@@ -218,10 +213,10 @@ async def test_a_refused_shuffle_is_journaled_once_and_shown_until_it_is_taken(
 
 
 async def test_dealer_deal_on_a_faulted_shoe_exits_1_with_the_reason_and_the_recovery(
-    broker: PrivateBroker, tmp_path: Path
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: `dealer deal` exited 0 and the journal recorded ILLEGAL_IN_STATE."""
-    async with table_with_a_shoe(broker, tmp_path) as table:
+    async with table_with_a_shoe(broker, tmp_path, capsys) as table:
         await table.until(lambda s: s.phase is Phase.BETTING)
         table.shoe.fail(ShoeFaultCode.JAM, as_event=False)  # shown in STATUS only
         await table.until(lambda s: s.shoe_fault == "jam")
@@ -250,9 +245,9 @@ async def test_dealer_deal_on_a_faulted_shoe_exits_1_with_the_reason_and_the_rec
 
 
 async def test_a_shoe_jam_mid_deal_voids_the_round_and_clear_shoe_reopens_the_table(
-    broker: PrivateBroker, tmp_path: Path
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async with table_with_a_shoe(broker, tmp_path) as table:
+    async with table_with_a_shoe(broker, tmp_path, capsys) as table:
         await table.locked_with_wagers(2)
         table.shoe.knobs.jam_at = 2
         assert (await table.tablectl("dealer", "deal"))[0] == 0
@@ -272,11 +267,11 @@ async def test_a_shoe_jam_mid_deal_voids_the_round_and_clear_shoe_reopens_the_ta
 
 
 async def test_a_shuffler_stopped_at_a_refused_event_is_restarted_by_reset_link(
-    broker: PrivateBroker, tmp_path: Path
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: `reshuffle` cleared the shown fault, the link stayed stopped at the refused
     event, and the table stalled with "shuffler fault: none"."""
-    async with table_with_a_shoe(broker, tmp_path) as table:
+    async with table_with_a_shoe(broker, tmp_path, capsys) as table:
         await table.until(lambda s: s.phase is Phase.BETTING)
         table.shuffler.lies.gap_next_event = True  # the next shuffle's events skip an id
         await table.locked_with_wagers(5)
@@ -302,7 +297,7 @@ async def test_a_shuffler_stopped_at_a_refused_event_is_restarted_by_reset_link(
 async def test_status_names_every_blocked_state_with_the_command_that_clears_it(
     broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async with table_with_a_shoe(broker, tmp_path) as table:
+    async with table_with_a_shoe(broker, tmp_path, capsys) as table:
         await table.until(lambda s: s.phase is Phase.BETTING)
         table.shuffler.remove_card()  # the next count is 51
         await table.locked_with_wagers(2, 6)
@@ -316,7 +311,8 @@ async def test_status_names_every_blocked_state_with_the_command_that_clears_it(
                 await asyncio.sleep(0.05)
         code, out = await table.tablectl("status")
         assert code == 0
-        print(out, file=sys.stderr)  # the example in the report: pytest -s shows it
+        with capsys.disabled():
+            print(out)  # an example of a blocked table, for people: pytest -s shows it
         for title, command in (
             ("DECK MISCOUNT [shuffler]", "`tablectl dealer new-deck --by ID`"),
             ("SHOE FAULT [shoe]", "`tablectl dealer clear-shoe --by ID`"),
