@@ -144,8 +144,8 @@ def _refused(device: str, refused: RefusedEvent, then: str) -> _Found:
             f"was due (boot {refused.boot_id}): nothing it reports from there is taken, and "
             f"{then} cannot fix that",
             stops=Stops.ROUNDS,
-            remedy=f"reboot the {device}, or reset its link (the events it holds are skipped "
-            f"and journaled as skipped); then {then}",
+            remedy=f"reset its link (or reboot the {device}): the events it holds are skipped, "
+            f"journaled as skipped, and {then} follows",
             command=f"tablectl devices reset-link {device} {WHO}",
         ),
         ("device.events_refused",),
@@ -164,14 +164,18 @@ def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
             "event-conflict": "it reported one event two ways",
         }.get(code, f"it reported {code}")
         first = "once its link is reset (above), " if refused is not None else ""
+        physical = (
+            ""  # nothing jammed: its reports were not believable
+            if code.startswith("event-")
+            else "clear the shuffler (take out any jammed card, close its door), then "
+        )
         yield _Found(
             FaultView(
                 what="shuffler-fault",
                 device="shuffler",
                 cause=f"{what}: the cards are reshuffled before any is dealt",
                 stops=Stops.ROUNDS,
-                remedy=f"{first}clear the shuffler (take out any jammed card, close it), then "
-                "ask for the reshuffle",
+                remedy=f"{first}{physical}ask for the reshuffle",
                 command=f"tablectl dealer reshuffle {WHO}",
                 rule="649a.13(e)",
             ),
