@@ -173,6 +173,7 @@ class Daemon:
         self._traces: dict[str, TraceWriter] = {}
         self._shuffle_asker: asyncio.Task[None] | None = None
         self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
+        self._shuffle_requests = 0  # RequestShuffle effects so far: a new one is news
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -495,6 +496,7 @@ class Daemon:
             if isinstance(effect, SeatLamp):
                 self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
+                self._shuffle_requests += 1
                 self._shuffle_wanted.set()
                 if self._shuffle_asker is None or self._shuffle_asker.done():
                     self._shuffle_asker = self._tasks.create_task(
@@ -518,7 +520,11 @@ class Daemon:
         def wanted() -> bool:
             return self.state is not None and self.state.shuffle_requested and not self.stopping
 
+        asked = -1
         while wanted():
+            if asked != self._shuffle_requests:  # the core asked anew: its refusal is news
+                asked, told = self._shuffle_requests, None
+                backoff.reset()
             self._shuffle_wanted.clear()
             await self.shuffler.wait_link_up()
             if not wanted():
