@@ -39,6 +39,7 @@ from tablectl.core.events import (
     Event,
     PowerUp,
     ShoeCleared,
+    ShoeFault,
     ShuffleRequestFailed,
     TableRules,
 )
@@ -233,9 +234,10 @@ class Daemon:
         if isinstance(event, ShoeCleared):
             showing = shoe.fault_showing()
             if showing is not None:
+                code = showing.code if isinstance(showing, ShoeFault) else "a fault"
                 raise Rejected(
-                    f"the shoe still reports {getattr(showing, 'code', 'a fault')}: open it, "
-                    "take out every card, close it, and confirm again"
+                    f"the shoe still reports {code}: open it, take out every card, close it, "
+                    "and confirm again"
                 )
 
     async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]:
