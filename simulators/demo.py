@@ -129,6 +129,19 @@ class DemoTable:
             raise RuntimeError(f"{request['cmd']} refused: {reply['error']}")
         return reply["data"]  # type: ignore[no-any-return]
 
+    async def clear_shoe(self) -> None:
+        """`tablectl dealer clear-shoe`, as a dealer would: again, a moment later, while the
+        daemon has not yet seen the emptied shoe leave its fault."""
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    await self.command({"cmd": "clear-shoe", "by": DEALER})
+                    return
+                except RuntimeError as exc:
+                    if "still reports" not in str(exc):
+                        raise
+                await asyncio.sleep(0.1)
+
     def free_seat(self, taken: set[int]) -> int:
         return next(s for s in range(self.config.table.seats, 0, -1) if s not in taken)
 
@@ -214,7 +227,10 @@ async def _play_rounds(
                 await table.command({**request, "by": DEALER})
                 await table.floor_workflow(tally)
             else:
-                shoe.clear()  # the dealer clears the jam; the cards go back to be reshuffled
+                # 649a.13(f): the dealer takes the cards out of the shoe (they go back to be
+                # reshuffled) and says so: the documented recovery (docs/protocols/shoe.md).
+                shoe.clear()
+                await table.clear_shoe()
         tally.rounds += 1
         if round_no == MISCOUNT_ROUND:
             # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.

@@ -63,6 +63,7 @@ class SimulatedDevice:
         self.events: list[DeviceEvent] = []
         self._next_event_id = 1
         self._cache: tuple[bytes, bytes] | None = None  # (request bytes, reply bytes)
+        self._restate: DeviceEvent | None = None  # an acknowledged event, to report again
 
     # --- what a device type provides ---------------------------------------------------
 
@@ -100,6 +101,9 @@ class SimulatedDevice:
         event = DeviceEvent(event_id, kind, arg)
         self.events.append(event)
         self.history.append((self.boot_id, event))
+        if lies.restate_next_event is not None and lies.restate_kind in (None, kind):
+            self._restate = DeviceEvent(event_id, kind, lies.restate_next_event)
+            lies.restate_next_event = lies.restate_kind = None
 
     # --- the wire -----------------------------------------------------------------------
 
@@ -146,6 +150,10 @@ class SimulatedDevice:
                 self.events = [e for e in self.events if e.event_id > ack]
             status = self.status()
             events = self.events[:MAX_EVENTS_PER_STATUS]
+            restate = self._restate
+            if restate is not None and boot_id == self.boot_id and restate.event_id <= ack:
+                events = [restate, *events]  # "again": the same id, another report
+                self._restate = None
             if self.lies.reorder_events:
                 events = events[::-1]
             return self.reply(

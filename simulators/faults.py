@@ -48,3 +48,7 @@ class ProtocolFaults:
     absurd_next_event: bool = False  # give the next event the id 2^32 - 1
     reorder_events: bool = False  # list events newest first in STATUS
     ignore_acks: bool = False  # keep sending acknowledged events (replays)
+    # Report the next event (of restate_kind, if set) once more after the host acknowledged
+    # it, with this arg instead (a shuffler that says 52, then 51, under one event id).
+    restate_next_event: int | None = None
+    restate_kind: int | None = None

@@ -54,6 +54,7 @@ class DealFaults:
     foreign_at: set[int] = field(default_factory=set)  # a byte that names no card
     extra_card_in_stack: int | None = None  # this stack gets one card too many
     short_by: int = 0  # stop this many cards early and report the deal complete
+    dealt_again_face_up_at: int | None = None  # the last card dealt comes again, face up
 
 
 class ShoeSimulator(SimulatedDevice):
@@ -141,6 +142,10 @@ class ShoeSimulator(SimulatedDevice):
                 if not self.shoe:
                     self.fail(ShoeFaultCode.EMPTY)
                     return
+                if n == k.dealt_again_face_up_at and last is not None:
+                    n += 1  # a card already dealt, found again face up (a second deck's)
+                    self.event(ShoeEventKind.CARD_FACE_UP, last)
+                    continue
                 card = card_byte(self.shoe.pop(0))
                 if n in k.face_up_at:
                     n += 1

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 import pytest
 from tablectl.drivers.reference.framing import Frame
-from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings
+from tablectl.drivers.reference.link import (
+    DeviceReport,
+    LinkDown,
+    LinkError,
+    LinkSettings,
+    ResetRefused,
+)
 from tablectl.drivers.reference.messages import Identity, MsgType, NakReason
 from tablectl.drivers.reference.shuffler_codec import FaultCode
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
@@ -25,6 +31,7 @@ from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.core.events import (
     DeviceEventsRefused,
     DeviceIdentified,
+    DeviceReportConflict,
     Event,
     ShuffleCompleted,
     ShufflerFault,
@@ -69,6 +76,13 @@ class Bench:
                 event = (await self.queue.get()).input
                 if isinstance(event, wanted):
                     return event
+
+    async def until_quiet(self) -> None:
+        """Until the device holds only events the driver cannot take (virtual time)."""
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if all(e.event_id != self.driver.health()["event_cursor"] + 1 for e in self.sim.events):
+                return
 
     def inputs(self, kind: type[Event] | None = None) -> list[Event]:
         return [r.input for r in self.reports if kind is None or isinstance(r.input, kind)]
@@ -362,5 +376,134 @@ def test_a_diagnostic_reply_that_does_not_decode_is_an_error_not_a_result() -> N
         with pytest.raises(LinkError, match="neither 0 nor 1"):
             await b.driver.self_test()
         assert b.driver.health()["bad_replies"] == 2
+
+    virtual(t)
+
+
+# --- issue 14: a link that closes under a command, faults in STATUS, conflicts, resets ------
+
+
+def test_a_link_that_closes_under_a_command_is_a_link_down_not_a_crash() -> None:
+    """Before: TransportClosed (not a LinkError) came out of the command and ended the
+    daemon's task group."""
+
+    async def t(b: Bench) -> None:
+        b.sim.line.drop = 10**9  # the shuffler stops answering...
+        shuffle = asyncio.create_task(b.driver.shuffle())
+        await asyncio.sleep(0.15)  # virtual: the SHUFFLE is being retried
+        b.port.unplug()  # ...and the cable is pulled under the retry
+        with pytest.raises(LinkDown, match="the shuffler link is down: memory:memory: unplugged"):
+            await shuffle
+        assert not b.driver.link_up
+        b.sim.line.drop = 0
+        b.port.plug(b.sim)
+        await b.driver.wait_link_up()  # and back, by itself
+        await b.driver.shuffle()
+        assert await b.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
+
+    virtual(t)
+
+
+def test_a_fault_shown_only_in_status_is_a_fault_at_any_poll() -> None:
+    """Before: a jam reported only in STATUS (no event) was acted on only at connect."""
+
+    async def t(b: Bench) -> None:
+        await asyncio.sleep(1)  # virtual: polling, all quiet
+        b.sim.fail(FaultCode.JAM, as_event=False)
+        assert await b.until(ShufflerFault) == ShufflerFault(code="jam", from_status=True)
+        assert b.driver.fault_showing() == ShufflerFault(code="jam", from_status=True)
+        await asyncio.sleep(1)  # ten more polls showing the jam: the core heard of it once
+        assert len(b.inputs(ShufflerFault)) == 1
+        await b.driver.shuffle()  # the reshuffle takes it out of its fault...
+        await b.until(ShuffleCompleted)
+        assert b.driver.fault_showing() is None
+        b.sim.fail(FaultCode.JAM, as_event=False)  # ...so the same jam later is news again
+        await b.until(ShufflerFault)
+        assert len(b.inputs(ShufflerFault)) == 2
+
+    virtual(t)
+
+
+def test_a_fault_event_is_not_reported_again_from_the_status_that_shows_it() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.fail(FaultCode.STOPPED)  # an event, and STATUS shows the fault from now on
+        assert await b.until(ShufflerFault) == ShufflerFault(code="stopped")
+        await asyncio.sleep(1)
+        assert b.inputs(ShufflerFault) == [ShufflerFault(code="stopped")]
+
+    virtual(t)
+
+
+def test_one_event_id_reported_again_differently_is_a_conflict_not_a_replay() -> None:
+    """Before: the second report of the id was skipped as a replay: 52 stood."""
+
+    async def t(b: Bench) -> None:
+        b.sim.lies.restate_next_event = 51  # the start says nothing of a count...
+        await b.driver.shuffle()
+        await b.until(ShuffleCompleted)
+        await asyncio.sleep(0.5)
+        (conflict,) = b.inputs(DeviceReportConflict)
+        assert isinstance(conflict, DeviceReportConflict) and conflict.kind == 1  # started
+        b.sim.lies.ignore_acks = True  # a replay that says the same is still a replay
+        await b.driver.shuffle()
+        await b.until(ShuffleCompleted)
+        await asyncio.sleep(0.5)
+        assert len(b.inputs(DeviceReportConflict)) == 1
+        assert b.driver.health()["events_conflicting"] == 1
+        assert b.driver.health()["events_replayed"] > 0
+
+    virtual(t)
+
+
+def test_a_count_of_52_restated_as_51_under_its_id_is_a_conflict() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.shuffle_ms = 500  # the start and the completion come in separate STATUS
+        await b.driver.shuffle()
+        await b.until(ShuffleStarted)
+        b.sim.lies.restate_next_event = 51  # the completion: 52, then 51 under its id
+        assert await b.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
+        conflict = await b.until(DeviceReportConflict)
+        assert isinstance(conflict, DeviceReportConflict) and conflict.kind == 2
+
+    virtual(t)
+
+
+def test_a_link_stopped_at_a_refused_event_is_reset_past_the_events_it_holds() -> None:
+    async def t(b: Bench) -> None:
+        with pytest.raises(ResetRefused, match="not refused"):
+            b.driver.reset_point()
+        b.sim.lies.gap_next_event = True
+        await b.driver.shuffle()  # ids 2 and 3: id 1 never comes
+        await b.until(DeviceEventsRefused)
+        await b.until_quiet()
+        boot, journaled, last = b.driver.reset_point()
+        assert (journaled, last) == (0, 3) and boot == b.sim.boot_id
+        b.driver.reset_to(boot, last)  # as the daemon does once the reset is journaled
+        await asyncio.sleep(0.5)
+        assert b.sim.events == []  # skipped: acknowledged, never taken as reports
+        assert b.inputs(ShuffleStarted) == [] and b.inputs(ShuffleCompleted) == []
+        await b.driver.shuffle()
+        assert await b.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
+        # A new refusal in the same boot is news again.
+        b.sim.lies.gap_next_event = True
+        await b.driver.shuffle()
+        await b.until(DeviceEventsRefused)
+        assert len(b.inputs(DeviceEventsRefused)) == 2
+
+    virtual(t)
+
+
+def test_a_link_stopped_at_an_absurd_event_id_is_not_reset_but_needs_a_reboot() -> None:
+    async def t(b: Bench) -> None:
+        b.sim.lies.absurd_next_event = True
+        await b.driver.shuffle()  # its start gets id 2^32-1
+        await b.until(DeviceEventsRefused)
+        await b.until_quiet()
+        with pytest.raises(ResetRefused, match="reboot the shuffler"):
+            b.driver.reset_point()
+        b.sim.reboot()
+        await b.until(ShufflerRebooted)
+        await b.driver.shuffle()
+        assert await b.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
 
     virtual(t)

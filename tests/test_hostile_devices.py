@@ -89,8 +89,8 @@ def _device_inputs(store: Store, types: set[str]) -> list[tuple[str, object]]:
         if row.type in types:
             data = dict(row.data)
             data.pop("stale", None)
-            if data.pop("at_connect", False):
-                continue  # a fault read from STATUS on connect, not an event
+            if data.pop("at_connect", False) or data.pop("from_status", False):
+                continue  # a fault read from STATUS (on connect or later), not an event
             out.append((row.type, sorted(data.items())))
     return out
 

@@ -26,6 +26,7 @@ from tablectl.core.events import (
     TableRules,
     ValidateHit,
     VoidRound,
+    input_from_journal,
 )
 from tablectl.core.round import Phase, Rejected, TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
@@ -182,3 +183,22 @@ def test_journal_replay_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         db.execute("DELETE FROM journal WHERE seq = (SELECT max(seq) FROM journal)")
     assert cli.main(["journal", "replay", "--data-dir", str(tmp_path)]) == 1
     assert "replay differs" in capsys.readouterr().out
+
+
+def test_fields_added_later_leave_old_journals_and_state_hashes_as_they_were() -> None:
+    """Issue 14 added state and input fields; at their defaults they are not written, so a
+    journal from before replays to the same state hashes (core/compat.py)."""
+    rules = tcp()
+    state, _ = step(rules, TableState.initial(rules), PowerUp(rules=rules))
+    dumped = json.loads(state.model_dump_json())
+    for later in ("shoe_fault", "events_refused", "shuffle_refused", "deal_refused"):
+        assert later not in dumped
+    assert TableState.model_validate_json(state.model_dump_json()) == state
+    assert ShufflerFault(code="jam").model_dump_json() == (
+        '{"stale":false,"code":"jam","at_connect":false}'
+    )
+    fault = ShufflerFault(code="jam", from_status=True)
+    assert json.loads(fault.model_dump_json())["from_status"] is True
+    assert input_from_journal("shuffler_fault", {"code": "jam"}) == ShufflerFault(code="jam")
+    stuck = state.model_copy(update={"shoe_fault": "jam"})
+    assert TableState.model_validate_json(stuck.model_dump_json()).shoe_fault == "jam"

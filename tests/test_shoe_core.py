@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tablectl.core import effects as rec
-from tablectl.core.effects import DealCards, Effect
+from tablectl.core.effects import DealCards, Effect, RequestShuffle
 from tablectl.core.events import (
     CardRead,
     ChipSensed,
@@ -13,19 +13,24 @@ from tablectl.core.events import (
     DeviceAccepted,
     DeviceEventsRefused,
     DeviceIdentified,
+    DeviceLinkReset,
+    DeviceReportConflict,
     Event,
     LockoutPressed,
     PowerUp,
     ReshuffleRequested,
     Settle,
     ShoeCard,
+    ShoeCleared,
     ShoeDealCompleted,
     ShoeFault,
     ShoeOutOfOrder,
     ShoeRebooted,
     ShoeStackDealt,
     ShuffleCompleted,
+    ShuffleRequestFailed,
     ShufflerFault,
+    ShufflerRebooted,
     ShuffleStarted,
     TableRules,
 )
@@ -258,3 +263,149 @@ def test_a_device_out_of_sequence_is_treated_as_faulted() -> None:
     shoe = DeviceEventsRefused(device="shoe", boot_id=1, event_id=9, expected_event_id=3, kind=1)
     state, fx = run([DealRequested(), shoe], state=locked())
     assert records(fx, rec.RoundVoided)
+
+
+# --- issue 14: cards, shoe faults that stand, refused and conflicting device events ----------
+
+
+def test_a_dealt_card_found_again_face_up_takes_the_deck_out() -> None:
+    """Before: a face-up card was compared only with earlier discards; the As dealt to seat 2
+    and then found face up was discarded and the round went on (649a.10(f))."""
+    events = [ShoeCard(card=c) for c in parse_cards("AsKsQs")]
+    events.append(ShoeCard(card=Card(14, "s"), read=CardRead.FACE_UP))
+    state, fx = run([DealRequested(), *events], state=locked())
+    (irregular,) = records(fx, rec.DeckIrregular)
+    assert irregular.reason == "duplicate-card" and irregular.rule == "649a.10(f)"  # type: ignore[attr-defined]
+    (voided,) = records(fx, rec.RoundVoided)
+    assert voided.rule == "649a.10(f)" and not records(fx, rec.CardFaceUp)  # type: ignore[attr-defined]
+    assert state.blocked == "deck-irregular:duplicate-card" and state.phase is Phase.CLOSED
+
+
+@pytest.mark.parametrize(
+    ("rules", "rule"),
+    [
+        (TCP, "649a.13(f)"),
+        (uth().model_copy(update={"shoe": True}), "653a.13(f)"),
+        (lir().model_copy(update={"shoe": True}), "643a.13(f)"),
+    ],
+)
+def test_a_deal_two_cards_short_of_the_plan_is_a_failure_to_deal(
+    rules: TableRules, rule: str
+) -> None:
+    """Before: the short last stack was voided as a misdeal (13(c)); the shoe failed to deal
+    all cards, which is 13(f) -- and the shoe must be emptied before it deals again."""
+    state, fx = run([DealRequested()], rules, locked(rules))
+    (deal,) = [e for e in fx if isinstance(e, DealCards)]
+    *full, last = deal.stacks
+    cards = iter(parse_cards("2c3c4c5c6c7c8c9cTcJcQcKcAc2d3d4d5d6d7d8d9dTdJdQd"))
+    events: list[Event] = []
+    for n in full:
+        events += [ShoeCard(card=next(cards)) for _ in range(n)] + [ShoeStackDealt(cards=n)]
+    events += [ShoeCard(card=next(cards)) for _ in range(last - 2)]
+    events.append(ShoeStackDealt(cards=last - 2))
+    state, fx = run(events, rules, state)
+    (voided,) = records(fx, rec.RoundVoided)
+    assert voided.rule == rule and voided.reason == "shoe-jam"  # type: ignore[attr-defined]
+    (fault,) = records(fx, rec.ShoeFaultRecord)
+    assert fault.code == "incomplete" and fault.rule == rule  # type: ignore[attr-defined]
+    assert state.shoe_fault == "incomplete"
+
+
+def test_a_hand_dealt_too_many_cards_stays_a_misdeal() -> None:
+    extra = [ShoeCard(card=c) for c in parse_cards("AsKsQsJs")] + [ShoeStackDealt(cards=4)]
+    state, fx = run([DealRequested(), *extra], state=locked())
+    assert records(fx, rec.RoundVoided)[0].rule == "649a.13(c)"  # type: ignore[attr-defined]
+    assert state.shoe_fault is None  # the shoe did what it was told; no fault to clear
+
+
+def test_a_shoe_fault_keeps_the_table_closed_until_the_dealer_clears_the_shoe() -> None:
+    jam: list[Event] = [DealRequested(), ShoeCard(card=Card(14, "s")), ShoeFault(code="jam")]
+    state, _ = run(jam, state=locked())
+    assert state.phase is Phase.CLOSED and state.shoe_fault == "jam"
+    state, fx = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.phase is Phase.CLOSED and state.deck_ready  # the deck waits for the shoe
+    # The same fault still showing in STATUS is not journaled again.
+    state, fx = run([ShoeFault(code="jam", from_status=True)], state=state)
+    assert fx == []
+    state, fx = run([ShoeCleared(by="D1 (alice)")], state=state)
+    (cleared,) = records(fx, rec.ShoeFaultCleared)
+    assert cleared.code == "jam" and cleared.by == "D1 (alice)"  # type: ignore[attr-defined]
+    assert state.phase is Phase.BETTING and state.shoe_fault is None
+    with pytest.raises(Rejected, match="no fault to clear"):
+        run([ShoeCleared()], state=state)
+
+
+def test_a_deal_on_a_faulted_shoe_is_refused_with_what_clears_it() -> None:
+    betting, _ = run([PowerUp(rules=TCP), ShuffleStarted(), ShuffleCompleted(card_count=52)])
+    events: list[Event] = [ShoeFault(code="jam", at_connect=True)]  # while taking bets
+    events += [ChipSensed(seat=s, present=True, since_ns=1) for s in (2, 5)]
+    state, _ = run([*events, LockoutPressed(at_ns=10)], state=betting)
+    assert state.phase is Phase.LOCKED and state.shoe_fault == "jam"
+    with pytest.raises(Rejected, match=r"in fault \(jam, 649a\.13\(f\)\).*dealer clear-shoe"):
+        run([DealRequested()], state=state)
+    state, _ = run([ShoeOutOfOrder(by="d")], state=state)  # 649a.13(g): deal by hand
+    hands = {2: parse_cards("2h3h4h"), 5: parse_cards("9d9h2s")}
+    state, fx = run([Settle(hands=hands)], state=state)
+    assert records(fx, rec.RoundSettled)
+
+
+def test_a_shoe_whose_events_are_refused_needs_its_link_reset_before_it_is_cleared() -> None:
+    refused = DeviceEventsRefused(device="shoe", boot_id=4, event_id=9, expected_event_id=3, kind=1)
+    state, fx = run([DealRequested(), refused], state=locked())
+    assert records(fx, rec.RoundVoided) and state.shoe_fault == "event-sequence"
+    state, fx = run([refused], state=state)
+    assert fx == []  # heard again (a restart): nothing new to journal
+    with pytest.raises(Rejected, match="reset-link shoe"):
+        run([ShoeCleared()], state=state)
+    reset = DeviceLinkReset(device="shoe", boot_id=4, from_event_id=2, to_event_id=9, by="T9")
+    state, fx = run([reset], state=state)
+    (row,) = records(fx, rec.DeviceLinkResetRecord)
+    assert (row.skipped_from_event_id, row.skipped_to_event_id, row.by) == (3, 9, "T9")  # type: ignore[attr-defined]
+    with pytest.raises(Rejected, match="not refused"):
+        run([reset], state=state)
+    state, _ = run([ShoeCleared()], state=state)
+    assert state.shoe_fault is None
+
+
+def test_a_reshuffle_cannot_restart_a_refused_shuffler_but_a_reboot_or_a_reset_can() -> None:
+    """Before: the reshuffle cleared the shown fault while the link stayed stopped at the
+    refused event, and the table stalled with "shuffler fault: none"."""
+    refused = DeviceEventsRefused(
+        device="shuffler", boot_id=1, event_id=7, expected_event_id=5, kind=2
+    )
+    stuck, _ = run([PowerUp(rules=TCP), refused])
+    with pytest.raises(Rejected, match=r"a reshuffle cannot fix that.*reset-link shuffler"):
+        run([ReshuffleRequested()], state=stuck)
+    after_reboot, _ = run([ShufflerRebooted(), ReshuffleRequested()], state=stuck)
+    assert after_reboot.shuffler_fault is None and not after_reboot.events_refused
+    reset = DeviceLinkReset(device="shuffler", boot_id=1, from_event_id=4, to_event_id=7)
+    state, fx = run([reset, ReshuffleRequested()], state=stuck)
+    assert RequestShuffle() in fx and state.shuffler_fault is None
+    state, _ = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.phase is Phase.BETTING
+
+
+def test_one_event_id_reported_as_52_and_then_51_is_a_fault_never_a_replay() -> None:
+    """Before: the second report was skipped as a replay and the round opened on the 52."""
+    state, _ = run([PowerUp(rules=TCP), ShuffleStarted(), ShuffleCompleted(card_count=52)])
+    assert state.phase is Phase.BETTING
+    conflict = DeviceReportConflict(device="shuffler", boot_id=1, event_id=2, kind=2)
+    state, fx = run([ChipSensed(seat=3, present=True, since_ns=1), conflict], state=state)
+    assert records(fx, rec.DeviceReportConflictRecord)
+    assert records(fx, rec.ShufflerFaultRecord)[0].code == "event-conflict"  # type: ignore[attr-defined]
+    (voided,) = records(fx, rec.RoundVoided)
+    assert voided.wagers_returned == [3] and voided.rule == "649a.10(f)"  # type: ignore[attr-defined]
+    assert state.blocked == "deck-irregular:conflicting-count" and state.phase is Phase.CLOSED
+
+
+def test_a_refused_shuffle_is_journaled_once_per_reason_while_the_shell_asks_again() -> None:
+    state, _ = run([PowerUp(rules=TCP)])
+    assert state.shuffle_requested
+    busy = ShuffleRequestFailed(reason="device refused SHUFFLE: BUSY", retrying=True)
+    state, fx = run([busy], state=state)
+    assert len(records(fx, rec.ShuffleRequestFailedRecord)) == 1
+    state, fx = run([busy, busy, busy], state=state)
+    assert fx == [] and state.shuffle_refused == "device refused SHUFFLE: BUSY"
+    assert state.shuffle_requested  # the shell is still asking: no second request
+    state, _ = run([ShuffleStarted()], state=state)
+    assert state.shuffle_refused is None

@@ -523,11 +523,16 @@ def test_miscount_blocks_until_a_new_deck_is_registered() -> None:
     assert records(effects, rec.DeckMiscount)[0].rule == "649a.5(b)"
     state, effects = run(
         [ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state
-    )  # still blocked
+    )  # still blocked: a completion while blocked is not the new deck's count
     assert state.phase is Phase.CLOSED and RequestShuffle() not in effects
+    (done,) = records(effects, rec.ShuffleCompletedRecord)
+    assert not done.deck_ready and "deck was removed" in (done.not_ready_because or "")
     state, effects = run([NewDeckRegistered(by="dealer-1")], state=state)
-    assert state.blocked is None and state.phase is Phase.BETTING  # on the deck counted 52
-    assert RequestShuffle() in effects  # and the new deck is shuffled and counted in turn
+    # Before: the round opened at once, on the count taken while the table was blocked.
+    assert state.blocked is None and state.phase is Phase.CLOSED and not state.deck_ready
+    assert RequestShuffle() in effects  # the new deck is shuffled and counted first
+    state, _ = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.phase is Phase.BETTING
 
 
 def test_new_deck_without_a_miscount_is_refused() -> None:

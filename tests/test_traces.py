@@ -18,18 +18,19 @@ import io
 import os
 import random
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings, PolledDevice
 from tablectl.drivers.reference.messages import NakReason
-from tablectl.drivers.reference.shuffler_codec import EventKind
+from tablectl.drivers.reference.shuffler_codec import EventKind, FaultCode
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.drivers.transport.base import TraceWriter
 from tablectl.drivers.transport.memory import DeviceSide, MemoryConnector, MemoryPort
+from tablectl.simulators.device import SimulatedDevice
 from tablectl.simulators.shoe import ShoeSimulator
 from tablectl.simulators.shuffler import ShufflerSimulator
 
@@ -40,6 +41,7 @@ from tablectl.core.events import (
     Event,
     LockoutPressed,
     PowerUp,
+    ReshuffleRequested,
     ShuffleCompleted,
     ShuffleStarted,
 )
@@ -53,12 +55,18 @@ SETTINGS = LinkSettings(poll_interval_ms=100, response_timeout_ms=100, retries=2
 RUN_S = 3.0  # virtual seconds each scenario runs
 
 
+Sim = ShufflerSimulator | ShoeSimulator
+
+
 @dataclass
 class Scenario:
     device: str  # shuffler, shoe
     why: str
-    prepare: Callable[[ShufflerSimulator | ShoeSimulator], None]
-    table: list[Event]  # inputs from the rest of the table, stepped before the link comes up
+    prepare: Callable[[Sim], None]
+    table: list[Event]  # inputs from the rest of the table, stepped once the link is up
+    # Later, at these virtual seconds: what the simulator is made to do (only when recording:
+    # replaying, the trace's bytes say it), or an input from the rest of the table.
+    later: list[tuple[float, Callable[[Sim], None] | Event]] = field(default_factory=list)
 
 
 def _nak_polls(sim: ShufflerSimulator | ShoeSimulator) -> None:
@@ -82,6 +90,29 @@ def _completion_after_jam(sim: ShufflerSimulator | ShoeSimulator) -> None:
 def _shoe_jam(sim: ShufflerSimulator | ShoeSimulator) -> None:
     assert isinstance(sim, ShoeSimulator)
     sim.knobs.jam_at = 4
+
+
+def _jam_in_status(sim: Sim) -> None:
+    assert isinstance(sim, ShufflerSimulator)
+    sim.fail(FaultCode.JAM, as_event=False)  # no event: only STATUS says so
+
+
+def _count_restated(sim: Sim) -> None:
+    sim.lies.restate_next_event, sim.lies.restate_kind = 51, EventKind.SHUFFLE_COMPLETE
+
+
+def _dealt_card_face_up(sim: Sim) -> None:
+    assert isinstance(sim, ShoeSimulator)
+    sim.knobs.dealt_again_face_up_at = 3  # seat 2's third card, found again face up
+
+
+def _two_short(sim: Sim) -> None:
+    assert isinstance(sim, ShoeSimulator)
+    sim.knobs.short_by = 2
+
+
+def _nothing(sim: Sim) -> None:
+    pass
 
 
 RULES = tcp()
@@ -118,6 +149,35 @@ SCENARIOS = {
         "shoe",
         "the shoe jams on the fifth card: the round is void and the wagers returned (649a.13(f))",
         _shoe_jam,
+        LOCKED,
+    ),
+    "shuffler-jam-in-status": Scenario(
+        "shuffler",
+        "a jam the shuffler showed only in STATUS, at a later poll, used to be acted on only "
+        "at connect (649a.13(e)); the reshuffle then clears it",
+        _nothing,
+        [],
+        [(0.6, _jam_in_status), (1.5, ReshuffleRequested(by="dealer"))],
+    ),
+    "shuffler-conflicting-count": Scenario(
+        "shuffler",
+        "one event id reported as a count of 52 and again as 51 was skipped as a replay and "
+        "the round opened; it is a fault: the deck leaves and the round is void (649a.10(f))",
+        _count_restated,
+        [],
+    ),
+    "shoe-dealt-card-face-up": Scenario(
+        "shoe",
+        "a card already dealt, found again face up, was only discarded; it is not one deck of "
+        "52 distinct cards: the deck leaves and the round is void (649a.10(f))",
+        _dealt_card_face_up,
+        LOCKED,
+    ),
+    "shoe-deal-two-short": Scenario(
+        "shoe",
+        "a deal two cards short of the plan was voided as a misdeal (13(c)); it is a failure "
+        "to deal all cards (649a.13(f))",
+        _two_short,
         LOCKED,
     ),
 }
@@ -199,7 +259,14 @@ async def _drive(device: DeviceSide, scenario: Scenario, trace: TraceWriter | No
     await driver.wait_link_up()
     for event in scenario.table:
         core(event)
-    for _ in range(int(RUN_S / 0.1)):
+    later = sorted(scenario.later, key=lambda item: item[0])
+    for tick in range(int(RUN_S / 0.1)):
+        while later and later[0][0] <= tick * 0.1:
+            _, what = later.pop(0)
+            if not callable(what):
+                core(what)
+            elif isinstance(device, SimulatedDevice):
+                what(device)  # type: ignore[arg-type]  # a shuffler's or a shoe's knob
         while pending:
             with contextlib.suppress(LinkError):
                 await pending.pop(0)

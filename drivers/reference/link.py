@@ -11,15 +11,22 @@ every (re)connect, acts on the STATUS it finds (a device already in fault is a f
 it, and turns its events into core inputs in device order. The event cursor is durable: a
 report carries (boot, event id) and the daemon stores it in the same transaction as the
 input; only then does `acknowledge` let the next POLL tell the device to drop it. Events at or
-below the cursor are replays (skipped); an event that is not the next one is refused.
+below the cursor are replays (skipped) unless they say something else than when they were
+taken (a conflict: a fault, never a replay); an event that is not the next one is refused,
+and the stream stays stopped there until the device reboots or a technician resets the link
+(`reset_point`, `reset_to`). A fault the STATUS shows is a fault at any poll, not only on
+connect. A connection that closes under a command is a link down (`LinkDown`), never an
+exception for the caller to die of.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
@@ -45,7 +52,7 @@ from tablectl.drivers.transport.base import (
     TransportError,
 )
 
-from tablectl.core.events import DeviceEventsRefused, DeviceIdentified, Event
+from tablectl.core.events import DeviceEventsRefused, DeviceIdentified, DeviceReportConflict, Event
 from tablectl.util.backoff import Backoff
 from tablectl.util.clock import monotonic_ms
 from tablectl.util.reconnect import Permanent, Reconnector
@@ -56,10 +63,20 @@ log = structlog.get_logger(__name__)
 class LinkError(Exception):
     """The device cannot be reached or did not answer as the protocol says."""
 
+    @property
+    def summary(self) -> str:
+        """What went wrong in the same words each time it happens (journaled once per change)."""
+        return str(self)
+
 
 class LinkDown(LinkError):
-    def __init__(self, device: str) -> None:
-        super().__init__(f"the {device} link is down")
+    def __init__(self, device: str, cause: str | None = None) -> None:
+        super().__init__(f"the {device} link is down" + (f": {cause}" if cause else ""))
+        self.device = device
+
+    @property
+    def summary(self) -> str:
+        return f"the {self.device} link is down"
 
 
 class LinkTimeout(LinkError):
@@ -68,6 +85,11 @@ class LinkTimeout(LinkError):
             f"no reply to {type_name(request.type)} seq {request.seq} after {attempts} tries"
         )
         self.request = request
+        self.attempts = attempts
+
+    @property
+    def summary(self) -> str:
+        return f"no reply to {type_name(self.request.type)} after {self.attempts} tries"
 
 
 class NakError(LinkError):
@@ -92,6 +114,7 @@ class LinkCounters:
     bad_replies: int = 0  # verified frames whose payload does not decode
     events_replayed: int = 0  # already journaled (the ack was lost): skipped
     events_refused: int = 0  # out of sequence, absurd id or unknown kind
+    events_conflicting: int = 0  # an id taken before, now saying something else
     reboots: int = 0
     identity_reads: int = 0
 
@@ -221,8 +244,9 @@ class DeviceCodec(Protocol):
 
     def is_fault_event(self, event: DeviceEvent) -> bool: ...
 
-    def fault_input(self, status: Status) -> Event | None:
-        """The STATUS found on connect says the device is in fault: that fault's input."""
+    def fault_input(self, status: Status, *, at_connect: bool) -> Event | None:
+        """The STATUS says the device is in fault (read on connect, or at a later poll):
+        that fault's input; None when it is not in fault."""
         ...
 
     def rebooted_input(self) -> Event: ...
@@ -238,6 +262,13 @@ class LinkSettings:
     retries: int = 3
     missed_polls_for_link_down: int = 3
     max_backoff_s: float = 1.0  # the link is back within this of the device answering
+
+
+TAKEN_REMEMBERED = 1024  # events of this boot kept to tell a replay from a conflict
+
+
+class ResetRefused(LinkError):
+    """The link cannot be reset now; the message says why and what to do instead."""
 
 
 @dataclass
@@ -263,7 +294,13 @@ class PolledDevice:
         self._emitted = self._acked = self.cursor[1] if self.cursor else 0
         self._first_status = True  # events found before our first poll predate this start
         self._refusal_reported: set[int] = set()  # boots whose refusal the core has heard
+        self._conflicts_reported: set[tuple[int, int]] = set()  # (boot, event id)
+        # (boot, fault code) the core has heard of, while the device shows it; None once
+        # the device leaves its fault, so the same fault later is news again.
         self._fault_reported: tuple[int, int] | None = None
+        self._taken: OrderedDict[int, tuple[int, int]] = OrderedDict()  # id -> (kind, arg)
+        self._last_status: Status | None = None
+        self.link_since = datetime.now(UTC)  # when the link last went up or down
         self.reconnector: Reconnector[Connection] = Reconnector(
             name=self.codec.device,
             connect=self._open,
@@ -290,7 +327,12 @@ class PolledDevice:
         link = self._link
         if link is None or not self.link_up:
             raise LinkDown(self.device)
-        return await link.request(mtype, payload)
+        try:
+            return await link.request(mtype, payload)
+        except TransportError as exc:
+            # The connection closed under the request (unplugged, port gone): the link is
+            # down, not the daemon; the reconnect loop brings it back.
+            raise LinkDown(self.device, str(exc)) from exc
 
     def acknowledge(self, report: DeviceReport) -> None:
         """The report is journaled: the next POLL may let the device drop its event."""
@@ -298,10 +340,48 @@ class PolledDevice:
         if same_boot and report.event_id is not None and report.event_id > self._acked:
             self._acked = report.event_id
 
+    def fault_showing(self) -> Event | None:
+        """The fault the device's last STATUS shows, if it shows one (None when up to date
+        and not in fault, or when the link is down: then nothing is known)."""
+        if not self.link_up or self._last_status is None:
+            return None
+        return self.codec.fault_input(self._last_status, at_connect=False)
+
+    def reset_point(self) -> tuple[int, int, int]:
+        """Where a reset of a link stuck on refused events would put it: (boot, the last
+        event journaled, the last event to skip). Every event the device holds now is
+        skipped -- none is taken as its report -- and the link takes what follows."""
+        status = self._last_status
+        if not self.link_up or status is None or self._boot_id is None:
+            raise ResetRefused(f"the {self.device} link is down: nothing to reset")
+        if self._boot_id not in self._refusal_reported:
+            raise ResetRefused(f"the {self.device}'s events are not refused: nothing to reset")
+        held = [e.event_id for e in status.events if e.event_id > self._emitted]
+        if not held:
+            raise ResetRefused(f"the {self.device} holds no refused event now: poll again")
+        last = max(held)
+        if last >= MAX_EVENT_ID:
+            # Acknowledging 2^32-1 would let the device drop every later event unread.
+            raise ResetRefused(
+                f"the {self.device} holds event id {last}: its ids cannot go on from there; "
+                f"reboot the {self.device}"
+            )
+        return self._boot_id, self._acked, last
+
+    def reset_to(self, boot_id: int, event_id: int) -> None:
+        """The reset is journaled (with the cursor): take the device's events after
+        event_id; a later refusal in this boot is news again."""
+        if boot_id != self._boot_id:
+            return  # it rebooted meanwhile: its ids start over anyway
+        self._emitted = self._acked = max(self._acked, event_id)
+        self._refusal_reported.discard(boot_id)
+        log.warning(f"{self.device} link reset", boot_id=boot_id, skipped_to=event_id)
+
     def health(self) -> dict[str, Any]:
         ident = self.identity
         return {
             "link": "up" if self.link_up else "down",
+            "link_since": self.link_since.isoformat(timespec="seconds").replace("+00:00", "Z"),
             "port": self.connector.description,
             "connection": self.reconnector.state.value,
             "last_error": self.reconnector.last_error,
@@ -446,6 +526,7 @@ class PolledDevice:
     def _set_link(self, up: bool) -> None:
         if up != self.link_up:
             log.info(f"{self.device} link " + ("up" if up else "down"))
+            self.link_since = datetime.now(UTC)
         self.link_up = up
         if up:
             self._link_ready.set()
@@ -455,13 +536,15 @@ class PolledDevice:
     # --- events -------------------------------------------------------------------------
 
     def _take(self, status: Status, *, connected: bool) -> None:
-        """Act on one STATUS: a reboot, a fault found on connect, then the new events."""
+        """Act on one STATUS: a reboot, a fault it shows, then the new events."""
         self.last_state = self.codec.state_name(status.state)
+        self._last_status = status
         boot = status.boot_id
         if boot != self._boot_id:
             known = self._boot_id is not None
             self._boot_id = boot
             self._emitted = self._acked = 0
+            self._taken.clear()
             if known:
                 # Its event ids start over and whatever it held is unknown: reshuffle.
                 self.counters.reboots += 1
@@ -469,14 +552,10 @@ class PolledDevice:
                 self.emit(DeviceReport(self.device, self.codec.rebooted_input(), boot, 0))
         stale = self._first_status
         self._first_status = False
-        if connected and not any(self.codec.is_fault_event(e) for e in status.events):
-            fault = self.codec.fault_input(status)
-            if fault is not None and self._fault_reported != (boot, status.fault):
-                self._fault_reported = (boot, status.fault)
-                self.emit(DeviceReport(self.device, fault))
+        self._fault_in_status(status, connected=connected)
         for event in sorted(status.events, key=lambda e: e.event_id):
             if event.event_id <= self._emitted:
-                self.counters.events_replayed += 1  # journaled already, or queued to be
+                self._replayed(boot, event)
                 continue
             if event.event_id != self._emitted + 1:
                 self._refuse(boot, event)
@@ -486,7 +565,53 @@ class PolledDevice:
                 self._refuse(boot, event)
                 break
             self._emitted = event.event_id
+            self._remember(event)
+            if self.codec.is_fault_event(event):
+                self._fault_reported = (boot, event.arg)  # STATUS will show it: told once
             self.emit(DeviceReport(self.device, inp, boot, event.event_id))
+
+    def _fault_in_status(self, status: Status, *, connected: bool) -> None:
+        """A device in fault is a fault whenever its STATUS says so, event or none (a jam
+        shown only in STATUS used to count only on connect); once per boot and fault, and
+        again after the device has left it."""
+        fault = self.codec.fault_input(status, at_connect=connected)
+        if fault is None:
+            self._fault_reported = None
+            return
+        if any(self.codec.is_fault_event(e) for e in status.events):
+            return  # the event says it, in order
+        if self._fault_reported != (status.boot_id, status.fault):
+            self._fault_reported = (status.boot_id, status.fault)
+            self.emit(DeviceReport(self.device, fault))
+
+    def _remember(self, event: DeviceEvent) -> None:
+        self._taken[event.event_id] = (event.kind, event.arg)
+        while len(self._taken) > TAKEN_REMEMBERED:
+            self._taken.popitem(last=False)
+
+    def _replayed(self, boot: int, event: DeviceEvent) -> None:
+        """An id taken before: a replay if it says the same, a conflict if not."""
+        taken = self._taken.get(event.event_id)
+        if taken is None or taken == (event.kind, event.arg):
+            self.counters.events_replayed += 1  # journaled already, or queued to be
+            return
+        self.counters.events_conflicting += 1
+        log.warning(
+            f"{self.device} reported event {event.event_id} again, differently",
+            was=taken,
+            now=(event.kind, event.arg),
+        )
+        if (boot, event.event_id) in self._conflicts_reported:
+            return
+        self._conflicts_reported.add((boot, event.event_id))
+        self.emit(
+            DeviceReport(
+                self.device,
+                DeviceReportConflict(
+                    device=self.device, boot_id=boot, event_id=event.event_id, kind=event.kind
+                ),
+            )
+        )
 
     def _refuse(self, boot: int, event: DeviceEvent) -> None:
         """Out of sequence, absurd or unknown: never journaled as the device's event."""

@@ -118,10 +118,12 @@ class ShoeCodec:
     def is_fault_event(self, event: DeviceEvent) -> bool:
         return event.kind == ShoeEventKind.FAULT
 
-    def fault_input(self, status: Status) -> Event | None:
+    def fault_input(self, status: Status, *, at_connect: bool) -> Event | None:
         if status.state != ShoeState.FAULT:
             return None
-        return ShoeFault(code=fault_name(status.fault), at_connect=True)
+        return ShoeFault(
+            code=fault_name(status.fault), at_connect=at_connect, from_status=not at_connect
+        )
 
     def rebooted_input(self) -> Event:
         return ShoeRebooted()

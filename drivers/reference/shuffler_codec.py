@@ -66,10 +66,12 @@ class ShufflerCodec:
     def is_fault_event(self, event: DeviceEvent) -> bool:
         return event.kind == EventKind.FAULT
 
-    def fault_input(self, status: Status) -> Event | None:
+    def fault_input(self, status: Status, *, at_connect: bool) -> Event | None:
         if status.state != ShufflerState.FAULT:
             return None
-        return ShufflerFault(code=fault_name(status.fault), at_connect=True)
+        return ShufflerFault(
+            code=fault_name(status.fault), at_connect=at_connect, from_status=not at_connect
+        )
 
     def rebooted_input(self) -> Event:
         return ShufflerRebooted()

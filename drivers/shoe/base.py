@@ -6,10 +6,15 @@ from typing import Any, Protocol
 
 from tablectl.drivers.reference.link import DeviceReport
 
+from tablectl.core.events import Event
+
 
 class Shoe(Protocol):
     """Deals stacks on request and reports every card it dispenses, in order, as
     DeviceReports; each is acknowledged once journaled."""
+
+    @property
+    def link_up(self) -> bool: ...
 
     async def run(self) -> None: ...
 
@@ -20,5 +25,18 @@ class Shoe(Protocol):
         ...
 
     def acknowledge(self, report: DeviceReport) -> None: ...
+
+    def fault_showing(self) -> Event | None:
+        """The fault the device's last STATUS shows (None: none, or the link is down)."""
+        ...
+
+    def reset_point(self) -> tuple[int, int, int]:
+        """(boot, last event journaled, last event to skip) for a reset of a link stopped at
+        refused events. Raises LinkError (ResetRefused) saying why it cannot be reset."""
+        ...
+
+    def reset_to(self, boot_id: int, event_id: int) -> None:
+        """The reset is journaled: take the device's events after event_id."""
+        ...
 
     def health(self) -> dict[str, Any]: ...

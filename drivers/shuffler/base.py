@@ -6,6 +6,8 @@ from typing import Any, Protocol
 
 from tablectl.drivers.reference.link import DeviceReport
 
+from tablectl.core.events import Event
+
 
 class Shuffler(Protocol):
     """Reports (shuffle started/completed with its count, faults, reboots, identity) reach the
@@ -23,5 +25,18 @@ class Shuffler(Protocol):
         ...
 
     def acknowledge(self, report: DeviceReport) -> None: ...
+
+    def fault_showing(self) -> Event | None:
+        """The fault the device's last STATUS shows (None: none, or the link is down)."""
+        ...
+
+    def reset_point(self) -> tuple[int, int, int]:
+        """(boot, last event journaled, last event to skip) for a reset of a link stopped at
+        refused events. Raises LinkError (ResetRefused) saying why it cannot be reset."""
+        ...
+
+    def reset_to(self, boot_id: int, event_id: int) -> None:
+        """The reset is journaled: take the device's events after event_id."""
+        ...
 
     def health(self) -> dict[str, Any]: ...

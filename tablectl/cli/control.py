@@ -16,6 +16,7 @@ from tablectl.cli.common import (
     socket_args,
     yes_no,
 )
+from tablectl.service.status import FaultView, Stops, faults
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,6 +55,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="the shoe is covered or signed out of order (649a.13(g)): enter hands by hand",
     )
     in_service = dealer_sub.add_parser("shoe-in-service", help="the shoe deals again")
+    clear_shoe = dealer_sub.add_parser(
+        "clear-shoe",
+        help="after a shoe fault: every card is out of the shoe (649a.13(f)); it deals again",
+    )
     void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
     void.add_argument("reason", help="e.g. shoe-jam, cards-face-up, wrong-card-count")
     new_deck = dealer_sub.add_parser(
@@ -65,7 +70,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     clear_fault = dealer_sub.add_parser(
         "clear-fault", help="the sensors were checked after a GPIO fault: reopen betting"
     )
-    for sp in (settle, deal, out_of_order, in_service, void, new_deck, reshuffle, clear_fault):
+    for sp in (
+        settle,
+        deal,
+        out_of_order,
+        in_service,
+        clear_shoe,
+        void,
+        new_deck,
+        reshuffle,
+        clear_fault,
+    ):
         socket_args(sp)
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
         sp.set_defaults(handler=send_command)
@@ -89,6 +104,8 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     by = {"by": args.by} if getattr(args, "by", None) else {}
     if args.verb == "floor":
         return {"cmd": args.floor_verb, "hit_id": args.hit_id, **by}
+    if args.verb == "devices" and args.devices_verb == "reset-link":
+        return {"cmd": "reset-link", "device": args.device, **by}
     if args.verb == "devices":
         return {
             "cmd": "accept-device",
@@ -162,13 +179,6 @@ def print_status(data: dict[str, Any]) -> None:
     print(f"  {data['table_wager']} wagers: {wagers}")
     if data["undecided_seats"]:
         print(f"  still resting since before the lock-out: seats {data['undecided_seats']}")
-    for hit in data["hits_pending"]:
-        where = "table inventory" if hit["paid_from_table_inventory"] else "not the table inventory"
-        state = f"validated by {hit['validated_by']}" if hit["validated_by"] else "to validate"
-        print(
-            f"  JACKPOT PENDING {hit['hit_id']}: seat {hit['seat']} {hit['hand']} "
-            f"{cents(hit['amount_cents'])} ({hit['basis']}, {where}), {state}"
-        )
     if data["hit_history"]:
         print(f"  last {len(data['hit_history'])} hits, newest first:")
         for hit in data["hit_history"]:
@@ -179,6 +189,7 @@ def print_status(data: dict[str, Any]) -> None:
     print(
         f"  deck ready: {yes_no(data['deck_ready'])}  blocked: {data['blocked'] or 'no'}  "
         f"shuffler fault: {data['shuffler_fault'] or 'none'}"
+        + (f"  shoe fault: {data.get('shoe_fault') or 'none'}" if data.get("shoe") else "")
     )
     gpio = data["gpio"]
     how = "polled" if gpio["polled"] else "edges"
@@ -186,11 +197,6 @@ def print_status(data: dict[str, Any]) -> None:
         f"  gpio: {gpio['backend']} ({how}, resolution {gpio['resolution_ns']} ns) on "
         f"{gpio['where']}  edges {gpio['edges']}  faults {gpio['faults']}"
     )
-    if data["gpio_fault"]:
-        print(
-            f"  GPIO FAULT: {data['gpio_fault']} -- betting stays closed until the sensors "
-            "are checked and `tablectl dealer clear-fault`"
-        )
     if data["sensor_test"]:
         print(f"  {data['sensor_test']} test running: no round opens")
     for name in ("shuffler", "shoe"):
@@ -205,14 +211,9 @@ def print_status(data: dict[str, Any]) -> None:
             f"bytes dropped {dev.get('bytes_dropped', 0)}  "
             f"events refused {dev.get('events_refused', 0)}"
         )
-    for name, seen in data.get("device_acceptance", {}).items():
-        if seen["waiting"]:
-            print(
-                f"  ANOTHER {name.upper()} CONNECTED: serial {seen['waiting']} (accepted: "
-                f"{seen['accepted']}); play is blocked until `tablectl devices accept`"
-            )
     if data.get("shoe_out_of_order"):
         print("  shoe OUT OF ORDER (649a.13(g)): hands are entered by hand")
+    print_faults(faults(data))
     mq = data["mqtt"]
     print(
         f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
@@ -226,3 +227,18 @@ def print_status(data: dict[str, Any]) -> None:
         )
     if data["counters"]:
         print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
+
+
+def print_faults(found: list[FaultView], indent: str = "  ") -> None:
+    """Each fault: what, since when, why and what it stops; then what clears it."""
+    if not found:
+        print(f"{indent}nothing stands in the way")
+        return
+    for fault in found:
+        when = f" since {fault.since}" if fault.since else ""
+        row = f" (seq {fault.seq})" if fault.seq is not None else ""
+        rule = f" ({fault.rule})" if fault.rule else ""
+        stops = "" if fault.stops is Stops.NOTHING else f"; stops {fault.stops.value}"
+        print(f"{indent}{fault.title} [{fault.device}]{when}{row}: {fault.cause}{rule}{stops}")
+        clear = f"{fault.remedy}: `{fault.command}`" if fault.command else fault.remedy
+        print(f"{indent}    to clear: {clear}")

@@ -8,10 +8,11 @@ import json
 from typing import Any
 
 from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, call, human, socket_args
-from tablectl.cli.control import send_command
+from tablectl.cli.control import print_faults, send_command
+from tablectl.service.status import FaultView
 
 IDENTITY = ("model", "serial_number", "firmware")
-HEADLINE = {"link", "identity", *IDENTITY, "port", "where", "boot_id", "last_fault"}
+HEADLINE = {"link", "identity", *IDENTITY, "port", "where", "boot_id", "last_fault", "faults"}
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +30,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     accept.add_argument("--by", required=True, help="the technician (an employee id)")
     socket_args(accept)
     accept.set_defaults(handler=send_command)
+    reset = devices_sub.add_parser(
+        "reset-link",
+        help="a link stopped at refused events: skip the events the device holds (journaled), "
+        "take what follows",
+    )
+    reset.add_argument("device", choices=("shuffler", "shoe"))
+    reset.add_argument("--by", required=True, help="the technician (an employee id)")
+    socket_args(reset)
+    reset.set_defaults(handler=send_command)
 
     shuffler = sub.add_parser("shuffler", help="the shuffler's diagnostics (technician)")
     shuffler_sub = shuffler.add_subparsers(dest="shuffler_verb", required=True)
@@ -75,6 +85,9 @@ def _devices(args: argparse.Namespace) -> int:
         counters = {k: v for k, v in sorted(info.items()) if k not in HEADLINE and _is_counter(v)}
         if counters:
             print(f"{'':<10} " + " ".join(f"{k}={v}" for k, v in counters.items()))
+        standing = [FaultView.model_validate(f) for f in info.get("faults") or ()]
+        if standing:
+            print_faults(standing, indent=f"{'':<11}")
     broker = data.get("broker") or {}
     if broker:
         print(

@@ -24,6 +24,7 @@ from tablectl.core.events import (
     NewDeckRegistered,
     ReshuffleRequested,
     Settle,
+    ShoeCleared,
     ShoeOutOfOrder,
     ValidateHit,
     VoidRound,
@@ -120,6 +121,22 @@ class ShoeRequest(_Request):
     cmd: Literal["shoe-out-of-order", "shoe-in-service"]
 
 
+class ClearShoeRequest(_Request):
+    """649a.13(f): after a shoe fault the cards were taken out of the shoe; it may deal."""
+
+    ROLES = frozenset({Role.DEALER, Role.TECHNICIAN})
+    cmd: Literal["clear-shoe"]
+
+
+class ResetLinkRequest(_Request):
+    """A technician resets a device link stopped at refused events (docs/protocols)."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
+    cmd: Literal["reset-link"]
+    device: Literal["shuffler", "shoe"]
+    by: str = Field(min_length=1, max_length=64)  # the technician, always named
+
+
 class AcceptDeviceRequest(_Request):
     """A technician accepts a device whose serial number differs from the last one seen."""
 
@@ -178,6 +195,8 @@ AnyRequest = (
     | TestEndRequest
     | DealRequest
     | ShoeRequest
+    | ClearShoeRequest
+    | ResetLinkRequest
     | AcceptDeviceRequest
     | HitRequest
 )
@@ -240,6 +259,8 @@ def to_input(request: _Request, peer: str) -> Event:
                 return DealRequested(seats=tuple(sorted(set(request.seats))), by=by)
             case ShoeRequest():
                 return ShoeOutOfOrder(out_of_order=request.cmd == "shoe-out-of-order", by=by)
+            case ClearShoeRequest():
+                return ShoeCleared(by=by)
             case AcceptDeviceRequest():
                 return DeviceAccepted(
                     device=request.device, serial_number=request.serial_number, by=by

@@ -29,6 +29,7 @@ from tablectl.control.protocol import (
     AnyRequest,
     DevicesRequest,
     RequestError,
+    ResetLinkRequest,
     ShufflerTestRequest,
     StatusRequest,
     TestBeginRequest,
@@ -310,6 +311,9 @@ class ControlServer:
             case TestBeginRequest() | TestSeatRequest() | TestLockoutRequest() | TestEndRequest():
                 by = f"{request.by} ({peer.user})" if request.by else peer.user
                 return await technician_test(daemon, request, by)
+            case ResetLinkRequest():
+                done = await daemon.reset_link(request.device, f"{request.by} ({peer.user})")
+                return {"journaled": done, "status": daemon.status()}
         done = await daemon.submit(to_input(request, peer.user))
         return {"journaled": done, "status": daemon.status()}
 

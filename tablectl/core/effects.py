@@ -215,6 +215,28 @@ class DeviceEventsRefusedRecord(Record):
     kind: int
 
 
+class DeviceReportConflictRecord(Record):
+    """A device reported one event id twice with different contents: never a replay; the
+    device is faulted and, for the shuffler, the deck it counted is removed."""
+
+    TYPE = "device.report_conflict"
+    device: str
+    boot_id: int
+    event_id: int
+    kind: int
+
+
+class DeviceLinkResetRecord(Record):
+    """A technician reset a link stuck on refused events: these events were skipped."""
+
+    TYPE = "device.link_reset"
+    device: str
+    boot_id: int
+    skipped_from_event_id: int
+    skipped_to_event_id: int
+    by: str
+
+
 class DealStarted(Record):
     """The shoe is asked to deal the round's plan (no card identities leave the table PC)."""
 
@@ -266,6 +288,14 @@ class ShoeFaultRecord(Record):
     round_voided: bool
     rule: str
     at_connect: bool = False
+
+
+class ShoeFaultCleared(Record):
+    """The dealer removed the cards from the shoe after its fault (649a.13(f))."""
+
+    TYPE = "shoe.fault_cleared"
+    code: str
+    by: str
 
 
 class ShoeRebootedRecord(Record):
@@ -427,12 +457,15 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DeviceIdentifiedRecord,
         DeviceAcceptedRecord,
         DeviceEventsRefusedRecord,
+        DeviceReportConflictRecord,
+        DeviceLinkResetRecord,
         DealStarted,
         DealCompleted,
         DealRequestFailedRecord,
         CardFaceUp,
         DeckIrregular,
         ShoeFaultRecord,
+        ShoeFaultCleared,
         ShoeRebootedRecord,
         ShoeOutOfOrderRecord,
         WagerSettled,

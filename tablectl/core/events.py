@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 
+from tablectl.core.compat import Evolving
 from tablectl.core.games import GameConfig
 from tablectl.rules.cards import Card, parse_cards
 
@@ -33,8 +34,9 @@ Cards = Annotated[
 ]
 
 
-class Input(BaseModel):
-    """One core input. Subclasses name themselves with TYPE (stable) and VERSION."""
+class Input(Evolving, BaseModel):  # BaseModel named too, for linters
+    """One core input. Subclasses name themselves with TYPE (stable) and VERSION; fields added
+    later are listed in LATER_FIELDS, so older journals read and hash as they were written."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     TYPE: ClassVar[str]
@@ -133,8 +135,10 @@ class ShuffleCompleted(DeviceInput):
 
 class ShufflerFault(DeviceInput):
     TYPE = "shuffler_fault"
+    LATER_FIELDS = frozenset({"from_status"})
     code: str  # jam, stopped, cycle-incomplete, door-open
     at_connect: bool = False  # found in the STATUS read on connect, not as an event
+    from_status: bool = False  # found in a later STATUS (no event said so)
 
 
 class ShufflerRebooted(Input):
@@ -142,8 +146,13 @@ class ShufflerRebooted(Input):
 
 
 class ShuffleRequestFailed(Input):
+    """The shuffler would not take a SHUFFLE. retrying: the shell keeps asking (and says so
+    again only when the reason changes); without it, the core asks again itself."""
+
     TYPE = "shuffle_request_failed"
+    LATER_FIELDS = frozenset({"retrying"})
     reason: str
+    retrying: bool = False
 
 
 # --- every polled device ----------------------------------------------------------------
@@ -169,6 +178,17 @@ class DeviceEventsRefused(Input):
     boot_id: int
     event_id: int
     expected_event_id: int
+    kind: int
+
+
+class DeviceReportConflict(Input):
+    """A device reported one event id twice, differently (a count of 52, then 51): neither
+    is a replay to skip; the device cannot be believed about it."""
+
+    TYPE = "device_report_conflict"
+    device: str
+    boot_id: int
+    event_id: int
     kind: int
 
 
@@ -208,8 +228,10 @@ class ShoeDealCompleted(DeviceInput):
 
 class ShoeFault(DeviceInput):
     TYPE = "shoe_fault"
+    LATER_FIELDS = frozenset({"from_status"})
     code: str  # jam, stopped, incomplete, empty
     at_connect: bool = False
+    from_status: bool = False  # found in a later STATUS (no event said so)
 
 
 class ShoeRebooted(Input):
@@ -248,6 +270,18 @@ class DealRequested(Command):
     seats: tuple[int, ...] = ()
 
 
+class DeviceLinkReset(Command):
+    """A technician resets a device link stuck on refused events: the events the device held
+    (from_event_id + 1 .. to_event_id) are skipped, never taken as its reports, and the link
+    takes what follows. The deck is not believed until a new shuffle (649a.13(e))."""
+
+    TYPE = "device_link_reset"
+    device: str
+    boot_id: int
+    from_event_id: int  # the last event journaled
+    to_event_id: int  # the last event skipped: the link's cursor from now on
+
+
 class DeviceAccepted(Command):
     """A technician accepts the device now connected (its serial number) for play."""
 
@@ -262,6 +296,13 @@ class ShoeOutOfOrder(Command):
 
     TYPE = "shoe_out_of_order"
     out_of_order: bool = True
+
+
+class ShoeCleared(Command):
+    """After a shoe fault the dealer removed the cards from the shoe (649a.13(f)): it may
+    deal again."""
+
+    TYPE = "shoe_cleared"
 
 
 class VoidRound(Command):
@@ -331,6 +372,8 @@ Event = (
     | ShuffleRequestFailed
     | DeviceIdentified
     | DeviceEventsRefused
+    | DeviceReportConflict
+    | DeviceLinkReset
     | ShoeCard
     | ShoeStackDealt
     | ShoeDealCompleted
@@ -340,6 +383,7 @@ Event = (
     | DealRequested
     | DeviceAccepted
     | ShoeOutOfOrder
+    | ShoeCleared
     | Settle
     | VoidRound
     | NewDeckRegistered
@@ -365,6 +409,8 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ShuffleRequestFailed,
         DeviceIdentified,
         DeviceEventsRefused,
+        DeviceReportConflict,
+        DeviceLinkReset,
         ShoeCard,
         ShoeStackDealt,
         ShoeDealCompleted,
@@ -374,6 +420,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
         DealRequested,
         DeviceAccepted,
         ShoeOutOfOrder,
+        ShoeCleared,
         Settle,
         VoidRound,
         NewDeckRegistered,

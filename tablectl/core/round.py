@@ -13,6 +13,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from tablectl.core import effects as rec
+from tablectl.core.compat import Evolving
 from tablectl.core.effects import (
     DealCards,
     Effect,
@@ -32,6 +33,8 @@ from tablectl.core.events import (
     DeviceAccepted,
     DeviceEventsRefused,
     DeviceIdentified,
+    DeviceLinkReset,
+    DeviceReportConflict,
     Event,
     GpioFault,
     LockoutPressed,
@@ -42,6 +45,7 @@ from tablectl.core.events import (
     SensorTestStarted,
     Settle,
     ShoeCard,
+    ShoeCleared,
     ShoeDealCompleted,
     ShoeFault,
     ShoeOutOfOrder,
@@ -115,8 +119,22 @@ class Deal(BaseModel):
         return card in self.cards or card in self.discarded
 
 
-class TableState(BaseModel):
+class RefusedEvent(BaseModel):
+    """Where a device's event stream stopped: an event out of sequence, with an absurd id or
+    of an unknown kind. Nothing after it is taken until the device reboots or a technician
+    resets the link (`tablectl devices reset-link`)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    boot_id: int
+    event_id: int
+    expected_event_id: int
+    kind: int
+
+
+class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    LATER_FIELDS = frozenset({"shoe_fault", "events_refused", "shuffle_refused", "deal_refused"})
 
     game: str
     phase: Phase = Phase.CLOSED
@@ -145,6 +163,12 @@ class TableState(BaseModel):
     hits_pending: tuple[HitEntry, ...] = ()  # hold the table (649a.11(c)(5))
     hit_history: tuple[HitEntry, ...] = ()  # newest first
     counters: dict[str, int] = {}
+    # 649a.13(f): a shoe that jammed, stopped or failed to deal holds the cards of a void
+    # round; it deals again once the dealer has removed them (`tablectl dealer clear-shoe`).
+    shoe_fault: str | None = None
+    events_refused: dict[str, RefusedEvent] = {}  # device -> where its event stream stopped
+    shuffle_refused: str | None = None  # why the shuffler will not take SHUFFLE (asked again)
+    deal_refused: str | None = None  # why the shoe did not take the last DEAL
 
     @property
     def accepting_wagers(self) -> bool:
@@ -202,14 +226,7 @@ def _apply(
                 s = _finish_count(game, s.model_copy(update={"undecided": ()}), fx)
             # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
             # was running ended with the daemon; a GPIO fault stays until a person clears it.
-            return s.model_copy(
-                update={
-                    "deck_ready": False,
-                    "shuffle_requested": False,
-                    "shuffle_started": False,
-                    "sensor_test": None,
-                }
-            )
+            return _unverify(s).model_copy(update={"sensor_test": None, "deal_refused": None})
         case ChipSensed():
             return _chip(rules, game, s, event, fx)
         case LockoutPressed(at_ns=at_ns, undecided_seats=undecided):
@@ -243,42 +260,53 @@ def _apply(
             fx.append(rec.ShuffleStartedRecord(stale=stale))
             if stale:
                 return s
-            return s.model_copy(update={"shuffle_requested": True, "shuffle_started": True})
+            return s.model_copy(
+                update={"shuffle_requested": True, "shuffle_started": True, "shuffle_refused": None}
+            )
         case ShuffleCompleted():
             return _shuffle_completed(s, event, fx)
-        case ShufflerFault(code=code, at_connect=at_connect):
-            if at_connect and s.shuffler_fault == code:
-                return s  # the fault already journaled, seen again on a reconnect
+        case ShufflerFault(code=code, at_connect=at_connect, from_status=from_status):
+            if (at_connect or from_status) and s.shuffler_fault == code:
+                return s  # the fault already journaled, still showing in STATUS
             # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
             fx.append(rec.ShufflerFaultRecord(code=code, rule="649a.13(e)"))
             return _shuffler_unusable(s, code)
         case ShufflerRebooted():
             fx.append(rec.ShufflerRebootedRecord())
-            return s.model_copy(
-                update={"deck_ready": False, "shuffle_requested": False, "shuffle_started": False}
-            )
+            # Its event ids start over: a refusal of its old stream no longer stands.
+            return _unverify(_events_flow(s, "shuffler"))
         case DeviceIdentified():
             return _identified(game, s, event, fx)
         case DeviceAccepted():
             return _accept_device(s, event, fx)
         case DeviceEventsRefused():
             return _events_refused(game, s, event, fx)
+        case DeviceReportConflict():
+            return _report_conflict(game, s, event, fx)
+        case DeviceLinkReset():
+            return _link_reset(s, event, fx)
         case DealRequested():
             return _deal(rules, game, s, event, fx)
         case DealRequestFailed(reason=reason):
             fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=reason))
+            s = s.model_copy(update={"deal_refused": reason})
             if s.deal is not None and not s.deal.cards and not s.deal.face_up:
                 s = s.model_copy(update={"deal": None})  # the dealer may ask again
             return s
         case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
             return _shoe_dealt(game, s, event, fx)
-        case ShoeFault(code=code, at_connect=at_connect):
+        case ShoeFault(code=code, at_connect=at_connect, from_status=from_status):
+            if (at_connect or from_status) and s.shoe_fault == code:
+                return s  # the fault already journaled, still showing in STATUS
             return _shoe_fault(game, s, code, fx, at_connect=at_connect)
         case ShoeRebooted():
             fx.append(rec.ShoeRebootedRecord())
+            s = _events_flow(s, "shoe")
             if _dealing(s):
                 return _shoe_fault(game, s, "rebooted", fx, record=False)
             return s
+        case ShoeCleared(by=by):
+            return _shoe_cleared(s, by, fx)
         case ShoeOutOfOrder(out_of_order=out, by=by):
             if not rules.shoe:
                 raise Rejected("this table has no automated dealing shoe")
@@ -290,9 +318,14 @@ def _apply(
                 )
             )
             return s.model_copy(update={"shoe_out_of_order": out})
-        case ShuffleRequestFailed(reason=reason):
+        case ShuffleRequestFailed(reason=reason, retrying=retrying):
+            if not retrying:  # journals before the shell retried by itself: ask again now
+                fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
+                return s.model_copy(update={"shuffle_requested": False})
+            if reason == s.shuffle_refused:
+                return s  # nothing new: journaled once per reason, not once per attempt
             fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
-            return s.model_copy(update={"shuffle_requested": False})
+            return s.model_copy(update={"shuffle_refused": reason})
         case Settle():
             return _settle(rules, game, s, event, fx)
         case VoidRound():
@@ -301,20 +334,21 @@ def _apply(
             if s.blocked is None:
                 raise Rejected("no deck is waiting to be replaced")
             fx.append(rec.DeckRegistered(replaces=s.blocked, by=by))
-            return s.model_copy(update={"blocked": None})
+            # 649a.5(b): the new deck is played only once the shuffler has counted it.
+            return _unverify(s.model_copy(update={"blocked": None}))
         case ReshuffleRequested(by=by):
+            refused = s.events_refused.get("shuffler")
+            if refused is not None:
+                raise Rejected(
+                    f"the shuffler's events are refused ({_refused_text(refused)}): a reshuffle "
+                    "cannot fix that; reboot the shuffler, or "
+                    "`tablectl devices reset-link shuffler --by ID`, then reshuffle"
+                )
             if s.shuffler_fault is None:
                 raise Rejected("the shuffler reports no fault to recover from")
             fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=by))
             # 649a.13(e): the cards are reshuffled; nothing reported before counts.
-            return s.model_copy(
-                update={
-                    "shuffler_fault": None,
-                    "deck_ready": False,
-                    "shuffle_requested": False,
-                    "shuffle_started": False,
-                }
-            )
+            return _unverify(s.model_copy(update={"shuffler_fault": None}))
         case ValidateHit() | ConfirmDocumentation():
             return _floor(s, event, fx)
     raise AssertionError(f"unhandled input {event!r}")
@@ -322,9 +356,21 @@ def _apply(
 
 def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
-    usable = s.blocked is None and s.shuffler_fault is None and not s.devices_pending
+    usable = (
+        s.blocked is None
+        and s.shuffler_fault is None
+        and not s.devices_pending
+        and "shuffler" not in s.events_refused
+    )
+    # A faulted shoe holds a void round's cards (649a.13(f)); out of order, it deals nothing.
+    shoe_ok = (
+        not rules.shoe
+        or s.shoe_out_of_order
+        or (s.shoe_fault is None and "shoe" not in s.events_refused)
+    )
     sensors_ok = s.gpio_fault is None and s.sensor_test is None
-    if s.phase is Phase.CLOSED and s.deck_ready and usable and sensors_ok and not s.hits_pending:
+    ready = s.deck_ready and usable and shoe_ok and sensors_ok and not s.hits_pending
+    if s.phase is Phase.CLOSED and ready:
         s = s.model_copy(
             update={
                 "phase": Phase.BETTING,
@@ -338,6 +384,7 @@ def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
                 "counted": False,
                 "round_contribution_units": 0,
                 "deal": None,
+                "deal_refused": None,
             }
         )
         fx.append(rec.RoundOpened(round_id=s.round_id))
@@ -496,15 +543,22 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
     )
 
 
-def _shuffler_unusable(s: TableState, code: str) -> TableState:
+def _unverify(s: TableState) -> TableState:
+    """No deck is verified any more: only a shuffle that starts after this, and completes
+    with a count of 52, makes one ready (649a.5(b), 649a.13(e)). Power-up, a shuffler fault
+    or reboot, a deck removed or replaced, another shuffler: each comes through here."""
     return s.model_copy(
         update={
             "deck_ready": False,
             "shuffle_requested": False,
             "shuffle_started": False,
-            "shuffler_fault": code,
+            "shuffle_refused": None,
         }
     )
+
+
+def _shuffler_unusable(s: TableState, code: str) -> TableState:
+    return _unverify(s).model_copy(update={"shuffler_fault": code})
 
 
 def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect]) -> TableState:
@@ -515,6 +569,12 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
         if event.stale
         else f"shuffler fault {s.shuffler_fault} (649a.13(e))"
         if s.shuffler_fault is not None
+        else "the shuffler's events are refused"
+        if "shuffler" in s.events_refused
+        else f"the deck was removed ({s.blocked}): a new deck is counted by its own shuffle"
+        if s.blocked is not None
+        else "another shuffler is connected and not accepted"
+        if "shuffler" in s.devices_pending
         else "no shuffle started since the last power-up, fault or reboot"
         if not s.shuffle_started
         else None
@@ -542,13 +602,8 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
             action="deck removed; register a new deck",
         )
     )
-    return s.model_copy(
-        update={
-            "deck_ready": False,
-            "shuffle_requested": False,
-            "blocked": f"deck-miscount:{count}",
-            "counters": _count(s, "deck_miscounts"),
-        }
+    return _unverify(s).model_copy(
+        update={"blocked": f"deck-miscount:{count}", "counters": _count(s, "deck_miscounts")}
     )
 
 
@@ -791,6 +846,10 @@ def _identified(
     device, serial = event.device, event.serial_number
     accepted = s.devices.get(device)
     pending = s.devices_pending.get(device)
+    in_use = pending or accepted
+    if device == "shuffler" and in_use is not None and serial != in_use:
+        # Another shuffler (or the accepted one back): what was shuffled is not its deck.
+        s = _unverify(s)
 
     def record(ok: bool) -> None:
         fx.append(
@@ -845,6 +904,8 @@ def _accept_device(s: TableState, event: DeviceAccepted, fx: list[Effect]) -> Ta
             by=event.by,
         )
     )
+    if event.device == "shuffler":
+        s = _unverify(s)  # the accepted shuffler counts its own deck before a round opens
     return s.model_copy(
         update={
             "devices": {**s.devices, event.device: pending},
@@ -856,7 +917,17 @@ def _accept_device(s: TableState, event: DeviceAccepted, fx: list[Effect]) -> Ta
 def _events_refused(
     game: TableGame, s: TableState, event: DeviceEventsRefused, fx: list[Effect]
 ) -> TableState:
-    """A device out of sequence cannot be believed: it counts as a device fault."""
+    """A device out of sequence cannot be believed: it counts as a device fault, and its
+    stream stays stopped (a reshuffle cannot restart it) until it reboots or a technician
+    resets the link."""
+    refused = RefusedEvent(
+        boot_id=event.boot_id,
+        event_id=event.event_id,
+        expected_event_id=event.expected_event_id,
+        kind=event.kind,
+    )
+    if s.events_refused.get(event.device) == refused:
+        return s  # the same refusal, heard again after a restart: nothing new
     fx.append(
         rec.DeviceEventsRefusedRecord(
             device=event.device,
@@ -866,13 +937,75 @@ def _events_refused(
             kind=event.kind,
         )
     )
-    s = s.model_copy(update={"counters": _count(s, "device_events_refused")})
+    s = s.model_copy(
+        update={
+            "counters": _count(s, "device_events_refused"),
+            "events_refused": {**s.events_refused, event.device: refused},
+        }
+    )
     if event.device == "shuffler":
         fx.append(rec.ShufflerFaultRecord(code="event-sequence", rule="649a.13(e)"))
         return _shuffler_unusable(s, "event-sequence")
-    if event.device == "shoe" and s.phase is Phase.LOCKED:
+    if event.device == "shoe":
         return _shoe_fault(game, s, "event-sequence", fx)
     return s
+
+
+def _refused_text(refused: RefusedEvent) -> str:
+    return f"event {refused.event_id} where {refused.expected_event_id} was due"
+
+
+def _events_flow(s: TableState, device: str) -> TableState:
+    """The device's stream starts over (a reboot) or was reset: no refusal stands."""
+    if device not in s.events_refused:
+        return s
+    return s.model_copy(
+        update={"events_refused": {k: v for k, v in s.events_refused.items() if k != device}}
+    )
+
+
+def _report_conflict(
+    game: TableGame, s: TableState, event: DeviceReportConflict, fx: list[Effect]
+) -> TableState:
+    """One event id, two reports: never a replay. A shuffler that says 52 and then 51 of one
+    deck has not shown that 52 cards are present: the deck leaves the table (649a.5(b)) and
+    a round on it is void (649a.10(f)); the shuffler is faulted until a reshuffle."""
+    fx.append(
+        rec.DeviceReportConflictRecord(
+            device=event.device, boot_id=event.boot_id, event_id=event.event_id, kind=event.kind
+        )
+    )
+    s = s.model_copy(update={"counters": _count(s, "device_report_conflicts")})
+    if event.device == "shuffler":
+        fx.append(rec.ShufflerFaultRecord(code="event-conflict", rule="649a.13(e)"))
+        s = _shuffler_unusable(s, "event-conflict")
+        return _deck_irregular(game, s, "conflicting-count", fx, by="shuffler")
+    if event.device == "shoe":
+        return _shoe_fault(game, s, "event-conflict", fx)
+    return s
+
+
+def _link_reset(s: TableState, event: DeviceLinkReset, fx: list[Effect]) -> TableState:
+    refused = s.events_refused.get(event.device)
+    if refused is None:
+        raise Rejected(f"the {event.device}'s events are not refused: there is no link to reset")
+    if refused.boot_id != event.boot_id:
+        raise Rejected(
+            f"the refusal was in the {event.device}'s boot {refused.boot_id}, "
+            f"not {event.boot_id}: ask again"
+        )
+    fx.append(
+        rec.DeviceLinkResetRecord(
+            device=event.device,
+            boot_id=event.boot_id,
+            skipped_from_event_id=event.from_event_id + 1,
+            skipped_to_event_id=event.to_event_id,
+            by=event.by,
+        )
+    )
+    s = _events_flow(s, event.device)
+    # Whatever the skipped events said is unknown: the shuffler's deck is counted again.
+    return _unverify(s) if event.device == "shuffler" else s
 
 
 # --- the automated dealing shoe -------------------------------------------------------
@@ -908,6 +1041,18 @@ def _deal(
         raise Rejected(f"the count is not final: seats {list(s.undecided)} are still resting")
     if s.devices_pending.get("shoe"):
         raise Rejected("another shoe is connected: a technician must accept it first")
+    refused = s.events_refused.get("shoe")
+    if refused is not None:
+        raise Rejected(
+            f"the shoe's events are refused ({_refused_text(refused)}): reboot the shoe, or "
+            "`tablectl devices reset-link shoe --by ID`, then `tablectl dealer clear-shoe`"
+        )
+    if s.shoe_fault is not None:
+        raise Rejected(
+            f"the shoe is in fault ({s.shoe_fault}, {_chapter(game)}.13(f)): remove the cards "
+            "from the shoe, then `tablectl dealer clear-shoe --by ID`; or "
+            "`tablectl dealer shoe-out-of-order` and deal by hand"
+        )
     if s.deal is not None and (s.deal.cards or s.deal.face_up or s.deal.complete):
         raise Rejected("the shoe is already dealing this round")
     seats = tuple(sorted({*s.wagers, *event.seats}))
@@ -931,7 +1076,7 @@ def _deal(
         )
     )
     fx.append(DealCards(stacks=stacks))
-    return s.model_copy(update={"deal": Deal(seats=seats, stacks=stacks)})
+    return s.model_copy(update={"deal": Deal(seats=seats, stacks=stacks), "deal_refused": None})
 
 
 def _shoe_dealt(
@@ -947,6 +1092,10 @@ def _shoe_dealt(
     reasons = game.void_reasons()
     match event:
         case ShoeCard(read=CardRead.FACE_UP, card=card):
+            if card is not None and deal.seen(card):
+                # A card already dealt (or discarded) this round, seen again: not one deck
+                # of 52 distinct cards, whatever the count said (649a.10(f)).
+                return _deck_irregular(game, s, "duplicate-card", fx)
             deal = deal.model_copy(
                 update={
                     "face_up": deal.face_up + 1,
@@ -960,8 +1109,6 @@ def _shoe_dealt(
             # 649a.13(a): one card face up is not used; it goes to the discard rack.
             rule = reasons["cards-face-up"]
             fx.append(rec.CardFaceUp(round_id=s.round_id, action="discarded", rule=rule))
-            if card is not None and deal.discarded.count(card) > 1:
-                return _deck_irregular(game, s, "duplicate-card", fx)
             return s
         case ShoeCard(read=CardRead.UNREAD):
             return _shoe_fault(game, s, "unread-card", fx)
@@ -979,8 +1126,13 @@ def _shoe_dealt(
         case ShoeStackDealt(cards=n):
             done = (*deal.stacks_done, n)
             i = len(done) - 1
-            if i >= len(deal.stacks) or deal.stacks[i] != n or sum(done) != len(deal.cards):
+            if i >= len(deal.stacks) or n > deal.stacks[i] or len(deal.cards) > sum(done):
+                # 649a.13(c): a hand was dealt more cards than the plan gives it.
                 return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
+            if n < deal.stacks[i] or len(deal.cards) < sum(deal.stacks[: i + 1]):
+                # 649a.13(f): the shoe stopped short of the plan -- it failed to deal all
+                # cards, which voids the round and sends the cards back to be reshuffled.
+                return _shoe_fault(game, s, "incomplete", fx)
             return s.model_copy(update={"deal": deal.model_copy(update={"stacks_done": done})})
         case ShoeDealCompleted(cards=n):
             if deal.stacks_done != deal.stacks or n != len(deal.cards):
@@ -1016,13 +1168,29 @@ def _shoe_fault(
                 at_connect=at_connect,
             )
         )
-    s = s.model_copy(update={"counters": _count(s, "shoe_faults")})
+    # The fault stands until the dealer has emptied the shoe (`tablectl dealer clear-shoe`).
+    s = s.model_copy(update={"counters": _count(s, "shoe_faults"), "shoe_fault": code})
     if not in_play:
         return s
     return _void_round(s, "shoe-jam", rule, "shoe", fx)
 
 
-def _deck_irregular(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -> TableState:
+def _shoe_cleared(s: TableState, by: str, fx: list[Effect]) -> TableState:
+    refused = s.events_refused.get("shoe")
+    if refused is not None:
+        raise Rejected(
+            f"the shoe's events are refused ({_refused_text(refused)}): clearing the shoe "
+            "cannot fix that; reboot the shoe, or `tablectl devices reset-link shoe --by ID`"
+        )
+    if s.shoe_fault is None:
+        raise Rejected("the shoe reports no fault to clear")
+    fx.append(rec.ShoeFaultCleared(code=s.shoe_fault, by=by))
+    return s.model_copy(update={"shoe_fault": None})
+
+
+def _deck_irregular(
+    game: TableGame, s: TableState, reason: str, fx: list[Effect], *, by: str = "shoe"
+) -> TableState:
     """Not 52 distinct cards (a count of 52 cannot see a duplicate): the deck leaves the table
     and all hands are void (649a.10(f), 653a.10(f), 643a.10(f))."""
     rule = _shoe_rule(game, "deck")
@@ -1034,10 +1202,12 @@ def _deck_irregular(game: TableGame, s: TableState, reason: str, fx: list[Effect
             action="deck removed; register a new deck",
         )
     )
-    s = s.model_copy(
+    s = _unverify(s).model_copy(
         update={"blocked": f"deck-irregular:{reason}", "counters": _count(s, "deck_irregular")}
     )
-    return _void_round(s, reason, rule, "shoe", fx)
+    if s.phase is Phase.CLOSED:
+        return s  # no round is played on it
+    return _void_round(s, reason, rule, by, fx)
 
 
 def _shoe_plan(game: TableGame, deal: Deal) -> DealPlan:

@@ -10,6 +10,7 @@ disk are stepped in order and committed together (group commit: one fsync for al
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sqlite3
 import time
@@ -32,9 +33,13 @@ from tablectl.core.effects import (
     SeatLamp,
 )
 from tablectl.core.events import (
+    DealRequested,
     DealRequestFailed,
+    DeviceLinkReset,
     Event,
     PowerUp,
+    ShoeCleared,
+    ShoeFault,
     ShuffleRequestFailed,
     TableRules,
 )
@@ -43,7 +48,13 @@ from tablectl.drivers import registry
 from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
 from tablectl.drivers.gpio.registry import open_backend
 from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.drivers.reference.link import DeviceReport, LinkError, cursor_key, parse_cursor
+from tablectl.drivers.reference.link import (
+    DeviceReport,
+    LinkDown,
+    LinkError,
+    cursor_key,
+    parse_cursor,
+)
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
@@ -56,6 +67,7 @@ from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
 from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
 from tablectl.util import sdnotify
+from tablectl.util.backoff import Backoff
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -69,6 +81,8 @@ class StartupError(Exception):
 
 StepObserver = Callable[[Event, TableState, list[Effect]], None]
 LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
+SHUFFLE_RETRY_MAX_S = 30.0  # a refused SHUFFLE is asked again, backing off up to this
+DEAL_ANSWER_S = 3.0  # `dealer deal` waits this long to say whether the shoe took the deal
 
 
 @runtime_checkable
@@ -95,6 +109,10 @@ class _Submission:
     reply: asyncio.Future[list[dict[str, Any]]] | None = None
     # A device's report: its cursor is committed with the input, then the device is told.
     report: DeviceReport | None = None
+    # Key-values a command commits with its input (a link reset's new cursor).
+    kv: dict[str, str] | None = None
+    # What a command set going that its caller waits for (a deal: did the shoe take it?).
+    followup: asyncio.Task[str | None] | None = None
 
     def answer(
         self, rows: list[dict[str, Any]] | None = None, *, error: Exception | None = None
@@ -127,6 +145,7 @@ class Daemon:
     usb_backend: Any = None  # None: pyusb's own (libusb); simulators pass a virtual bus
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     stop_deadline_s: float = 10.0  # SIGTERM to exit, at most (systemd's TimeoutStopSec is 20s)
+    shuffle_retry_s: float = 1.0  # a refused SHUFFLE is asked again after this, then doubling
 
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
@@ -153,6 +172,9 @@ class Daemon:
         self.shoe: Shoe | None = None
         self._devices: dict[str, Shuffler | Shoe] = {}
         self._traces: dict[str, TraceWriter] = {}
+        self._shuffle_asker: asyncio.Task[None] | None = None
+        self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
+        self._shuffle_requests = 0  # RequestShuffle effects so far: a new one is news
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -175,13 +197,66 @@ class Daemon:
             trace.input(report.input.TYPE + " " + report.input.model_dump_json())
         self._queue.put_nowait(_Submission(report.input, report=report))
 
-    async def submit(self, event: Event) -> list[dict[str, Any]]:
-        """Queue a person's command and wait for the rows it journaled; raises Rejected."""
+    async def submit(
+        self, event: Event, *, kv: dict[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Queue a person's command and wait for the rows it journaled; raises Rejected.
+        kv: key-values to commit with it."""
         if self.stopping:
             raise Rejected("the daemon is stopping")
+        self._check_devices(event)
         reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Submission(event, reply))
-        return await reply
+        sub = _Submission(event, reply, kv=kv)
+        self._queue.put_nowait(sub)
+        rows = await reply
+        if sub.followup is not None:
+            # The dealer hears whether the shoe took the deal, not only that it was asked.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DEAL_ANSWER_S):
+                    refused = await asyncio.shield(sub.followup)
+                if refused is not None:
+                    raise Rejected(
+                        f"the shoe did not take the deal: {refused} (journaled); see "
+                        "`tablectl status`, then ask again"
+                    )
+        return rows
+
+    def _check_devices(self, event: Event) -> None:
+        """What only the devices can say about a command: refused before it is journaled."""
+        shoe, state = self.shoe, self.state
+        if shoe is None or state is None or state.shoe_out_of_order:
+            return
+        if isinstance(event, DealRequested | ShoeCleared) and not shoe.link_up:
+            raise Rejected(
+                "the shoe link is down: check its power and cable (`tablectl devices`); or "
+                "`tablectl dealer shoe-out-of-order` and deal by hand"
+            )
+        if isinstance(event, ShoeCleared):
+            showing = shoe.fault_showing()
+            if showing is not None:
+                code = showing.code if isinstance(showing, ShoeFault) else "a fault"
+                raise Rejected(
+                    f"the shoe still reports {code}: open it, take out every card, close it, "
+                    "and confirm again"
+                )
+
+    async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]:
+        """A technician resets a device link stopped at refused events: the events the device
+        holds are skipped (journaled as such, with who) and the link takes what follows."""
+        driver = self._devices.get(device)
+        if driver is None:
+            raise Rejected(f"this table has no {device}")
+        try:
+            boot, journaled, last = driver.reset_point()
+        except LinkError as exc:
+            raise Rejected(f"reset-link {device}: {exc}") from None
+        reset = DeviceLinkReset(
+            device=device, boot_id=boot, from_event_id=journaled, to_event_id=last, by=by
+        )
+        # The new cursor is committed with the reset: a restart goes on from there too.
+        rows = await self.submit(reset, kv={cursor_key(device): f"{boot}:{last}"})
+        driver.reset_to(boot, last)
+        return rows
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -350,7 +425,7 @@ class Daemon:
             refused: list[tuple[_Submission, Rejected]] = []
             for sub in batch:
                 report = sub.report
-                kv = {}
+                kv = dict(sub.kv or {})
                 if report is not None and report.cursor_value is not None:
                     kv[report.cursor_key] = report.cursor_value
                 try:
@@ -405,7 +480,7 @@ class Daemon:
         self.hub.publish_rows(rows)
         for type_, data in item.commit.entries:
             log.info(type_, **data)
-        self._execute(item.effects)
+        item.sub.followup = self._execute(item.effects)
         item.sub.answer([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
 
     async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
@@ -415,36 +490,81 @@ class Daemon:
                 self._stepped.clear()
                 await self._stepped.wait()
 
-    def _execute(self, effects: list[Effect]) -> None:
+    def _execute(self, effects: list[Effect]) -> asyncio.Task[str | None] | None:
+        """Run a step's effects; the deal request, if any, for whoever waits on it."""
         assert self._tasks is not None and self.gpio is not None
+        deal: asyncio.Task[str | None] | None = None
         for effect in effects:
             if isinstance(effect, SeatLamp):
                 self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
-                self._tasks.create_task(self._request_shuffle(), name="shuffle-request")
+                self._shuffle_requests += 1
+                self._shuffle_wanted.set()
+                if self._shuffle_asker is None or self._shuffle_asker.done():
+                    self._shuffle_asker = self._tasks.create_task(
+                        self._request_shuffle(), name="shuffle-request"
+                    )
             elif isinstance(effect, DealCards):
-                self._tasks.create_task(self._request_deal(effect.stacks), name="deal-request")
+                deal = self._tasks.create_task(
+                    self._request_deal(effect.stacks), name="deal-request"
+                )
             elif isinstance(effect, ReportRestingChips):
                 self.gpio.report_resting()
+        return deal
 
     async def _request_shuffle(self) -> None:
-        await self.shuffler.wait_link_up()
-        try:
-            await self.shuffler.shuffle()
-        except LinkError as exc:
-            log.warning("shuffle request failed", error=str(exc))
-            await asyncio.sleep(1)  # the core asks again; do not spin on a refusing device
-            self.post(ShuffleRequestFailed(reason=str(exc)))
+        """Ask the shuffler to shuffle while the core wants a deck, again and again (backing
+        off) while it refuses; the core hears of a refusal once per reason, not per attempt.
+        A device that fails or a link that drops never ends the daemon."""
+        told: str | None = None
+        backoff = Backoff(initial_s=self.shuffle_retry_s, max_s=SHUFFLE_RETRY_MAX_S)
 
-    async def _request_deal(self, stacks: tuple[int, ...]) -> None:
+        def wanted() -> bool:
+            return self.state is not None and self.state.shuffle_requested and not self.stopping
+
+        asked = -1
+        while wanted():
+            if asked != self._shuffle_requests:  # the core asked anew: its refusal is news
+                asked, told = self._shuffle_requests, None
+                backoff.reset()
+            self._shuffle_wanted.clear()
+            await self.shuffler.wait_link_up()
+            if not wanted():
+                return
+            try:
+                await self.shuffler.shuffle()
+                return
+            except LinkDown:
+                pass  # it shows as a link fault; asked again once the link is back
+            except (LinkError, OSError) as exc:
+                why = exc.summary if isinstance(exc, LinkError) else str(exc)
+                if why != told:
+                    log.warning("shuffle request refused", error=why)
+                    told = why
+                    self.post(ShuffleRequestFailed(reason=why, retrying=True))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff.next_delay()):
+                    await self._shuffle_wanted.wait()  # or sooner, when the core asks anew
+
+    async def _request_deal(self, stacks: tuple[int, ...]) -> str | None:
+        """Have the shoe deal; why it did not (also journaled), or None."""
         assert self.shoe is not None
         try:
             async with asyncio.timeout(10):
                 await self.shoe.wait_link_up()
             await self.shoe.deal(stacks)
-        except (LinkError, TimeoutError) as exc:
-            log.warning("deal request failed", error=str(exc))
-            self.post(DealRequestFailed(reason=str(exc) or "the shoe link is down"))
+            return None
+        except (LinkError, OSError, TimeoutError) as exc:
+            why = (
+                exc.summary
+                if isinstance(exc, LinkError)
+                else "the shoe link is down"
+                if isinstance(exc, TimeoutError)
+                else str(exc)
+            )
+            log.warning("deal request failed", error=why)
+            self.post(DealRequestFailed(reason=why))
+            return why
 
     async def _report_links(self) -> None:
         """STATUS= for systemd whenever its line changes (phase, a link, a block), and a
@@ -528,6 +648,29 @@ class Daemon:
         gpio = None if self.gpio is None else self.gpio.health()
         return {**{name: device.health() for name, device in self._devices.items()}, "gpio": gpio}
 
+    def faults(self) -> list[status_view.FaultView]:
+        """What stands in the way, each with since when and what clears it."""
+        assert self.state is not None and self.reader is not None
+        return status_view.table_faults(
+            self.state,
+            shoe=self.rules.shoe,
+            devices={name: device.health() for name, device in self._devices.items()},
+            broker=self.relay.stats(),
+            journal=self.reader.last_row,
+        )
+
+    def _device_status(self, name: str, standing: str | None) -> dict[str, Any] | None:
+        """A device's health and its last fault: the one standing, else the last journaled."""
+        device = self._devices.get(name)
+        if device is None:
+            return None
+        assert self.reader is not None
+        last = standing
+        if last is None:
+            row = self.reader.last_row((f"{name}.fault",), {})
+            last = None if row is None else f"{row[2].get('code')} (cleared; seq {row[0]})"
+        return {**device.health(), "last_fault": last}
+
     def status(self) -> dict[str, Any]:
         assert self.state is not None and self.store is not None and self.gpio is not None
         s = self.state
@@ -553,6 +696,7 @@ class Daemon:
             "deck_ready": s.deck_ready,
             "shuffle_requested": s.shuffle_requested,
             "shuffler_fault": s.shuffler_fault,
+            "shoe_fault": s.shoe_fault,
             "gpio_fault": s.gpio_fault,
             "sensor_test": s.sensor_test,
             "gpio": self.gpio.status(),
@@ -576,7 +720,8 @@ class Daemon:
                 "commits": self.store.commits,
                 "steps_committed": self.store.steps_committed,
             },
-            "shuffler": self.shuffler.health(),
-            "shoe": None if self.shoe is None else self.shoe.health(),
+            "shuffler": self._device_status("shuffler", s.shuffler_fault),
+            "shoe": self._device_status("shoe", s.shoe_fault),
             "mqtt": self.relay.stats(),
+            "faults": [f.model_dump(mode="json") for f in self.faults()],
         }

@@ -1,31 +1,404 @@
-"""What technicians and systemd see of a running daemon: the devices, a one-line status.
+"""What technicians and systemd see of a running daemon: what stands in the way, the devices,
+a one-line status.
 
-Built from `Daemon.status()` so there is one source: each device's health (identity, link,
-counters), its last fault, the serial number accepted for play and any other one waiting.
+`table_faults` is the one place that turns the table's state (the core's `TableState`, the
+devices' links, the broker) into `FaultView`s: each says what is wrong, on which device, why
+(with the rule), since when (the journal row that recorded it), what it stops, and the
+command that clears it. `status`, `devices`, their `--json` and systemd's `STATUS=` all show
+these. A new kind of fault is one more function in `_FROM_STATE` (or `_from_links`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from tablectl.core.round import Phase, RefusedEvent, TableState
+from tablectl.util.money import dollars
+
 KNOWN_DEVICES = ("shuffler", "shoe")
+WHO = "--by ID"  # every command that changes the table is journaled with who gave it
+
+
+class Stops(StrEnum):
+    """What a fault stops until it is cleared."""
+
+    ROUNDS = "rounds"  # no round opens
+    DEALING = "dealing"  # the shoe does not deal
+    SHUFFLING = "shuffling"  # no deck is shuffled and counted
+    NOTHING = "nothing"  # shown, but the table plays on (e.g. the broker: events wait)
+
+
+class FaultView(BaseModel):
+    """One thing wrong at the table: what, where, why, since when, and what clears it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    what: str  # a stable name: deck-miscount, shoe-fault, link-down, ... (docs/design.md)
+    device: str  # shuffler, shoe, gpio, deck, floor, broker
+    cause: str  # what happened, in words, with the rule it follows
+    stops: Stops
+    remedy: str  # what a person does
+    command: str | None  # the command that clears it; None: it clears by itself
+    since: str | None = None  # when it was recorded (UTC, ISO 8601)
+    seq: int | None = None  # the journal row that recorded it
+    rule: str | None = None
+
+    @property
+    def title(self) -> str:
+        return self.what.replace("-", " ").upper()
+
+
+# The last durable journal row of one of these types whose data holds these values: its seq,
+# time and data (JournalReader.last_row).
+JournalLookup = Callable[
+    [tuple[str, ...], Mapping[str, Any]], tuple[int, str, dict[str, Any]] | None
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    fault: FaultView
+    recorded_by: tuple[str, ...] = ()  # journal row types that record it...
+    where: Mapping[str, Any] | None = None  # ...with these values
+
+
+def table_faults(
+    state: TableState,
+    *,
+    shoe: bool,
+    devices: Mapping[str, Mapping[str, Any]],
+    broker: Mapping[str, Any],
+    journal: JournalLookup | None = None,
+) -> list[FaultView]:
+    """Everything that stands in the way, in the order to clear it. shoe: the table has one;
+    devices: each device's health (its link); broker: the relay's stats."""
+    found = [f for source in _FROM_STATE for f in source(state, shoe)]
+    found += _from_links(devices, broker)
+    return [_dated(f, journal) for f in found]
+
+
+def _dated(found: _Found, journal: JournalLookup | None) -> FaultView:
+    if journal is None or not found.recorded_by:
+        return found.fault
+    row = journal(found.recorded_by, found.where or {})
+    if row is None:
+        return found.fault
+    seq, ts, data = row
+    rule = data.get("rule") if isinstance(data.get("rule"), str) else None
+    return found.fault.model_copy(
+        update={"since": ts, "seq": seq, "rule": found.fault.rule or rule}
+    )
+
+
+# --- from the core's state ------------------------------------------------------------------
+
+
+def _deck(s: TableState, shoe: bool) -> Iterator[_Found]:
+    if s.blocked is None:
+        return
+    kind, _, detail = s.blocked.partition(":")
+    if kind == "deck-miscount":
+        yield _Found(
+            FaultView(
+                what="deck-miscount",
+                device="shuffler",
+                cause=f"the shuffler counted {detail} cards, not 52: the deck left the table",
+                stops=Stops.ROUNDS,
+                remedy="bring a new deck of 52 cards to the shuffler, then register it (it is "
+                "shuffled and counted before a round opens)",
+                command=f"tablectl dealer new-deck {WHO}",
+            ),
+            ("irregularity.deck_miscount",),
+        )
+        return
+    why = {
+        "duplicate-card": "the shoe read a card twice: not one deck of 52 distinct cards",
+        "foreign-card": "the shoe read a card of no standard deck",
+        "conflicting-count": "the shuffler reported one count two ways (a fault, never a replay)",
+    }
+    yield _Found(
+        FaultView(
+            what="deck-irregular",
+            device="shoe" if detail in ("duplicate-card", "foreign-card") else "shuffler",
+            cause=f"{why.get(detail, detail)}: the deck left the table, a round on it was void",
+            stops=Stops.ROUNDS,
+            remedy="bring a new deck to the shuffler, then register it",
+            command=f"tablectl dealer new-deck {WHO}",
+        ),
+        ("irregularity.deck",),
+        {"reason": detail},
+    )
+
+
+def _refused(device: str, refused: RefusedEvent, then: str) -> _Found:
+    return _Found(
+        FaultView(
+            what="events-refused",
+            device=device,
+            cause=f"the {device}'s event {refused.event_id} came where {refused.expected_event_id} "
+            f"was due (boot {refused.boot_id}): nothing it reports from there is taken, and "
+            f"{then} cannot fix that",
+            stops=Stops.ROUNDS,
+            remedy=f"reset its link (or reboot the {device}): the events it holds are skipped, "
+            f"journaled as skipped, and {then} follows",
+            command=f"tablectl devices reset-link {device} {WHO}",
+        ),
+        ("device.events_refused",),
+        {"device": device, "event_id": refused.event_id},
+    )
+
+
+def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
+    refused = s.events_refused.get("shuffler")
+    if refused is not None:
+        yield _refused("shuffler", refused, "a reshuffle")
+    code = s.shuffler_fault
+    if code is not None:
+        what = {
+            "event-sequence": "its events broke their sequence",
+            "event-conflict": "it reported one event two ways",
+        }.get(code, f"it reported {code}")
+        first = "once its link is reset (above), " if refused is not None else ""
+        physical = (
+            ""  # nothing jammed: its reports were not believable
+            if code.startswith("event-")
+            else "clear the shuffler (take out any jammed card, close its door), then "
+        )
+        yield _Found(
+            FaultView(
+                what="shuffler-fault",
+                device="shuffler",
+                cause=f"{what}: the cards are reshuffled before any is dealt",
+                stops=Stops.ROUNDS,
+                remedy=f"{first}{physical}ask for the reshuffle",
+                command=f"tablectl dealer reshuffle {WHO}",
+                rule="649a.13(e)",
+            ),
+            ("shuffler.fault",),
+            {"code": code},
+        )
+    if s.shuffle_refused is not None:
+        yield _Found(
+            FaultView(
+                what="shuffle-refused",
+                device="shuffler",
+                cause=f"the shuffler will not shuffle: {s.shuffle_refused}",
+                stops=Stops.SHUFFLING,
+                remedy="it is asked again by itself; if the shuffler shows a fault or is "
+                "busy, see to it there",
+                command=None,
+            ),
+            ("shuffler.request_failed",),
+            {"reason": s.shuffle_refused},
+        )
+
+
+def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
+    refused = s.events_refused.get("shoe")
+    if refused is not None:
+        yield _refused("shoe", refused, "clearing the shoe")
+    code = s.shoe_fault
+    if code is not None:
+        what = {
+            "incomplete": "the shoe failed to deal all the cards of the deal plan",
+            "unread-card": "the shoe dealt a card it could not read",
+            "replaced": "another shoe was connected in the middle of a deal",
+            "rebooted": "the shoe restarted in the middle of a deal",
+            "event-sequence": "the shoe's events broke their sequence",
+            "event-conflict": "the shoe reported one event two ways",
+        }.get(code, f"the shoe reported {code}")
+        out_of_order = s.shoe_out_of_order
+        yield _Found(
+            FaultView(
+                what="shoe-fault",
+                device="shoe",
+                cause=f"{what}; a round it was dealing is void, its wagers returned, and "
+                "its cards are reshuffled with those dealt",
+                stops=Stops.NOTHING if out_of_order else Stops.ROUNDS,
+                remedy=(
+                    "the shoe is out of order: hands are dealt by hand; to use it again, "
+                    if out_of_order
+                    else ""
+                )
+                + "take every card out of the shoe, then confirm it is clear (or mark it out "
+                "of order, `tablectl dealer shoe-out-of-order`, and deal by hand)",
+                command=f"tablectl dealer clear-shoe {WHO}",
+            ),
+            ("shoe.fault",),
+            {"code": code},
+        )
+    if s.deal_refused is not None and s.deal is None and s.phase is Phase.LOCKED:
+        yield _Found(
+            FaultView(
+                what="deal-refused",
+                device="shoe",
+                cause=f"the shoe did not take the deal: {s.deal_refused}",
+                stops=Stops.DEALING,
+                remedy="see to the shoe (a fault above, its link), then ask again",
+                command="tablectl dealer deal",
+            ),
+            ("deal.request_failed",),
+            {"reason": s.deal_refused},
+        )
+
+
+def _gpio(s: TableState, shoe: bool) -> Iterator[_Found]:
+    if s.gpio_fault is not None:
+        yield _Found(
+            FaultView(
+                what="gpio-fault",
+                device="gpio",
+                cause=f"{s.gpio_fault}: the wagering sensors cannot be trusted",
+                stops=Stops.ROUNDS,
+                remedy="check the sensors, the lock-out button and their cable, then reopen "
+                "betting",
+                command=f"tablectl dealer clear-fault {WHO}",
+            ),
+            ("gpio.fault",),
+            {"reason": s.gpio_fault},
+        )
+    if s.sensor_test is not None:
+        yield _Found(
+            FaultView(
+                what="sensor-test",
+                device="gpio",
+                cause=f"a technician's {s.sensor_test} test holds the sensors",
+                stops=Stops.ROUNDS,
+                remedy="finish the test: it ends when `tablectl test` exits",
+                command=None,
+            ),
+            ("gpio.test_started",),
+        )
+
+
+def _people(s: TableState, shoe: bool) -> Iterator[_Found]:
+    for hit in s.hits_pending:
+        validate = hit.validated_by is None
+        verb = "validate" if validate else "document"
+        yield _Found(
+            FaultView(
+                what="jackpot-pending",
+                device="floor",
+                cause=f"hit {hit.hit_id}: seat {hit.seat} {hit.hand} {dollars(hit.amount_cents)} "
+                f"({hit.basis}, "
+                + (
+                    "table inventory"
+                    if hit.paid_from_table_inventory
+                    else "not the table inventory"
+                )
+                + "), "
+                + (
+                    "not validated"
+                    if validate
+                    else f"validated by {hit.validated_by}, its documentation not confirmed"
+                ),
+                stops=Stops.ROUNDS,
+                remedy="a floorperson "
+                + ("validates the payout" if validate else "completes the payout's documentation"),
+                command=f"tablectl floor {verb} {hit.hit_id} {WHO}",
+                rule="649a.11(c)(5)(iii)" if validate else "649a.11(c)(5)(iv)",
+            ),
+            ("jackpot.hit",),
+            {"hit_id": hit.hit_id},
+        )
+    for device, waiting in sorted(s.devices_pending.items()):
+        accepted = s.devices.get(device)
+        yield _Found(
+            FaultView(
+                what="device-swap",
+                device=device,
+                cause=f"another {device} is connected: serial {waiting} "
+                f"(the one accepted for play: {accepted})",
+                stops=Stops.ROUNDS,
+                remedy=f"a technician checks it is this table's {device} and accepts it "
+                f"(or reconnects {accepted})",
+                command=f"tablectl devices accept {device} {waiting} {WHO}",
+            ),
+            ("device.identified",),
+            {"device": device, "serial_number": waiting, "accepted": False},
+        )
+
+
+# Each maps the core's state to the faults it holds; a new kind of fault is one more here.
+_FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
+    _deck,
+    _shuffler,
+    _shoe,
+    _gpio,
+    _people,
+)
+
+
+# --- from the links -------------------------------------------------------------------------
+
+
+def _from_links(
+    devices: Mapping[str, Mapping[str, Any]], broker: Mapping[str, Any]
+) -> list[_Found]:
+    found = []
+    for name in KNOWN_DEVICES:
+        info = devices.get(name)
+        if not info or info.get("link") != "down":
+            continue
+        why = info.get("last_error") or "it does not answer"
+        found.append(
+            _Found(
+                FaultView(
+                    what="link-down",
+                    device=name,
+                    cause=f"the {name} link is down: {why}",
+                    stops=Stops.SHUFFLING if name == "shuffler" else Stops.DEALING,
+                    remedy=f"check the {name}'s power and cable at {info.get('port')}; the link "
+                    "comes back by itself once it answers (`tablectl devices` shows it)",
+                    command=None,
+                    since=info.get("link_since"),
+                )
+            )
+        )
+    if broker and not broker.get("connected"):
+        found.append(
+            _Found(
+                FaultView(
+                    what="broker-down",
+                    device="broker",
+                    cause=f"the MQTT broker {broker.get('broker')} is not connected: events "
+                    "wait in the journal, nothing is lost",
+                    stops=Stops.NOTHING,
+                    remedy="check the broker and the network; the relay reconnects by itself",
+                    command=None,
+                )
+            )
+        )
+    return found
+
+
+# --- views of Daemon.status() -----------------------------------------------------------------
+
+
+def faults(status: Mapping[str, Any]) -> list[FaultView]:
+    """The faults a status (as Daemon.status() or the control socket gives it) holds."""
+    return [FaultView.model_validate(f) for f in status.get("faults") or ()]
 
 
 def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every device the status names, each with at least its link state."""
+    """Every device the status names, each with at least its link state and its faults."""
     found: dict[str, dict[str, Any]] = {}
     acceptance = status.get("device_acceptance") or {}
     for name in KNOWN_DEVICES:
         info = status.get(name)
         if isinstance(info, Mapping):
             found[name] = {**info, **acceptance.get(name, {})}
-    shuffler = found.get("shuffler")
-    if shuffler is not None and "last_fault" not in shuffler:
-        shuffler["last_fault"] = status.get("shuffler_fault")
     gpio = status.get("gpio")
     if isinstance(gpio, Mapping):  # the sensors, lamps and lock-out button
         found["gpio"] = {"link": "fault" if status.get("gpio_fault") else "up", **gpio}
+    every = faults(status)
+    for name, info in found.items():
+        info["faults"] = [f.model_dump(mode="json") for f in every if f.device == name]
     return found
 
 
@@ -44,14 +417,15 @@ def links(status: Mapping[str, Any]) -> dict[str, str]:
 
 
 def status_line(status: Mapping[str, Any]) -> str:
-    """systemd's STATUS=: the phase, each device's link, the broker, what blocks the table."""
+    """systemd's STATUS=: the phase, each device's link, the broker, and what stands in the
+    way with the command that clears it."""
     phase = status.get("phase", "?")
     parts = [f"{phase} (round {status.get('round_id', '?')})"]
     parts += [
         f"{name} {state}" if name == "broker" else f"{name} link {state}"
         for name, state in links(status).items()
     ]
-    blocked = status.get("blocked")
-    if blocked:
-        parts.append(f"blocked: {blocked}")
+    for fault in faults(status):
+        if fault.what not in ("link-down", "broker-down"):  # said above
+            parts.append(f"{fault.what}: {fault.command or fault.remedy}")
     return "; ".join(parts)

@@ -407,6 +407,27 @@ class JournalReader:
         cur = self._db.execute("SELECT backend_id, seq FROM acks")
         return {str(b): int(q) for b, q in cur}
 
+    def last_row(
+        self, types: Sequence[str], where: Mapping[str, str | int | bool]
+    ) -> tuple[int, str, dict[str, Any]] | None:
+        """The seq, time and data of the last durable row of one of these types whose data
+        holds these values (what recorded a fault that stands: `status` says since when)."""
+        if not types:
+            return None
+        clauses = [f"type IN ({','.join('?' * len(types))})", "seq <= ?"]
+        params: list[object] = [*types, self._bound()]
+        for key, value in where.items():
+            if not key.isidentifier():
+                raise ValueError(f"not a field name: {key!r}")
+            clauses.append(f"json_extract(data, '$.{key}') = ?")
+            params.append(int(value) if isinstance(value, bool) else value)
+        row = self._db.execute(
+            f"SELECT seq, ts, data FROM journal WHERE {' AND '.join(clauses)} "  # noqa: S608 -- names checked above, values bound
+            "ORDER BY seq DESC LIMIT 1",
+            params,
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), json.loads(row[2]))
+
 
 class HandedMark:
     """The highest seq ever handed to a broker, kept in a file beside the database.
