@@ -13,6 +13,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 
 from tablectl.core.effects import MeterReading
 from tablectl.core.events import PowerUp, TableRules
-from tablectl.store.journal import connect_read_only
+from tablectl.store.journal import connect_read_only, journal_ts
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +129,9 @@ def snapshot(database: Path) -> Iterator[JournalSnapshot]:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         db.close()
+
+
+def read_entries(database: Path, start: datetime, end: datetime) -> list[Entry]:
+    """The rows with start <= ts < end, from one snapshot (game pace reads hours, not months)."""
+    with snapshot(database) as snap:
+        return list(snap.entries(journal_ts(start), journal_ts(end)))
