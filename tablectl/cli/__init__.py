@@ -17,7 +17,19 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from tablectl.cli import control, demo, devices, journal, mqtt, paytable, run, simulate, test, watch
+from tablectl.cli import (
+    control,
+    demo,
+    devices,
+    journal,
+    mqtt,
+    paytable,
+    records,
+    run,
+    simulate,
+    test,
+    watch,
+)
 from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK
 from tablectl.config import ConfigError
 from tablectl.control.protocol import REQUEST_TYPES, Role, commands
@@ -76,7 +88,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
-    for module in (run, control, watch, devices, journal, mqtt, paytable, simulate, test, demo):
+    for module in (
+        run,
+        control,
+        watch,
+        devices,
+        journal,
+        records,
+        mqtt,
+        paytable,
+        simulate,
+        test,
+        demo,
+    ):
         module.add_parsers(sub)
     for sp in _subparsers(p):  # verb groups too: `tablectl config --log-level X check`
         sp.add_argument(

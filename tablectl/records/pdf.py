@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -214,9 +214,10 @@ def time_ticks(start: datetime, end: datetime, zone: ZoneInfo) -> list[tuple[flo
     ticks: list[tuple[float, str]] = []
     when, last_day = first, None
     while when <= end:
-        # Wall-clock steps in the zone, then back to an instant (DST-aware).
-        instant = when.replace(tzinfo=zone)
-        if instant >= start:
+        # Wall-clock steps in the zone, then the instant they name: a wall time that does
+        # not exist (02:00 at the spring change) is the next one that does (03:00).
+        instant = when.replace(tzinfo=zone).astimezone(UTC).astimezone(zone)
+        if instant >= start and (not ticks or instant.timestamp() > ticks[-1][0]):
             day = instant.date()
             label = f"{instant:%H:%M}" if step < timedelta(days=1) else ""
             if day != last_day:
@@ -247,13 +248,14 @@ def meter_chart(
     fig, ax = plt.subplots(figsize=size_in, dpi=200)
     try:
         palette = ["#1f6feb", "#8250df", "#bf8700", "#1a7f37"]
-        for i, (meter_id, points) in enumerate(sorted(summary.meter_points.items())):
-            if not points:
-                continue
-            # The meter as it stood from the period's start to its end.
-            xs = [t.timestamp() for t, _ in points] + [min(end, known_until).timestamp()]
-            ys = [c / 100 for _, c in points] + [points[-1][1] / 100]
-            ax.step(xs, ys, where="post", lw=1.2, color=palette[i % 4], label=meter_id)
+        for i, meter in enumerate(summary.meters):
+            # The meter as it stood from the period's start (its opening amount) to its end.
+            points = summary.meter_points.get(meter.meter_id, [])
+            xs = [start.timestamp(), *(t.timestamp() for t, _ in points)]
+            ys = [meter.opening_cents / 100, *(c / 100 for _, c in points)]
+            xs.append(max(xs[-1], min(end, known_until).timestamp()))
+            ys.append(ys[-1])
+            ax.step(xs, ys, where="post", lw=1.2, color=palette[i % 4], label=meter.meter_id)
         hits = [h for h in summary.hits if not h.paid_from_table_inventory]
         if hits:
             ax.scatter(
@@ -275,7 +277,7 @@ def meter_chart(
         ax.grid(True, color="#e3e8ee", lw=0.6)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-        if summary.meter_points:
+        if summary.meters:
             ax.legend(loc="lower right", frameon=False, fontsize=8)
         else:
             ax.text(0.5, 0.5, "no meter in this period", transform=ax.transAxes, ha="center")

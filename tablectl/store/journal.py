@@ -108,11 +108,6 @@ def journal_ts(when: datetime) -> str:
     return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_journal_ts(ts: str) -> datetime:
-    """A journal timestamp as an aware UTC datetime."""
-    return datetime.fromisoformat(ts)
-
-
 def canonical_json(data: object) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
