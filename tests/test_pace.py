@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import jsonschema
 import pytest
+from tablectl.simulators.journal_session import play_session
 
 from tablectl import cli
 from tablectl.core import effects as rec
@@ -29,7 +30,6 @@ from tablectl.records.pace import (
 from tablectl.records.source import read_entries
 
 from .conftest import REPO
-from .records_session import play_session
 from .test_records import table_config
 
 UTC_ZONE = ZoneInfo("UTC")

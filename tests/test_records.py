@@ -18,6 +18,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pypdf import PdfReader
 from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.journal_session import SessionFacts, play_session, tcp_rules
 
 from tablectl import cli
 from tablectl.core import effects as rec
@@ -52,7 +54,6 @@ from tablectl.store.journal import StepInput, Store
 
 from .conftest import EXAMPLE_CONFIG
 from .daemons import daemon_process
-from .records_session import SessionFacts, play_session, tcp_rules
 from .test_service import TABLECTL
 
 NEW_YORK = ZoneInfo("America/New_York")
@@ -874,3 +875,17 @@ def test_a_snapshot_does_not_see_rows_committed_while_it_reads(tmp_path: Path) -
     with snapshot(tmp_path / "tablectl.sqlite3") as snap:
         assert snap.last_seq() == 4
     store.close()
+
+
+def test_the_records_package_stands_below_the_service() -> None:
+    """records reads the journal itself: it imports no service module (the service will
+    import it to publish pace)."""
+    code = (
+        "import sys, tablectl.records.export, tablectl.records.pace, tablectl.records.pdf\n"
+        "bad = sorted(m for m in sys.modules if m.startswith('tablectl.service'))\n"
+        "sys.exit(f'imports {bad}' if bad else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

@@ -154,8 +154,15 @@ class Store:
     """
 
     def __init__(
-        self, path: Path, *, boot_id: str, clock: Callable[[], datetime] = _utc_now
+        self,
+        path: Path,
+        *,
+        boot_id: str,
+        clock: Callable[[], datetime] = _utc_now,
+        durable: bool = True,
     ) -> None:
+        """durable=False: no fsync per commit, for journals simulators make (tests,
+        benchmarks); a table's journal is always durable."""
         # Not readable by others: the directory 0750, the database (and its -wal, -shm) 0640.
         path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
@@ -164,7 +171,8 @@ class Store:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we light a seat or publish (nothing is lost).
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._synchronous = "FULL" if durable else "OFF"
+        self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         self._db.executescript(SCHEMA)
         self._boot_id = boot_id
         self._clock = clock
@@ -280,7 +288,7 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
         finally:
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA synchronous={self._synchronous}")
 
     def inputs(self) -> Iterator[InputRow]:
         """Every journaled input, in the order the core stepped on them."""
