@@ -91,9 +91,7 @@ def _words(text: str) -> str:
     return text.replace("-", " ")
 
 
-def readable(
-    data: dict[str, Any], skip: Sequence[str] = ("round_id", "device", "by", "rule")
-) -> str:
+def readable(data: dict[str, Any], skip: Sequence[str] = ("device", "by", "rule")) -> str:
     """A record's data for people: amounts in dollars, yes/no, the meter left out (the
     meter has its own sections)."""
     parts = []
