@@ -16,6 +16,7 @@ import itertools
 import json
 import re
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -889,3 +890,10 @@ def test_the_records_package_stands_below_the_service() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_failed_export_leaves_nothing_behind(tmp_path: Path, key: Path) -> None:
+    (tmp_path / "tablectl.sqlite3").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(sqlite3.DatabaseError):
+        export(tmp_path / "tablectl.sqlite3", tmp_path / "out", key)
+    assert not (tmp_path / "out").exists()  # no unsigned half-export

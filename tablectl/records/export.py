@@ -77,11 +77,25 @@ def prepare_directory(out: Path) -> None:
 
 
 def export_records(request: ExportRequest, key: Ed25519PrivateKey) -> Exported:
+    """Write and sign the record set; on any failure nothing is left in the directory (an
+    unsigned half-export is worse than none)."""
     if request.start >= request.end:
         raise ExportError(f"--from {request.start} is not before --to {request.end}")
     if not request.formats:
         raise ExportError("no format asked for")
+    made = not request.out.exists()
     prepare_directory(request.out)
+    try:
+        return _export(request, key)
+    except BaseException:
+        for path in request.out.iterdir():
+            path.unlink()
+        if made:
+            request.out.rmdir()
+        raise
+
+
+def _export(request: ExportRequest, key: Ed25519PrivateKey) -> Exported:
     start_ts, end_ts = journal_ts(request.start), journal_ts(request.end)
     text_formats: tuple[TextFormat, ...] = tuple(
         f for f in request.formats if f == "csv" or f == "jsonl"

@@ -458,10 +458,10 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: bytes) -
                     dollars(h.meter_before_cents),
                     f"{h.validated_by} {_local(h.validated_ts_utc, zone)}"
                     if h.validated_by
-                    else "not yet",
+                    else "not in the period",
                     f"{h.documented_by} {_local(h.documented_ts_utc, zone)}"
                     if h.documented_by
-                    else ("-" if h.paid_from_table_inventory else "not yet"),
+                    else ("-" if h.paid_from_table_inventory else "not in the period"),
                 ]
                 for h in summary.hits
             ],
