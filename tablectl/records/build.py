@@ -152,7 +152,6 @@ class Summary:
     routine_actions: Counter[tuple[str, str]] = field(default_factory=Counter)  # (by, event)
     other_events: list[Event] = field(default_factory=list)
     unknown_types: Counter[str] = field(default_factory=Counter)
-    sheet_rows: Counter[Sheet] = field(default_factory=Counter)
 
 
 class RecordSetBuilder:
@@ -187,7 +186,6 @@ class RecordSetBuilder:
         self._parameter_changes(period_start_ts)
 
     def _emit_to(self, sheet: Sheet, row: Row) -> None:
-        self.summary.sheet_rows[sheet] += 1
         self._sink(sheet, row)
 
     # --- parameters --------------------------------------------------------------------
