@@ -10,8 +10,10 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from datetime import time
 from pathlib import Path
 from typing import Annotated, Literal, Self, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AfterValidator,
@@ -236,6 +238,57 @@ class AccessSection(Strict):
         return self
 
 
+def _time_zone(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{name!r} is not a time zone name of the IANA database, e.g. America/New_York"
+        ) from None
+    return name
+
+
+def _clock_time(value: object) -> time:
+    """A time of day: TOML's local time (06:00:00) or a string "06:00"."""
+    if isinstance(value, time):
+        return value
+    if isinstance(value, str):
+        try:
+            return time.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ValueError(f'{value!r} is not a time of day such as "06:00"')
+
+
+ShiftStart = Annotated[time, BeforeValidator(_clock_time)]
+
+
+class RecordsSection(Strict):
+    """The table's records and game pace (docs/records.md)."""
+
+    # Reports show local times in this zone (the journal itself is UTC); default: this
+    # machine's zone, named in every report and manifest.
+    time_zone: Annotated[str | None, AfterValidator(_time_zone)] = None
+    # Each shift runs from its start to the next one's, in time_zone: game pace per shift.
+    shift_starts: list[ShiftStart] = Field(
+        default=[time(6), time(14), time(22)], min_length=1, max_length=24
+    )
+    # The table's Ed25519 key that signs each export; default: data_dir/records-signing.key.
+    signing_key: Path | None = None
+    pace_rolling_minutes: int = Field(default=60, ge=5, le=24 * 60)
+
+    @field_validator("shift_starts")
+    @classmethod
+    def _shifts_in_order(cls, starts: list[time]) -> list[time]:
+        if any(t.tzinfo is not None for t in starts):
+            raise ValueError("shift starts are local times in records.time_zone: drop the offset")
+        if starts != sorted(set(starts)):
+            raise ValueError(f"shift starts must be in order, each once: {starts}")
+        return starts
+
+
 class TableConfig(Strict):
     table: TableSection
     game: GameConfig
@@ -245,6 +298,7 @@ class TableConfig(Strict):
     mqtt: MqttSection = MqttSection()
     storage: StorageSection
     access: AccessSection = AccessSection()
+    records: RecordsSection = RecordsSection()
 
     @model_validator(mode="after")
     def _seats_the_game_allows(self) -> Self:
@@ -285,6 +339,11 @@ class TableConfig(Strict):
     def simulator_lock(self) -> Path:
         """Held by the one `tablectl simulate table` of this table (util/instance_lock.py)."""
         return self.storage.data_dir / "table-simulator.lock"
+
+    @property
+    def signing_key(self) -> Path:
+        """The table's records-signing key (`tablectl records key`)."""
+        return self.records.signing_key or self.storage.data_dir / "records-signing.key"
 
     def rules(self) -> TableRules:
         """What the round core needs of this config (journaled with every power-up)."""

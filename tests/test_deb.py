@@ -150,6 +150,12 @@ def test_the_maintainer_scripts_create_users_groups_and_private_directories(
     assert re.search(r"^tablectl:x:\d+:\d+:.*:/var/lib/tablectl:/usr/sbin/nologin$", passwd, re.M)
     for path, mode in (("var/lib/tablectl", 0o750), ("etc/tablectl", 0o750)):
         assert stat.S_IMODE((installed / path).stat().st_mode) == mode, path
+    # The table's records-signing key, made at install: the table's user alone reads it.
+    key = installed / "var/lib/tablectl/records-signing.key"
+    user = re.search(r"^tablectl:x:(\d+):", passwd, re.M)
+    assert user is not None
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and key.stat().st_uid == int(user[1])
+    assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")

@@ -13,7 +13,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,7 +27,7 @@ from tablectl.cli.common import (
     path_arg,
 )
 from tablectl.config import load_config
-from tablectl.store.journal import Store, canonical_json
+from tablectl.store.journal import Store, canonical_json, connect_read_only, journal_ts
 
 FOLLOW_POLL_S = 0.5  # how often `tail -f` looks for new rows
 EXPORT_FIELDS = ("seq", "event_id", "ts", "boot_id", "type", "data", "prev_hash", "hash")
@@ -35,10 +35,10 @@ _RELATIVE = re.compile(r"^-?(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-def point_in_time(text: str) -> datetime:
-    """--since/--until: ISO 8601 (no zone: this machine's local time), today, yesterday,
-    now, or a time ago: 30m, 2h, 7d (also --since=-2h, as journalctl writes it)."""
-    now = datetime.now().astimezone()
+def point_in_time(text: str, zone: tzinfo | None = None) -> datetime:
+    """--since/--until: ISO 8601 (no zone: this machine's local time, or `zone`'s), today,
+    yesterday, now, or a time ago: 30m, 2h, 7d (also --since=-2h, as journalctl writes it)."""
+    now = datetime.now(zone) if zone else datetime.now().astimezone()
     word = text.strip().lower()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if word == "now":
@@ -56,13 +56,9 @@ def point_in_time(text: str) -> datetime:
             f"{text!r}: give a time such as 2024-05-01, 2024-05-01T14:30, "
             "2024-05-01T14:30:00Z, today, yesterday, now, 2h (ago)"
         ) from None
-    return when.astimezone() if when.tzinfo is None else when
-
-
-def journal_ts(when: datetime) -> str:
-    """The journal's own timestamp format (UTC, milliseconds, Z): compares as text."""
-    utc = when.astimezone(UTC)
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if when.tzinfo is not None:
+        return when
+    return when.replace(tzinfo=zone) if zone else when.astimezone()
 
 
 def rows_count(text: str) -> int:
@@ -114,22 +110,6 @@ def _database(args: argparse.Namespace) -> Path:
     return load_config(config_path(args)).storage.database
 
 
-def read_only(path: Path) -> sqlite3.Connection:
-    """A reader's own connection: it never writes, and WAL gives it a consistent snapshot."""
-    uri = path.resolve().as_uri()
-    db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
-    try:
-        db.execute("SELECT 1 FROM journal LIMIT 1").fetchall()
-        return db
-    except sqlite3.OperationalError:
-        db.close()
-        if Path(f"{path}-wal").exists():
-            raise
-    # The daemon is stopped and left no WAL, so nothing is writing the file; a reader that
-    # may not write the directory cannot create the -shm a WAL reader needs: read it as is.
-    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
-
-
 def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
     cur = db.execute(
         f"SELECT {', '.join(EXPORT_FIELDS)} FROM journal WHERE {where} ORDER BY seq",  # noqa: S608 - fixed column names
@@ -149,7 +129,7 @@ def _journal(args: argparse.Namespace) -> int:
         try:
             if args.journal_verb == "tail":
                 return _tail(args, path)
-            db = read_only(path)
+            db = connect_read_only(path)
             try:
                 return _export(args, db, path)
             finally:
@@ -177,7 +157,7 @@ def _print_row(args: argparse.Namespace, row: dict[str, Any]) -> None:
 
 
 def _tail(args: argparse.Namespace, path: Path) -> int:
-    with contextlib.closing(read_only(path)) as db:
+    with contextlib.closing(connect_read_only(path)) as db:
         (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()
         seq = max(0, int(last) - args.n)
         for row in _rows(db, "seq > ?", (seq,)):
@@ -188,8 +168,8 @@ def _tail(args: argparse.Namespace, path: Path) -> int:
     try:
         while True:
             time.sleep(FOLLOW_POLL_S)
-            # A new connection each time: the daemon may have started since (see read_only).
-            with contextlib.closing(read_only(path)) as db:
+            # A new connection each time: the daemon may have started since (see connect_read_only).
+            with contextlib.closing(connect_read_only(path)) as db:
                 for row in _rows(db, "seq > ?", (seq,)):
                     _print_row(args, row)
                     seq = row["seq"]

@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 from tablectl.core.effects import RECORD_TYPES, Record
 from tablectl.core.games import GameConfig
 from tablectl.core.round import HitEntry
+from tablectl.records.pace import Pace
 
 VERSION = 1
 TOPIC_PREFIX = f"tablectl/v{VERSION}"
@@ -252,6 +253,7 @@ def asyncapi_document() -> dict[str, Any]:
         "Birth": Birth,
         "MeterValue": MeterValue,
         "Health": Health,
+        "Pace": Pace,
         "Reply": Reply,
         "Ack": Ack,
         "ReplayCommand": ReplayCommand,
@@ -293,6 +295,7 @@ def asyncapi_document() -> dict[str, Any]:
             meter_id="the meter's id",
         ),
         "health": _channel("health", {"health": "Health"}, "device and delivery health, retained"),
+        "pace": _channel("pace", {"pace": "Pace"}, "game pace (docs/records.md), retained; QoS 1"),
         "cmdReplay": _channel(
             "cmd/replay", {"replay": "ReplayCommand"}, "send the stream again from a seq; QoS 1"
         ),
@@ -326,6 +329,7 @@ def asyncapi_document() -> dict[str, Any]:
         "sendEvents": operation("send", "evt", "journal rows in seq order, after their commit"),
         "sendMeter": operation("send", "meter", "after the rows that changed the meter"),
         "sendHealth": operation("send", "health", "on change, and every counters interval"),
+        "sendPace": operation("send", "pace", "at most once a minute, from the journal"),
         "sendReply": operation("send", "res", "one reply per command"),
         "receiveReplay": operation("receive", "cmdReplay", "a backend asks for rows again"),
         "receiveResync": operation("receive", "cmdResync", "a backend asks for the birth"),

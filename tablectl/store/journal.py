@@ -91,13 +91,21 @@ class JournalRow:
         }
 
 
-def _row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data: str) -> str:
+def row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data: str) -> str:
+    """A row's link in the chain: its fields (data as the stored JSON text) and the previous
+    row's hash. An export that carries both hashes can be checked against it."""
     text = "\x1f".join((prev_hash, str(seq), event_id, ts, type_, data))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def journal_ts(when: datetime) -> str:
+    """The journal's own timestamp format (UTC, milliseconds, Z): compares as text."""
+    utc = when.astimezone(UTC)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def canonical_json(data: object) -> str:
@@ -146,8 +154,15 @@ class Store:
     """
 
     def __init__(
-        self, path: Path, *, boot_id: str, clock: Callable[[], datetime] = _utc_now
+        self,
+        path: Path,
+        *,
+        boot_id: str,
+        clock: Callable[[], datetime] = _utc_now,
+        durable: bool = True,
     ) -> None:
+        """durable=False: no fsync per commit, for journals simulators make (tests,
+        benchmarks); a table's journal is always durable."""
         # Not readable by others: the directory 0750, the database (and its -wal, -shm) 0640.
         path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
@@ -156,7 +171,8 @@ class Store:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we light a seat or publish (nothing is lost).
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._synchronous = "FULL" if durable else "OFF"
+        self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         self._db.executescript(SCHEMA)
         self._boot_id = boot_id
         self._clock = clock
@@ -210,7 +226,7 @@ class Store:
         seq, prev = self._last_seq, self._last_hash
         input_seq = self._last_input_seq
         now = self._clock()
-        ts = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        ts = journal_ts(now)
         unix_ms = int(now.timestamp() * 1000)
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -220,7 +236,7 @@ class Store:
                     seq += 1
                     event_id = str(uuid7(unix_ms))
                     data_json = canonical_json(data)
-                    digest = _row_hash(prev, seq, event_id, ts, type_, data_json)
+                    digest = row_hash(prev, seq, event_id, ts, type_, data_json)
                     self._db.execute(
                         "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (seq, event_id, ts, self._boot_id, type_, data_json, prev, digest),
@@ -272,7 +288,7 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
         finally:
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA synchronous={self._synchronous}")
 
     def inputs(self) -> Iterator[InputRow]:
         """Every journaled input, in the order the core stepped on them."""
@@ -309,7 +325,7 @@ class Store:
         for seq, event_id, ts, type_, data, prev_hash, digest in cur:
             if seq != expected_seq or prev_hash != prev:
                 return int(seq)
-            if _row_hash(prev, seq, event_id, ts, type_, data) != digest:
+            if row_hash(prev, seq, event_id, ts, type_, data) != digest:
                 return int(seq)
             prev, expected_seq = digest, seq + 1
         return None
@@ -343,6 +359,23 @@ class Store:
     def reader(self) -> JournalReader:
         """A read-only connection of its own that sees only what this writer has committed."""
         return JournalReader(self._path, bound=lambda: self._last_seq)
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A reader's own connection: it never writes, and WAL gives it a consistent snapshot
+    (one per query; hold a transaction open for several queries to share one)."""
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+    try:
+        db.execute("SELECT 1 FROM journal LIMIT 1").fetchall()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if Path(f"{path}-wal").exists():
+            raise
+    # The daemon is stopped and left no WAL, so nothing is writing the file; a reader that
+    # may not write the directory cannot create the -shm a WAL reader needs: read it as is.
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
 
 @dataclass(frozen=True, slots=True)
