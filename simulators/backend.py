@@ -88,9 +88,12 @@ class ReferenceBackend:
             await client.subscribe(f"{self.root}/{sub}")
         replay = {"from_seq": self.last_contiguous_seq + 1, "correlation_id": "backend-reconnect"}
         await client.publish(f"{self.root}/cmd/replay", json.dumps(replay).encode())
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(client.wait_closed())  # raises when the broker goes away
-            tasks.create_task(self._consume(client))
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(client.wait_closed())  # raises when the broker goes away
+                tasks.create_task(self._consume(client))
+        except* MqttError as group:
+            raise group.exceptions[0] from None
 
     async def _consume(self, client: MqttClient) -> None:
         async for message in client.messages():

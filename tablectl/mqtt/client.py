@@ -351,6 +351,7 @@ class MqttClient:
             self._connected.set_exception(refused)
         else:
             self._up = True
+            self._last_error = ""  # from here on, a line about this connection
             self._connected.set_result(None)
 
     def _on_disconnect(
@@ -364,7 +365,7 @@ class MqttClient:
         if self._closing and not reason_code.is_failure:
             self._connection_ended(None)
             return
-        why = self._last_error or str(reason_code)
+        why = self._last_error or "the connection to the broker closed"
         if flags.is_disconnect_packet_from_server:
             why = f"the broker disconnected us: {reason_code}"
         if not self._connected.done():
