@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -110,6 +111,18 @@ class Message:
     retain: bool
 
 
+class _LastError(logging.Handler):
+    """Keeps paho's last error line: why a TLS session died, say. Through a logger at ERROR,
+    so paho's per-packet debug lines are never formatted (its on_log would format each)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.message = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.message = record.getMessage()
+
+
 def _reason(code: ReasonCode) -> tuple[int, str]:
     return int(code.value), str(code)
 
@@ -150,8 +163,11 @@ class MqttClient:
         # No limit in paho: the caller keeps its own window (paho's limit rescans every
         # message in flight on each PUBACK).
         p.max_inflight_messages_set(0)
-        p.on_log = self._on_log  # the rest once connected, on the loop's thread
-        self._paho = p
+        self._errors = _LastError()
+        paho_log = logging.Logger("tablectl.mqtt.paho", logging.ERROR)
+        paho_log.addHandler(self._errors)
+        p.enable_logger(paho_log)
+        self._paho = p  # its callbacks are set once connected, on the loop's thread
         self._connected: asyncio.Future[None] = self._loop.create_future()
         self._up = False  # between the CONNACK that accepted us and the end
         self._closed = asyncio.Event()
@@ -162,7 +178,6 @@ class MqttClient:
         self._inbox: asyncio.Queue[Message] = asyncio.Queue()
         self._misc: asyncio.TimerHandle | None = None
         self._fd: int | None = None
-        self._last_error = ""  # paho's last error line: why a TLS session died, say
 
     # --- connecting --------------------------------------------------------------------
 
@@ -183,7 +198,7 @@ class MqttClient:
             self.close()
             raise MqttError(
                 "the broker closed the connection before accepting it: "
-                + (self._last_error or paho.error_string(rc))
+                + (self._errors.message or paho.error_string(rc))
             )
         for option in SOCKET_OPTIONS:
             sock.setsockopt(*option)
@@ -351,7 +366,7 @@ class MqttClient:
             self._connected.set_exception(refused)
         else:
             self._up = True
-            self._last_error = ""  # from here on, a line about this connection
+            self._errors.message = ""  # from here on, a line about this connection
             self._connected.set_result(None)
 
     def _on_disconnect(
@@ -365,7 +380,7 @@ class MqttClient:
         if self._closing and not reason_code.is_failure:
             self._connection_ended(None)
             return
-        why = self._last_error or "the connection to the broker closed"
+        why = self._errors.message or "the connection to the broker closed"
         if flags.is_disconnect_packet_from_server:
             why = f"the broker disconnected us: {reason_code}"
         if not self._connected.done():
@@ -411,10 +426,6 @@ class MqttClient:
         except UnicodeDecodeError:  # brokers refuse such topics; the caller counts it
             topic = ""
         self._inbox.put_nowait(Message(topic, bytes(message.payload), bool(message.retain)))
-
-    def _on_log(self, client: paho.Client, userdata: Any, level: int, text: str) -> None:
-        if level == paho.MQTT_LOG_ERR:
-            self._last_error = text
 
     # --- ending ------------------------------------------------------------------------
 
