@@ -460,6 +460,8 @@ class Relay:
             closed.cancel()
             refused.cancel()
         if session.refused is not None:
+            if closed.done() and not closed.cancelled():
+                closed.exception()  # read: the refusal is the news
             raise session.refused
         await closed  # raises why the connection was lost
         raise MqttError("the connection ended")
