@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from typing import Any, Protocol
 
 from structlog.testing import capture_logs
 
@@ -38,20 +39,28 @@ class Device:
         self.closed += 1
 
 
-def _reconnector(device: Device) -> Reconnector[str]:
+class Peer(Protocol):
+    async def connect(self) -> str: ...
+    async def serve(self, conn: str) -> None: ...
+    async def close(self, conn: str) -> None: ...
+
+
+def _reconnector(
+    device: Peer, *, name: str = "shoe", initial_s: float = 0.1, max_s: float = 1.0
+) -> Reconnector[str]:
     return Reconnector(
-        name="shoe",
+        name=name,
         connect=device.connect,
         serve=device.serve,
         close=device.close,
-        backoff=Backoff(initial_s=0.1, max_s=1.0, jitter=0, _rng=random.Random(1)),
+        backoff=Backoff(initial_s=initial_s, max_s=max_s, jitter=0, _rng=random.Random(1)),
         retry_on=(OSError, Permanent),
     )
 
 
-def _run(device: Device, seconds: float) -> Reconnector[str]:
+def _run(device: Peer, seconds: float, **settings: Any) -> Reconnector[str]:
     async def main() -> Reconnector[str]:
-        r = _reconnector(device)
+        r = _reconnector(device, **settings)
         task = asyncio.create_task(r.run())
         await asyncio.sleep(seconds)
         task.cancel()
@@ -152,23 +161,7 @@ class Broker:
 
 
 def _run_against(broker: Broker, seconds: float) -> Reconnector[str]:
-    async def main() -> Reconnector[str]:
-        r = Reconnector(
-            name="mqtt",
-            connect=broker.connect,
-            serve=broker.serve,
-            close=broker.close,
-            backoff=Backoff(initial_s=0.5, max_s=30.0, jitter=0, _rng=random.Random(1)),
-            retry_on=(OSError, Permanent),
-        )
-        task = asyncio.create_task(r.run())
-        await asyncio.sleep(seconds)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        return r
-
-    return run_virtual(main())
+    return _run(broker, seconds, name="mqtt", initial_s=0.5, max_s=30.0)
 
 
 def test_a_refusal_backs_off_longest_and_is_one_error_while_a_network_failure_is_quiet() -> None:
