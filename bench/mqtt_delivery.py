@@ -41,7 +41,8 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import load_config
 from tablectl.core.events import ChipSensed, Settle
 from tablectl.core.round import Phase
-from tablectl.mqtt.relay import SOCKET_OPTIONS, topic_root
+from tablectl.mqtt.client import SOCKET_OPTIONS, MqttClient
+from tablectl.mqtt.contract import topic_root
 from tablectl.service.daemon import Daemon
 from tablectl.util import logs
 
@@ -257,18 +258,21 @@ async def throughput(broker: PrivateBroker, data_dir: Path, count: int) -> tuple
             return rate, ratio
 
 
-class _GatedClient:
-    """The relay's client, holding its connect until the bench opens the gate."""
+def gated(make: Callable[[], MqttClient], gate: asyncio.Event) -> Callable[[], MqttClient]:
+    """The relay's clients, each holding its connect until the bench opens the gate."""
 
-    def __init__(self, client: aiomqtt.Client, gate: asyncio.Event) -> None:
-        self._client, self._gate = client, gate
+    def client() -> MqttClient:
+        made = make()
+        connect = made.connect
 
-    async def __aenter__(self) -> aiomqtt.Client:
-        await self._gate.wait()
-        return await self._client.__aenter__()
+        async def after_the_gate() -> None:
+            await gate.wait()
+            await connect()
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self._client.__aexit__(*exc)  # type: ignore[arg-type]
+        made.connect = after_the_gate  # type: ignore[method-assign]
+        return made
+
+    return client
 
 
 async def backlog(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[float, int, bool]:
@@ -283,8 +287,7 @@ async def backlog(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[fl
         while not daemon.relay.connected:  # noqa: ASYNC110 (a flag, polled by a bench)
             await asyncio.sleep(0.01)
         gate = asyncio.Event()
-        make = daemon.relay.client
-        daemon.relay.client = lambda: _GatedClient(make(), gate)
+        daemon.relay.client = gated(daemon.relay.client, gate)
         broker.stop()
         first = store.last_seq + 1
         for event in chip_events(count):

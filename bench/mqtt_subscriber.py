@@ -22,7 +22,7 @@ from datetime import datetime
 
 import aiomqtt
 
-from tablectl.mqtt.relay import SOCKET_OPTIONS
+from tablectl.mqtt.client import SOCKET_OPTIONS
 
 
 async def main(host: str, port: int, topics: list[str], ack: str | None) -> None:

@@ -32,7 +32,7 @@ import aiomqtt
 from mqtt_delivery import Subscriber, percentile  # type: ignore[import-not-found]
 from tablectl.simulators.broker import PrivateBroker
 
-from tablectl.mqtt.relay import SOCKET_OPTIONS
+from tablectl.mqtt.client import SOCKET_OPTIONS
 from tablectl.util import logs
 
 HERE = Path(__file__).resolve().parent

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Callable
 from typing import Any
 
-import aiomqtt
-
-from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call, topic_root
+from tablectl.mqtt.client import MqttClient, MqttError
+from tablectl.mqtt.contract import topic_root
+from tablectl.util.backoff import Backoff
+from tablectl.util.reconnect import Reconnector
 
 
 class ReferenceBackend:
@@ -30,11 +32,11 @@ class ReferenceBackend:
         on_event: Callable[[dict[str, Any]], None] | None = None,
         username: str | None = None,
         password: str | None = None,
-        tls: aiomqtt.TLSParameters | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._host, self._port = host, port
         self.backend_id = backend_id
-        self._credentials = {"username": username, "password": password, "tls_params": tls}
+        self._username, self._password, self._tls = username, password, tls
         self._acked = 0
         self.root = topic_root(site, table)
         self._on_event = on_event
@@ -57,48 +59,50 @@ class ReferenceBackend:
         return seq
 
     async def run(self) -> None:
-        task = asyncio.current_task()
-        while True:
-            try:
-                async with Client(
-                    self._host,
-                    self._port,
-                    identifier=f"backend-{self.backend_id}",
-                    socket_options=SOCKET_OPTIONS,
-                    **self._credentials,
-                ) as client:
-                    if task is not None and task.cancelling():
-                        # Python 3.11's wait_for in aiomqtt's connect can swallow a cancel:
-                        # without this, a stopped backend would play on for good.
-                        raise asyncio.CancelledError
-                    for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
-                        await mqtt_call(client.subscribe(f"{self.root}/{sub}", qos=1))
-                    await mqtt_call(
-                        client.publish(
-                            f"{self.root}/cmd/replay",
-                            json.dumps(
-                                {
-                                    "from_seq": self.last_contiguous_seq + 1,
-                                    "correlation_id": "backend-reconnect",
-                                }
-                            ),
-                            qos=1,
-                        )
-                    )
-                    async for message in client.messages:
-                        await self._receive(client, str(message.topic), message.payload)
-                        # At the end of a burst, or every 1,000 events of a long one.
-                        if (
-                            len(client.messages) == 0
-                            or self.last_contiguous_seq >= self._acked + 1000
-                        ):
-                            await self._ack(client)
-            except aiomqtt.MqttError:
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from None  # a cancel turned into a failure
-                await asyncio.sleep(0.3)
+        await Reconnector(
+            name=f"backend {self.backend_id}",
+            connect=self._connect,
+            serve=self._serve,
+            close=self._close,
+            backoff=Backoff(initial_s=0.3, max_s=0.3),
+            retry_on=(MqttError,),
+        ).run()
 
-    async def _receive(self, client: aiomqtt.Client, topic: str, payload: Any) -> None:
+    async def _connect(self) -> MqttClient:
+        client = MqttClient(
+            self._host,
+            self._port,
+            client_id=f"backend-{self.backend_id}",
+            username=self._username,
+            password=self._password,
+            tls=self._tls,
+        )
+        await client.connect()
+        return client
+
+    async def _close(self, client: MqttClient) -> None:
+        client.close()
+
+    async def _serve(self, client: MqttClient) -> None:
+        for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
+            await client.subscribe(f"{self.root}/{sub}")
+        replay = {"from_seq": self.last_contiguous_seq + 1, "correlation_id": "backend-reconnect"}
+        await client.publish(f"{self.root}/cmd/replay", json.dumps(replay).encode())
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(client.wait_closed())  # raises when the broker goes away
+                tasks.create_task(self._consume(client))
+        except* MqttError as group:
+            raise group.exceptions[0] from None
+
+    async def _consume(self, client: MqttClient) -> None:
+        async for message in client.messages():
+            await self._receive(client, message.topic, message.payload)
+            # At the end of a burst, or every 1,000 events of a long one.
+            if client.messages_waiting == 0 or self.last_contiguous_seq >= self._acked + 1000:
+                await self._ack(client)
+
+    async def _receive(self, client: MqttClient, topic: str, payload: bytes) -> None:
         if not payload:
             return
         body = json.loads(payload)
@@ -125,17 +129,11 @@ class ReferenceBackend:
             self.replies.append(body)
         self.changed.set()
 
-    async def _ack(self, client: aiomqtt.Client) -> None:
+    async def _ack(self, client: MqttClient) -> None:
         seq = self.last_contiguous_seq
         if seq > self._acked:
-            await mqtt_call(
-                client.publish(
-                    f"{self.root}/ack/{self.backend_id}",
-                    json.dumps({"acked_through_seq": seq}),
-                    qos=1,
-                    retain=True,
-                )
-            )
+            ack = json.dumps({"acked_through_seq": seq}).encode()
+            await client.publish(f"{self.root}/ack/{self.backend_id}", ack, retain=True)
             self._acked = seq
 
     def caught_up(self, last_seq: int) -> bool:

@@ -6,7 +6,10 @@ production codec). Its knobs inject every fault the rules name: a jam or a stop 
 failure to deal all cards, a card found face up, an unread, duplicate or foreign card, a
 stack of the wrong size. It is reached in-process (MemoryPort), on a pty, over TCP, or as a
 USB device behind `VirtualUsbBackend`, a `usb.backend.IBackend` of our own: the daemon then
-runs pyusb's real code path (find, configuration, bulk transfers, unplug as ENODEV).
+runs pyusb's real code path (find, configuration, bulk transfers, unplug as ENODEV). Its bulk
+transfers take the time a USB 2.0 high-speed bus gives them (`BusTiming`): a transfer waits for
+the next 125 us microframe and takes one per 13 packets of 512 bytes, so a write is not
+instant and a read does not return before its bytes could have crossed the bus.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import array
 import asyncio
 import errno
+import math
 import queue
 import random
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -172,6 +177,31 @@ class ShoeSimulator(SimulatedDevice):
 EP_OUT, EP_IN = 0x01, 0x81
 
 
+@dataclass(frozen=True)
+class BusTiming:
+    """When a bulk transfer completes on a USB 2.0 high-speed bus (what the descriptors
+    below say: bcdUSB 2.00, high speed, 512-byte bulk packets). The host controller schedules
+    transfers by 125 us microframe, at most 13 bulk packets of 512 bytes in each."""
+
+    microframe_s: float = 125e-6
+    bytes_per_microframe: int = 13 * 512
+
+    def completion(self, nbytes: int, ready_at: float, epoch: float) -> float:
+        """The transfer of nbytes that can go at ready_at (submitted, and the data there)
+        completes at the end of the microframes it needs, from the next boundary."""
+        frames = max(1, math.ceil(nbytes / self.bytes_per_microframe))
+        start = epoch + math.ceil((ready_at - epoch) / self.microframe_s) * self.microframe_s
+        return start + frames * self.microframe_s
+
+
+def _until(deadline: float) -> None:
+    """Sleep to the transfer's completion (the calling pyusb thread blocks, as libusb's
+    synchronous transfers do)."""
+    remaining = deadline - time.perf_counter()
+    if remaining > 0:
+        time.sleep(remaining)
+
+
 def _descriptor(**fields: Any) -> SimpleNamespace:
     return SimpleNamespace(extra_descriptors=[], **fields)
 
@@ -212,14 +242,15 @@ class VirtualUsbDevice:
             port_numbers=(address,),
             speed=3,
         )
-        self.from_device: queue.Queue[bytes] = queue.Queue()
+        # What the device sent, with when (perf_counter) it reached its IN endpoint.
+        self.from_device: queue.Queue[tuple[float, bytes]] = queue.Queue()
         self.leftover = b""  # a reply longer than the last read's buffer
         self.plugged = True
         self.opened = 0
 
     def attach_to_device(self) -> None:
         """The device's replies go to its IN endpoint (called on the device's loop)."""
-        self.device.attach(self.from_device.put)
+        self.device.attach(lambda data: self.from_device.put((time.perf_counter(), data)))
 
 
 class VirtualUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
@@ -230,9 +261,11 @@ class VirtualUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
     through a thread-safe queue that bulk_read waits on (a short timeout, like libusb's).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, timing: BusTiming | None = None) -> None:
         self._lock = threading.Lock()
         self.bus: list[VirtualUsbDevice] = []
+        self.timing = timing or BusTiming()
+        self._epoch = time.perf_counter()  # the bus's microframe clock starts here
 
     def plug(
         self, device: SimulatedDevice, loop: asyncio.AbstractEventLoop, **ids: int
@@ -337,6 +370,8 @@ class VirtualUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
     ) -> int:
         self._check(dev_handle)
         payload = bytes(data)
+        _until(self.timing.completion(len(payload), time.perf_counter(), self._epoch))
+        self._check(dev_handle)  # unplugged while on the bus
         dev_handle.loop.call_soon_threadsafe(dev_handle.device.receive, payload)
         return len(payload)
 
@@ -344,14 +379,18 @@ class VirtualUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
         self, dev_handle: VirtualUsbDevice, ep: int, intf: int, buff: array.array[int], timeout: int
     ) -> int:
         self._check(dev_handle)
+        submitted = time.perf_counter()
         data, dev_handle.leftover = dev_handle.leftover, b""
+        ready = submitted
         if not data:
             try:
-                data = dev_handle.from_device.get(timeout=max(timeout, 1) / 1000)
+                sent_at, data = dev_handle.from_device.get(timeout=max(timeout, 1) / 1000)
             except queue.Empty:
                 self._check(dev_handle)
                 raise usb.core.USBTimeoutError("Operation timed out", -7, errno.ETIMEDOUT) from None
+            ready = max(submitted, sent_at)
         n = min(len(data), len(buff))
+        _until(self.timing.completion(n, ready, self._epoch))
         buff[:n] = array.array("B", data[:n])
         dev_handle.leftover = data[n:]  # a longer reply continues in the next transfer
         return n

@@ -20,10 +20,14 @@ from tablectl.drivers.transport.base import TraceWriter, TransportUnavailable
 from tablectl.drivers.transport.serial import SerialConnector
 from tablectl.drivers.transport.socket import SocketConnector
 from tablectl.drivers.transport.usb import UsbAddress, UsbConnector
-from tablectl.simulators.broker import free_port
+from tablectl.simulators.broker import PrivateBroker, free_port
+from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shoe import PRODUCT_ID, VENDOR_ID, ShoeSimulator, VirtualUsbBackend
 from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.table_inputs import SimulatedTableInputs
 
+from tablectl import cli
+from tablectl.config import load_config
 from tablectl.core.events import (
     DeviceIdentified,
     Event,
@@ -34,6 +38,9 @@ from tablectl.core.events import (
     ShuffleCompleted,
     ShuffleStarted,
 )
+from tablectl.service.daemon import Daemon
+
+from .conftest import EXAMPLE_CONFIG
 
 SETTINGS = LinkSettings(poll_interval_ms=100, response_timeout_ms=200)
 TABLECTL = Path(sys.executable).with_name("tablectl")
@@ -123,18 +130,32 @@ async def test_unplugging_the_shoe_mid_deal_and_plugging_it_back_loses_no_card()
         assert shoe.health()["reconnects"] >= 1
 
 
-async def test_another_shoe_with_the_configured_serial_missing_is_not_opened() -> None:
+async def test_with_the_configured_serial_missing_a_replacement_of_the_model_is_opened() -> None:
+    # 14.6: usb:VVVV:PPPP:SERIAL names the shoe expected; a replacement (another serial
+    # number) is opened all the same, and its identity tells the core, which holds it until
+    # a technician accepts it -- as on a serial port.
+    loop = asyncio.get_running_loop()
     other = ShoeSimulator(identity=Identity("tablectl-sim-shoe", "SHOE-0002", "1.0"))
     backend = VirtualUsbBackend()
-    backend.plug(other, asyncio.get_running_loop())
-    connector = UsbConnector(UsbAddress(VENDOR_ID, PRODUCT_ID, "SHOE-0001"), backend=backend)
-    with pytest.raises(TransportUnavailable, match="no such device"):
-        await connector.connect()
-    # Configured by vendor and product only, it is opened, and its identity tells the core.
+    backend.plug(other, loop)
     inbox = Inbox()
-    async with running(usb_shoe(backend, inbox, serial=None)):
+    async with running(usb_shoe(backend, inbox, serial="SHOE-0001")):
         ident = await inbox.until(DeviceIdentified)
         assert isinstance(ident, DeviceIdentified) and ident.serial_number == "SHOE-0002"
+    # The configured one, when it is there too, is the one opened.
+    configured = backend.plug(ShoeSimulator(), loop)
+    connector = UsbConnector(UsbAddress(VENDOR_ID, PRODUCT_ID, "SHOE-0001"), backend=backend)
+    conn = await connector.connect()
+    assert configured.opened == 1
+    await conn.close()
+    # Two of the model and the port names neither: none is guessed.
+    third = UsbConnector(UsbAddress(VENDOR_ID, PRODUCT_ID, "SHOE-0009"), backend=backend)
+    with pytest.raises(
+        TransportUnavailable, match=r"2 devices of this model \(SHOE-0001, SHOE-0002\)"
+    ):
+        await third.connect()
+    with pytest.raises(TransportUnavailable, match="no such device"):
+        await UsbConnector(UsbAddress(VENDOR_ID, 0x0BAD), backend=backend).connect()
 
 
 async def test_a_jam_reported_over_usb(tmp_path: Path) -> None:
@@ -214,3 +235,49 @@ async def test_simulate_serves_a_device_in_another_process(device: str) -> None:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_a_replacement_usb_shoe_is_held_until_a_technician_accepts_it(
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The daemon on the documented port form with a serial number (14.6): the shoe is
+    # unplugged, another of the model (another serial number) is plugged in its place.
+    loop = asyncio.get_running_loop()
+    bus = VirtualUsbBackend()
+    first = bus.plug(ShoeSimulator(), loop)
+    shuffler = ShufflerSimulator(shuffle_ms=20)
+    config = simulated_config(
+        load_config(EXAMPLE_CONFIG),
+        port=shuffler.open_pty(),
+        broker=broker,
+        data_dir=tmp_path / "data",
+        shoe_port=f"usb:{VENDOR_ID:04x}:{PRODUCT_ID:04x}:SHOE-0001",
+    )
+    daemon = Daemon(
+        config, gpio_backend=SimulatedTableInputs(config.table.seats).backend(), usb_backend=bus
+    )
+    task = asyncio.create_task(daemon.run())
+    try:
+        await daemon.wait_until(lambda s: s.devices.get("shoe") == "SHOE-0001", 10)
+        bus.unplug(first)
+        replacement = ShoeSimulator(identity=Identity("tablectl-sim-shoe", "SHOE-0002", "1.0"))
+        bus.plug(replacement, loop)
+        await daemon.wait_until(lambda s: s.devices_pending.get("shoe") == "SHOE-0002", 10)
+        sock = str(config.storage.socket_path)
+        accept = ["devices", "accept", "shoe", "SHOE-0002", "--by", "tech-9", "--socket", sock]
+        assert await asyncio.to_thread(cli.main, accept) == 0, capsys.readouterr().err
+        await daemon.wait_until(lambda s: s.devices.get("shoe") == "SHOE-0002", 10)
+        assert daemon.store is not None
+        (accepted,) = [r for r in daemon.store.rows_after(0, 10_000) if r.type == "device.accepted"]
+        by = accepted.data.pop("by")
+        assert by.startswith("tech-9 (")  # who said so, and the user the kernel vouches for
+        assert accepted.data == {
+            "device": "shoe",
+            "serial_number": "SHOE-0002",
+            "replaces": "SHOE-0001",
+        }
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        shuffler.close()

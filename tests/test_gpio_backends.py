@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -576,3 +576,53 @@ async def test_gpiod_against_the_kernels_gpio_sim(tmp_path: Path) -> None:
         (device / "live").write_text("0")
         bank.rmdir()
         device.rmdir()
+
+
+async def test_the_simulated_table_link_retries_a_missing_table_soon_and_a_wrong_one_last(
+    tmp_path: Path,
+) -> None:
+    # The one reconnect component: a table not there (the simulator restarting) is a network
+    # failure, retried within the first backoff; a table of another size will not become
+    # ours by waiting: the longest backoff, one error.
+    path = tmp_path / "sim.sock"
+    six = SimulatedTableInputs(6)
+    server = await six.serve(path)
+    link = SimulatorLinkBackend(path, 6)
+    faults: list[str] = []
+
+    class Faults:
+        """What the link tells the table's GPIO: only its faults matter here."""
+
+        def edges(self, edges: Sequence[Edge]) -> None: ...
+        def resync(self, levels: Any, t_ns: int, seq: int | None = None) -> None: ...
+        def fault(self, reason: str) -> None:
+            faults.append(reason)
+
+    await link.open()
+    task = asyncio.create_task(link.run(Faults()))
+    loop = asyncio.get_running_loop()
+
+    async def until(condition: Callable[[], bool]) -> None:
+        async with asyncio.timeout(10):
+            while not condition():  # noqa: ASYNC110 (the reconnector's counters have no event)
+                await asyncio.sleep(0.01)
+
+    try:
+        server.close()
+        six.unplug()
+        await until(lambda: link.reconnector.counters.failures >= 1)
+        assert faults and "link to the simulated table" in faults[0]
+        assert link.reconnector.counters.refusals == 0
+        assert link.reconnector.next_attempt_at is not None
+        assert link.reconnector.next_attempt_at - loop.time() <= 0.5  # soon
+        server = await SimulatedTableInputs(7).serve(path)
+        await until(lambda: link.reconnector.counters.refusals >= 1)
+        assert "not a simulated 6-seat table" in (link.reconnector.last_error or "")
+        assert link.reconnector.next_attempt_at is not None
+        assert link.reconnector.next_attempt_at - loop.time() > 3.0  # the longest (5 s +-20 %)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        link.close()
+        server.close()

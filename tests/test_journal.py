@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tablectl.core.effects import MeterContribution, MeterReading
+from tablectl.mqtt.contract import envelope_json
 from tablectl.store.journal import Store
 
 
@@ -17,7 +19,25 @@ def test_commit_appends_rows_and_state_together(tmp_path: Path) -> None:
     assert [r.seq for r in rows] == [1, 2]
     assert store.get("table_state") == '{"n": 1}'
     assert store.rows_after(1) == rows[1:]
-    assert store.rows_after(0)[0].envelope("s", "t", replay=False)["event_id"] == rows[0].event_id
+    (first,) = store.reader().outbox_after(0, limit=1)
+    envelope = json.loads(
+        envelope_json(
+            type_=first.type,
+            event_id=first.event_id,
+            site="s",
+            table="t",
+            boot_id=first.boot_id,
+            seq=first.seq,
+            ts=first.ts,
+            replay=False,
+            data_json=first.data_json,
+        )
+    )
+    assert (envelope["event_id"], envelope["seq"], envelope["data"]) == (
+        rows[0].event_id,
+        1,
+        {"x": 1},
+    )
 
 
 def test_a_failed_commit_leaves_nothing(tmp_path: Path) -> None:
@@ -91,3 +111,28 @@ def test_journal_cli_verifies_and_tails(tmp_path: Path, capsys: pytest.CaptureFi
         db.execute("DELETE FROM journal WHERE seq = 1")
     assert cli.main(["journal", "verify", "--config", str(config)]) == 1
     assert "does not chain at seq 2" in capsys.readouterr().err
+
+
+def test_a_rows_meter_is_read_through_its_typed_record(tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.sqlite3", boot_id="b1")
+    reading = MeterReading(meter_id="tcp-prog", meter_cents=100_145, meter_carry=2_500)
+    contribution = MeterContribution(
+        round_id=1,
+        seat=2,
+        wager_cents=100,
+        rate_bp=1450,
+        contribution_ten_thousandths_cent=145_000,
+        meter=reading,
+    )
+    store.commit(
+        "{}",
+        [
+            (MeterContribution.TYPE, contribution.model_dump(mode="json")),
+            # A record of a type that never changes a meter is not one, whatever its text.
+            ("wager.rejected", {"round_id": 1, "seat": 3, "reason": '"meter":{', "rule": "x"}),
+        ],
+    )
+    first, second = store.reader().outbox_after(0, limit=2)
+    assert first.meter_reading() == reading
+    assert second.meter_reading() is None
+    assert store.reader().last_meter_row("tcp-prog") == (1, first.ts, 100_145)

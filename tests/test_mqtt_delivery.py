@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import json
 import time
 from collections.abc import Callable
@@ -22,7 +20,7 @@ from tablectl.config import MqttSection
 from tablectl.core.events import ChipSensed
 from tablectl.core.round import Phase
 from tablectl.mqtt.contract import MAX_INBOUND_BYTES, TableSnapshot
-from tablectl.mqtt.relay import Client, HealthSchedule, Relay, parse_inbound, topic_root
+from tablectl.mqtt.relay import HealthSchedule, Relay, parse_inbound, topic_root
 from tablectl.store.journal import HandedMark, StepCommit, StepInput, Store
 
 from .conftest import SimulatedTable, simulated_table
@@ -360,83 +358,3 @@ async def test_hostile_messages_do_not_hurt_a_running_daemon(table: SimulatedTab
     assert table.daemon.relay.counters.malformed_inbound == 1
     assert (await table.dealer(cmd="settle", hands={}))["ok"]
     await table.wait_phase(Phase.BETTING)
-
-
-class _SwallowingConnect:
-    """A connect that, told to stop, swallows the cancellation and fails instead (aiomqtt's
-    wait_for on Python 3.11 can do both)."""
-
-    async def __aenter__(self) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(1)
-        raise aiomqtt.MqttError("connection refused")
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-async def test_the_relay_stops_when_told_even_if_a_failing_connect_hides_it(
-    relay: Relay,
-) -> None:
-    relay.client = _SwallowingConnect  # type: ignore[assignment,method-assign]
-    with pytest.raises(asyncio.CancelledError):
-        await relay._connect()
-
-
-# --- writes go out at once, and the loop is left idle ------------------------------------
-
-IDLE_LOOP_TURNS = 50
-
-
-async def test_a_flushed_publish_is_written_at_once_and_no_writer_is_left_spinning(
-    broker: PrivateBroker,
-) -> None:
-    # The relay writes each batch as soon as it is handed over (Client.flush) instead of a
-    # loop turn or two later. paho's register/unregister of the socket for writing must stay
-    # paired with the loop's: a writer left on an always-writable socket spins the loop.
-    async with Client(broker.host, broker.port) as client:
-        paho = client._client
-        writes = 0
-        loop_write = paho.loop_write
-
-        def counting_loop_write() -> Any:
-            nonlocal writes
-            writes += 1
-            return loop_write()
-
-        paho.loop_write = counting_loop_write  # type: ignore[method-assign]
-        for i in range(20):
-            acked = client.publish_nowait("bench/flush", str(i).encode())
-            client.flush()
-            assert not paho.want_write()  # on the wire, with no turn of the loop
-            await asyncio.wait_for(acked, 5)
-        before = writes
-        # Idle: nothing to write, so nothing may be called. A writer left on the socket (always
-        # writable) would run at every turn of the loop: count turns, not time.
-        for _ in range(IDLE_LOOP_TURNS):
-            await asyncio.sleep(0)
-        assert writes - before <= 1, f"the socket's writer ran {writes - before} times idle"
-
-
-async def test_a_broker_that_goes_away_leaves_no_unretrieved_error(broker: PrivateBroker) -> None:
-    # aiomqtt leaves the reason of a broken connection in a future no one reads; the loop
-    # then logs "Future exception was never retrieved" on a table PC's console.
-    loop = asyncio.get_running_loop()
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _loop, context: reported.append(context))
-    try:
-        client = Client(broker.host, broker.port)
-        async with client:
-            broker.stop()
-            async with asyncio.timeout(5):
-                while not client._disconnected.done():  # noqa: ASYNC110 (paho's callback)
-                    await asyncio.sleep(0.01)
-        del client
-        gc.collect()
-        await asyncio.sleep(0)
-        assert [str(c.get("exception") or c["message"]) for c in reported] == []
-    finally:
-        loop.set_exception_handler(None)

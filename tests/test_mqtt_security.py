@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiomqtt
 import pytest
+from structlog.testing import capture_logs
 from tablectl.simulators.broker import Pki, PrivateBroker, Secure
 
 from tablectl.config import MqttSection
 from tablectl.core.round import Phase
-from tablectl.mqtt.relay import Client, describe_connect_error, make_client, topic_root
+from tablectl.mqtt.client import MqttClient, MqttError, PublishRefused
+from tablectl.mqtt.relay import describe_connect_error, make_client, topic_root
 
 from .conftest import simulated_table
 
@@ -36,22 +38,18 @@ def rogue(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(tmp_path_factory.mktemp("rogue"), name="rogue-ca")
 
 
-def tls(broker: PrivateBroker, who: str, *, ca: Path | None = None) -> aiomqtt.TLSParameters:
+def tls(broker: PrivateBroker, who: str, *, ca: Path | None = None) -> ssl.SSLContext:
     assert broker.pki is not None
     cert, key = broker.pki.issue(who)
-    return aiomqtt.TLSParameters(
-        ca_certs=str(ca or broker.pki.ca_cert), certfile=str(cert), keyfile=str(key)
-    )
+    context = ssl.create_default_context(cafile=str(ca or broker.pki.ca_cert))
+    context.load_cert_chain(str(cert), str(key))
+    return context
 
 
-def client_as(broker: PrivateBroker, who: str) -> Client:
+def client_as(broker: PrivateBroker, who: str) -> MqttClient:
     """A client with who's own certificate and password."""
-    return Client(
-        broker.host,
-        broker.port,
-        username=who,
-        password=PASSWORDS[who],
-        tls_params=tls(broker, who),
+    return MqttClient(
+        broker.host, broker.port, username=who, password=PASSWORDS[who], tls=tls(broker, who)
     )
 
 
@@ -91,9 +89,8 @@ async def test_the_table_connects_with_its_certificate_and_reaches_its_backend(
 
 async def refusal(config: MqttSection) -> str:
     """Connect as the relay does; the line its log would carry."""
-    with pytest.raises(aiomqtt.MqttError) as refused:
-        async with make_client(config, site=SITE, table=TABLE, will=b"offline"):
-            pass
+    with pytest.raises(MqttError) as refused:
+        await make_client(config, site=SITE, table=TABLE, will=b"offline").connect()
     return describe_connect_error(refused.value, config)
 
 
@@ -144,21 +141,26 @@ async def test_a_client_without_rights_cannot_ack_or_command_a_table(
         inbound_before = relay.counters.inbound
         acked_before = dict(relay.acks.acked)
         # Another table, with a valid certificate and password of its own.
+        ack = json.dumps({"acked_through_seq": 1}).encode()
         async with client_as(secure_broker, "tcp-08") as other:
-            ack = json.dumps({"acked_through_seq": 1})
-            await other.publish(f"{root}/ack/pgs", ack, qos=1, retain=True)
-            replay = json.dumps({"from_seq": 1, "correlation_id": "x"})
-            await other.publish(f"{root}/cmd/replay", replay, qos=1)
-            await other.publish(f"{root}/evt", b'{"v":1,"type":"jackpot.hit"}', qos=1)
+            # MQTT 5: each is refused in its PUBACK (0x87), not silently dropped.
+            for topic, payload in (
+                ("ack/pgs", ack),
+                ("cmd/replay", json.dumps({"from_seq": 1, "correlation_id": "x"}).encode()),
+                ("evt", b'{"v":1,"type":"jackpot.hit"}'),
+            ):
+                with pytest.raises(PublishRefused, match="Not authorized"):
+                    await other.publish(f"{root}/{topic}", payload, retain=topic == "ack/pgs")
         # The backend itself may not acknowledge under another backend's id.
         async with client_as(secure_broker, "pgs") as pgs:
-            await pgs.publish(f"{root}/ack/audit", ack, qos=1)
-            await pgs.subscribe(f"{root}/res/#", qos=1)
-            # The broker handles one client's messages in order, and every denied publish
-            # above was refused before its PUBACK: a reply to this one means they are gone.
-            await pgs.publish(f"{root}/cmd/resync", json.dumps({"correlation_id": "pgs-1"}), qos=1)
+            with pytest.raises(PublishRefused, match="Not authorized"):
+                await pgs.publish(f"{root}/ack/audit", ack)
+            await pgs.subscribe(f"{root}/res/#")
+            await pgs.publish(
+                f"{root}/cmd/resync", json.dumps({"correlation_id": "pgs-1"}).encode()
+            )
             async with asyncio.timeout(10):
-                async for message in pgs.messages:
+                async for message in pgs.messages():
                     if json.loads(message.payload)["correlation_id"] == "pgs-1":
                         break
         assert relay.counters.inbound >= inbound_before + 1
@@ -170,6 +172,36 @@ async def test_a_client_without_rights_cannot_ack_or_command_a_table(
         denied = [line for line in log if "Denied PUBLISH" in line]
         for topic in ("ack/pgs", "cmd/replay", "evt", "ack/audit"):
             assert any(f"'{root}/{topic}'" in line for line in denied), topic
+
+
+async def until(condition: Any, timeout_s: float = 10) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 (the reconnector's counters have no event)
+            await asyncio.sleep(0.02)
+
+
+async def test_a_publish_the_acl_refuses_is_a_refusal_logged_once_never_a_delivery(
+    secure_broker: PrivateBroker, tmp_path: Path
+) -> None:
+    # The table logs in as another table (a mistaken mqtt.username): the broker lets it in,
+    # and its ACL refuses every publish under this table's prefix, in each PUBACK (MQTT 5).
+    mqtt = table_mqtt(secure_broker, username="tcp-08", password=PASSWORDS["tcp-08"])
+    backend = {"username": "pgs", "password": PASSWORDS["pgs"], "tls": tls(secure_broker, "pgs")}
+    with capture_logs() as logs:
+        async with simulated_table(
+            secure_broker, tmp_path / "data", mqtt=mqtt, backend=backend
+        ) as table:
+            relay = table.daemon.relay
+            await until(lambda: relay.reconnector.counters.refusals >= 1)
+            assert relay.counters.publishes_refused >= 1
+            error = relay.stats()["last_error"]
+            assert f"publish to {topic_root(SITE, TABLE)}/birth refused: Not authorized" in error
+            # Nothing reached the backend, and nothing counts as delivered.
+            assert relay.acks.through == 0 and table.backend.events == {}
+            # Refused, it waits the longest backoff: no second attempt within this test.
+            assert relay.reconnector.counters.attempts == 1
+    errors = [e for e in logs if e["log_level"] == "error" and e["event"].startswith("mqtt")]
+    assert len(errors) == 1, errors
 
 
 def test_config_check_names_missing_or_unreadable_tls_files(

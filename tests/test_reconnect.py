@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from typing import Any, Protocol
 
 from structlog.testing import capture_logs
 
@@ -38,20 +39,28 @@ class Device:
         self.closed += 1
 
 
-def _reconnector(device: Device) -> Reconnector[str]:
+class Peer(Protocol):
+    async def connect(self) -> str: ...
+    async def serve(self, conn: str) -> None: ...
+    async def close(self, conn: str) -> None: ...
+
+
+def _reconnector(
+    device: Peer, *, name: str = "shoe", initial_s: float = 0.1, max_s: float = 1.0
+) -> Reconnector[str]:
     return Reconnector(
-        name="shoe",
+        name=name,
         connect=device.connect,
         serve=device.serve,
         close=device.close,
-        backoff=Backoff(initial_s=0.1, max_s=1.0, jitter=0, _rng=random.Random(1)),
+        backoff=Backoff(initial_s=initial_s, max_s=max_s, jitter=0, _rng=random.Random(1)),
         retry_on=(OSError, Permanent),
     )
 
 
-def _run(device: Device, seconds: float) -> Reconnector[str]:
+def _run(device: Peer, seconds: float, **settings: Any) -> Reconnector[str]:
     async def main() -> Reconnector[str]:
-        r = _reconnector(device)
+        r = _reconnector(device, **settings)
         task = asyncio.create_task(r.run())
         await asyncio.sleep(seconds)
         task.cancel()
@@ -119,5 +128,90 @@ def test_next_attempt_time_is_visible_while_waiting() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+    run_virtual(main())
+
+
+class Refused(Permanent):
+    """As a broker refusing our credentials says it."""
+
+
+class Broker:
+    """Answers connects with a scripted sequence of outcomes: an exception, or a connection
+    that lasts `lasts_s`."""
+
+    def __init__(self, *outcomes: Exception | None, lasts_s: float = 1.0) -> None:
+        self.outcomes = list(outcomes)
+        self.lasts_s = lasts_s
+        self.attempts: list[float] = []
+
+    async def connect(self) -> str:
+        self.attempts.append(asyncio.get_running_loop().time())
+        outcome = self.outcomes.pop(0) if self.outcomes else ConnectionRefusedError("down")
+        if outcome is not None:
+            raise outcome
+        return "conn"
+
+    async def serve(self, conn: str) -> None:
+        await asyncio.sleep(self.lasts_s)
+        raise ConnectionResetError("dropped")
+
+    async def close(self, conn: str) -> None:
+        return None
+
+
+def _run_against(broker: Broker, seconds: float) -> Reconnector[str]:
+    return _run(broker, seconds, name="mqtt", initial_s=0.5, max_s=30.0)
+
+
+def test_a_refusal_backs_off_longest_and_is_one_error_while_a_network_failure_is_quiet() -> None:
+    refused = Refused("the broker refused the credentials of mqtt.username tcp-07")
+    down = ConnectionRefusedError("connection refused")
+    broker = Broker(refused, refused, refused, down, down, down, None, lasts_s=1000)
+    with capture_logs() as logs:
+        r = _run_against(broker, 200)
+    gaps = [round(b - a, 3) for a, b in zip(broker.attempts, broker.attempts[1:], strict=False)]
+    # Refused: the longest wait each time. Then the broker is down: retried soon, backing off
+    # from the start, until it is back.
+    assert gaps == [30.0, 30.0, 30.0, 0.5, 1.0, 2.0]
+    assert r.counters.refusals == 3 and r.counters.connects == 1
+    # Six failures, two of them news (the repeats go to debug, below the log's level): the
+    # refusal an error someone must fix, the broker being down a warning.
+    failures = [(e["log_level"], e["error"].split(":")[0]) for e in logs if "cannot" in e["event"]]
+    assert r.counters.failures == 6
+    assert failures == [("error", "Refused"), ("warning", "ConnectionRefusedError")]
+
+
+def test_a_network_failure_after_a_connection_is_a_warning_once() -> None:
+    broker = Broker(None, ConnectionRefusedError("down"), ConnectionRefusedError("down"))
+    with capture_logs() as logs:
+        r = _run_against(broker, 5)
+    assert r.counters.failures >= 2  # it could not connect again, quietly (debug)
+    news = [(e["log_level"], e["event"]) for e in logs if e["log_level"] != "info"]
+    assert news == [("warning", "mqtt connection lost")]
+
+
+def test_a_cancellation_swallowed_by_a_failing_connect_still_stops_the_loop() -> None:
+    # asyncio.wait_for on Python 3.11 can swallow a cancellation that lands as the awaited
+    # operation completes, and raise its failure instead: told to stop, the loop stops.
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        async def connect() -> str:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(1)
+            raise ConnectionRefusedError("refused")
+
+        async def never(conn: str) -> None:
+            raise AssertionError("never connected")
+
+        r: Reconnector[str] = Reconnector("x", connect, never, never, retry_on=(OSError,))
+        try:
+            await r.run()
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("the loop ran on after being told to stop")
 
     run_virtual(main())

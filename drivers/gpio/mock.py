@@ -28,6 +28,7 @@ from tablectl.drivers.gpio.backend import (
 )
 
 from tablectl.util.backoff import Backoff
+from tablectl.util.reconnect import Permanent, Reconnector
 
 log = structlog.get_logger(__name__)
 HELLO_TIMEOUT_S = 5.0
@@ -150,8 +151,15 @@ def _levels(hello: HelloMsg) -> dict[int, bool]:
     return {int(k): v for k, v in hello.levels.items() if k.isdigit()}
 
 
+class NotThisTable(ConnectionError, Permanent):
+    """The socket answers, but not as a simulated table of this many seats."""
+
+
 class SimulatorLinkBackend:
-    """The mock backend across processes: edges from a simulated table's Unix socket."""
+    """The mock backend across processes: edges from a simulated table's Unix socket.
+
+    Reconnects through the one reconnect component (util/reconnect.py): a table that is not
+    there yet is retried soon and quietly, one of another size at the longest backoff."""
 
     def __init__(self, path: Path, seats: int, *, backoff: Backoff | None = None) -> None:
         self.path = path
@@ -163,13 +171,24 @@ class SimulatorLinkBackend:
             resolution_ns=1,
             kernel_sequence=True,
         )
-        self._backoff = backoff or Backoff(initial_s=0.2, max_s=5.0)
+        self.reconnector: Reconnector[HelloMsg] = Reconnector(
+            name="simulated table",
+            connect=self._connect,
+            serve=self._serve,
+            close=self._close,
+            backoff=backoff or Backoff(initial_s=0.2, max_s=5.0),
+            retry_on=(OSError,),
+        )
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._opened: HelloMsg | None = None  # open()'s hello: its levels are the daemon's
+        self._sink: EdgeSink | None = None
         self.last_seq: int | None = None
         self.bad_lines = 0
 
     async def _connect(self) -> HelloMsg:
+        if self._opened is not None:  # the connection open() made is the first one
+            return self._opened
         reader, writer = await asyncio.open_unix_connection(str(self.path), limit=MAX_LINE_BYTES)
         try:
             async with asyncio.timeout(HELLO_TIMEOUT_S):
@@ -179,46 +198,48 @@ class SimulatorLinkBackend:
             raise ConnectionError(f"the simulated table did not say hello: {exc}") from None
         if msg.hello is None or msg.hello.seats != self.seats:
             writer.close()
-            raise ConnectionError(f"{self.path} is not a simulated {self.seats}-seat table")
+            raise NotThisTable(f"{self.path} is not a simulated {self.seats}-seat table")
         self._reader, self._writer = reader, writer
         return msg.hello
 
     async def open(self) -> Levels:
         try:
             hello = await self._connect()
+        except NotThisTable as exc:
+            raise GpioUnavailable(f"{exc}: is table.seats the simulator's?") from None
         except OSError as exc:
             raise GpioUnavailable(
                 f"no simulated table on {self.path} ({exc.strerror or exc}): start "
                 "`tablectl simulate table --config FILE` first"
             ) from None
         self.last_seq = hello.seq
+        self._opened = hello
         return _levels(hello)
 
     async def run(self, sink: EdgeSink) -> None:
+        self._sink = sink
+        await self.reconnector.run()
+
+    async def _serve(self, hello: HelloMsg) -> None:
+        sink, reader = self._sink, self._reader
+        assert sink is not None and reader is not None
+        if hello is self._opened:
+            self._opened = None  # the daemon took these levels from open()
+        else:
+            sink.resync(_levels(hello), hello.t_ns, hello.seq)
         while True:
-            if self._reader is None:
-                try:
-                    hello = await self._connect()
-                except OSError as exc:
-                    delay = self._backoff.next_delay()
-                    logger = log.warning if self._backoff.first_failure else log.debug
-                    logger("simulated table unreachable", path=str(self.path), error=str(exc))
-                    await asyncio.sleep(delay)
-                    continue
-                self._backoff.reset()
-                log.info("simulated table connected", path=str(self.path))
-                sink.resync(_levels(hello), hello.t_ns, hello.seq)
-            assert self._reader is not None
             try:
-                line = await self._reader.readline()
+                line = await reader.readline()
             except (ConnectionError, ValueError) as exc:  # ValueError: an over-long line
                 line = b""
                 log.warning("simulated table link broken", error=str(exc))
             if not line:
-                self._drop()
                 sink.fault(f"the link to the simulated table on {self.path} was lost")
-                continue
+                raise ConnectionError(f"the link to the simulated table on {self.path} was lost")
             self._take(line, sink)
+
+    async def _close(self, hello: HelloMsg) -> None:
+        self._drop()
 
     def _take(self, line: bytes, sink: EdgeSink) -> None:
         try:

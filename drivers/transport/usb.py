@@ -1,10 +1,19 @@
-"""USB bulk transfers through pyusb: one worker thread per device, bridged to asyncio.
+"""USB bulk transfers through pyusb: a reader and a writer thread per device, bridged to asyncio.
 
-pyusb has no asyncio API and its transfers block, so each open device gets one thread that
-writes what the loop queued and reads the bulk IN endpoint with a short timeout, handing what
-arrives to the loop (`call_soon_threadsafe`). ENODEV (errno 19) means the device was unplugged:
-the connection ends and the reconnect loop looks for the device again. The device is found by
-vendor id, product id and (when given) serial number, the stable names udev also uses.
+pyusb has no asyncio API and its transfers block, so each open device gets two threads (libusb
+lets transfers on different endpoints run at once): the writer sleeps on the queue the loop
+fills and writes each request the moment it is queued, and the reader reads the bulk IN
+endpoint, handing what arrives to the loop (`call_soon_threadsafe`). The read timeout only
+bounds how soon a closed connection's reader notices; it never delays a write (one thread
+doing both made every request wait out the read in progress, 10 ms). ENODEV (errno 19) means
+the device was unplugged: the connection ends and the reconnect loop looks for the device
+again.
+
+The device is found by vendor id and product id, the stable names udev also uses, and by
+serial number when one is given: that device if it is there, else the one device of that
+model on the bus, so a replacement (another serial number) is opened, identified by the link
+and held by the core until a technician accepts it (`tablectl devices accept`), as on a
+serial port. Two devices of the model, neither with the serial number: none is opened.
 
 Tests use a backend of our own (`usb.backend.IBackend`, simulators/shoe.py), so the code
 below runs pyusb's real path without hardware.
@@ -68,26 +77,18 @@ class UsbConnector:
 
     def _open(self, loop: asyncio.AbstractEventLoop) -> UsbConnection:
         a = self.address
-
-        def ours(dev: Any) -> bool:
-            if a.serial_number is None:
-                return True
-            try:
-                return bool(dev.serial_number == a.serial_number)
-            except (usb.core.USBError, ValueError):
-                return False
-
         try:
-            dev = usb.core.find(
-                idVendor=a.vendor_id,
-                idProduct=a.product_id,
-                custom_match=ours,
-                backend=self.backend,
+            found = list(
+                usb.core.find(
+                    find_all=True,
+                    idVendor=a.vendor_id,
+                    idProduct=a.product_id,
+                    backend=self.backend,
+                )
             )
         except (usb.core.NoBackendError, usb.core.USBError) as exc:
             raise TransportUnavailable(f"{a}: {exc}") from exc
-        if dev is None:
-            raise TransportUnavailable(f"{a}: no such device")
+        dev = _choose(a, found)
         try:
             dev.set_configuration()
             intf = dev.get_active_configuration()[(0, 0)]
@@ -113,6 +114,33 @@ class UsbConnector:
         return UsbConnection(dev, ep_out, ep_in, str(a), loop, self.read_timeout_ms)
 
 
+def _serial(dev: Any) -> str | None:
+    try:
+        return str(dev.serial_number)
+    except (usb.core.USBError, ValueError):
+        return None
+
+
+def _choose(a: UsbAddress, found: list[Any]) -> Any:
+    """The configured device; else the one device of its model (a replacement, which the
+    link identifies and the core holds for acceptance). 14.6: the serial number names the
+    device we expect, it does not hide the one a technician put in its place."""
+    if not found:
+        raise TransportUnavailable(f"{a}: no such device")
+    if a.serial_number is not None:
+        for dev in found:
+            if _serial(dev) == a.serial_number:
+                return dev
+    if len(found) == 1:
+        return found[0]
+    serials = ", ".join(sorted(str(_serial(d)) for d in found))
+    which = "none is " + a.serial_number if a.serial_number else "the port names none"
+    raise TransportUnavailable(
+        f"{a}: {len(found)} devices of this model ({serials}) and {which}: unplug the one "
+        "that is not this table's, or name the right one in the port (usb:VVVV:PPPP:SERIAL)"
+    )
+
+
 class UsbConnection:
     def __init__(
         self,
@@ -128,11 +156,16 @@ class UsbConnection:
         self._loop = loop
         self._read_timeout_ms = read_timeout_ms
         self._inbox: asyncio.Queue[bytes | BaseException] = asyncio.Queue()
-        self._outbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()  # None: stop
         self._stop = threading.Event()
+        self._ended = threading.Lock()  # the first failure ends the connection, once
+        self._failed = False
         self._closed = False
-        self._thread = threading.Thread(target=self._work, name=f"usb {description}", daemon=True)
-        self._thread.start()
+        self._reader = threading.Thread(target=self._read, name=f"usb {description} in")
+        self._writer = threading.Thread(target=self._write, name=f"usb {description} out")
+        self._reader.daemon = self._writer.daemon = True
+        self._reader.start()
+        self._writer.start()
 
     @property
     def description(self) -> str:
@@ -142,16 +175,26 @@ class UsbConnection:
         with contextlib.suppress(RuntimeError):  # the loop closed under us
             self._loop.call_soon_threadsafe(self._inbox.put_nowait, item)
 
-    def _work(self) -> None:
-        """The device's one thread: write what is queued, read what arrives."""
+    def _fail(self, exc: usb.core.USBError) -> None:
+        with self._ended:
+            if self._failed or self._stop.is_set():
+                return
+            self._failed = True
+        gone = exc.errno == errno.ENODEV
+        self._hand(TransportClosed(f"{self._description}: {'unplugged' if gone else exc}"))
+
+    def _write(self) -> None:
+        """The writer: each request goes out as soon as the loop queues it."""
+        try:
+            while (data := self._outbox.get()) is not None:
+                self._ep_out.write(data)
+        except usb.core.USBError as exc:
+            self._fail(exc)
+
+    def _read(self) -> None:
+        """The reader: what the device sends, handed to the loop as it arrives."""
         try:
             while not self._stop.is_set():
-                while True:
-                    try:
-                        data = self._outbox.get_nowait()
-                    except queue.Empty:
-                        break
-                    self._ep_out.write(data)
                 try:
                     chunk = self._ep_in.read(READ_SIZE, timeout=self._read_timeout_ms)
                 except usb.core.USBTimeoutError:
@@ -159,8 +202,7 @@ class UsbConnection:
                 if len(chunk):
                     self._hand(bytes(chunk))
         except usb.core.USBError as exc:
-            gone = exc.errno == errno.ENODEV
-            self._hand(TransportClosed(f"{self._description}: {'unplugged' if gone else exc}"))
+            self._fail(exc)
 
     async def read(self) -> bytes:
         if self._closed:
@@ -172,7 +214,7 @@ class UsbConnection:
         return item
 
     def write(self, data: bytes) -> None:
-        if self._closed or not self._thread.is_alive():
+        if self._closed or self._failed or not self._writer.is_alive():
             raise TransportClosed(f"{self._description} closed")
         self._outbox.put(data)
 
@@ -182,6 +224,8 @@ class UsbConnection:
     async def close(self) -> None:
         self._closed = True
         self._stop.set()
-        await asyncio.to_thread(self._thread.join)
+        self._outbox.put(None)
+        await asyncio.to_thread(self._writer.join)
+        await asyncio.to_thread(self._reader.join)
         with contextlib.suppress(usb.core.USBError):
             usb.util.dispose_resources(self._dev)

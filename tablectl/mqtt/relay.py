@@ -6,28 +6,33 @@ registered backend has acknowledged them end to end on `ack/{backend_id}`; on ev
 the relay sends again from the lowest acknowledgement. A row handed to a broker before goes
 out with `replay: true`, across restarts too (`HandedMark`). Inbound messages are parsed by
 the contract's models only (`contract.py`): anything else is counted, logged with its topic
-and answered with an error where it carries a correlation id. See docs/mqtt.md.
+and answered with an error where it carries a correlation id. The connection is the one
+reconnect component's (util/reconnect.py) over the relay's own MQTT 5 client (client.py): a
+broker refusing our credentials, certificate or a publish (its ACL) is a refusal, retried at
+the longest backoff and logged once. See docs/mqtt.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import logging
-import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol, Self, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
-import aiomqtt
-import paho.mqtt.client as mqtt
 import structlog
 from pydantic import ValidationError
 
 from tablectl.config import MqttSection
+from tablectl.mqtt.client import (
+    ConnectRefused,
+    MqttClient,
+    MqttError,
+    PublishRefused,
+    Will,
+)
 from tablectl.mqtt.contract import (
     COMMAND_MODELS,
     COMMANDS,
@@ -49,149 +54,46 @@ from tablectl.mqtt.contract import (
 )
 from tablectl.store.journal import HandedMark, JournalReader, OutboxRow, Store
 from tablectl.util.backoff import Backoff
+from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
-__all__ = ["Relay", "mqtt_call", "topic_root"]
+__all__ = ["Relay", "make_client", "tls_context", "topic_root"]
 
-# Nagle's algorithm holds a small publish back until the previous one is acknowledged by TCP;
-# with delayed ACKs that is tens of milliseconds on an event's way to the backend.
 # A refused command too large for this is not read for a correlation id: nobody is answered.
 MAX_CORRELATED_BYTES = 1 << 20
-SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
-class _LastError(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.message = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.message = record.getMessage()
+class BrokerRefused(MqttError, Permanent):
+    """The broker said no to this table (credentials, certificate, ACL): waiting will not
+    change its mind, so the relay retries at the longest backoff and logs it once."""
 
 
-class Client(aiomqtt.Client):
-    """aiomqtt's client, with two additions behind this one seam (aiomqtt 2.x internals):
-
-    - `publish_nowait` hands a QoS 1 message to paho at once and returns a future for its
-      PUBACK. aiomqtt's own publish checks every pending call per publish and wraps each in
-      wait_for: at a window of hundreds in flight that costs more than the publish itself.
-    - a connect fails at once when the broker drops the connection before its CONNACK. With
-      TLS 1.3 the broker refuses a client certificate only after the handshake (an alert on
-      the first read); aiomqtt would wait out its timeout and say only that.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._pubacks: dict[int, asyncio.Future[None]] = {}
-        self._in_session = False  # between a successful __aenter__ and __aexit__
-        self._last_error = _LastError()
-        paho_log = logging.Logger("tablectl.mqtt.paho")
-        paho_log.parent = logging.getLogger("mqtt")  # aiomqtt's logger: paho's lines still go there
-        paho_log.addHandler(self._last_error)
-        super().__init__(*args, logger=paho_log, **kwargs)
-
-    def _on_disconnect(
-        self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any = None
-    ) -> None:
-        if not self._connected.done():
-            self._connected.set_exception(
-                aiomqtt.MqttError(
-                    "the broker closed the connection before accepting it: "
-                    + (self._last_error.message or str(reason_code))
-                )
-            )
-            self._connected.exception()  # a connect that already gave up has no one to tell
-            return
-        super()._on_disconnect(client, userdata, flags, reason_code, properties)
-        if not self._in_session and self._disconnected.done():
-            # A connect given up on, or a session already left: no one is there to tell.
-            self._disconnected.exception()
-
-    def publish_nowait(
-        self, topic: str, payload: bytes, *, retain: bool = False
-    ) -> asyncio.Future[None]:
-        """A QoS 1 publish handed to paho now (paho sends in call order); the future is done
-        when the broker's PUBACK arrives. Only while connected: paho would queue it otherwise."""
-        info = self._client.publish(topic, payload, 1, retain)
-        if info.rc != mqtt.MQTT_ERR_SUCCESS:
-            raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pubacks[info.mid] = done
-        return done
-
-    async def __aenter__(self) -> Self:
-        await super().__aenter__()
-        self._in_session = True
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        # aiomqtt 2.5 returns early from a connection the broker broke without looking at
-        # why: the loop would log "Future exception was never retrieved" for it. The
-        # session's own error has said why.
-        self._in_session = False
-        if self._disconnected.done() and not self._disconnected.cancelled():
-            self._disconnected.exception()
-        await super().__aexit__(*exc_info)
-
-    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
-        # aiomqtt defers add_writer through call_soon_threadsafe, as paho may ask from the
-        # thread that connects. On the loop's own thread it is added at once, so that paho's
-        # unregister (in `flush`) can never come before it and leave a writer spinning.
-        try:
-            on_loop = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            self._loop.add_writer(sock.fileno(), self.flush)
-        else:
-            super()._on_socket_register_write(client, userdata, sock)
-
-    def flush(self) -> None:
-        """Write what paho holds to the socket now. Left to aiomqtt, a publish is written
-        only after the loop has registered the socket for writing and polled it, a turn or
-        two later and behind whatever else those turns run (docs/mqtt.md, Performance)."""
-        try:
-            self._client.loop_write()
-        except Exception as exc:  # noqa: BLE001 (as aiomqtt's writer: the connection broke)
-            if not self._disconnected.done():
-                self._disconnected.set_exception(exc)
-
-    def _on_publish(
-        self, client: Any, userdata: Any, mid: int, reason_code: Any, properties: Any
-    ) -> None:
-        done = self._pubacks.pop(mid, None)
-        if done is None:
-            super()._on_publish(client, userdata, mid, reason_code, properties)
-        elif not done.done():
-            done.set_result(None)
+def tls_context(config: MqttSection) -> ssl.SSLContext:
+    """Verify the broker (mqtt.ca_file, else the system CAs, and its host name) and show it
+    this table's certificate."""
+    context = ssl.create_default_context(cafile=str(config.ca_file) if config.ca_file else None)
+    if config.cert_file:
+        context.load_cert_chain(
+            str(config.cert_file), str(config.key_file) if config.key_file else None
+        )
+    return context
 
 
-def make_client(config: MqttSection, *, site: str, table: str, will: bytes) -> Client:
+def make_client(config: MqttSection, *, site: str, table: str, will: bytes) -> MqttClient:
     """The table's client: TLS verifying the broker (and showing our certificate), our
     credentials, TCP_NODELAY, and the retained offline status as last-will."""
     c = config
-    tls = None
-    if c.tls:
-        tls = aiomqtt.TLSParameters(
-            ca_certs=str(c.ca_file) if c.ca_file else None,
-            certfile=str(c.cert_file) if c.cert_file else None,
-            keyfile=str(c.key_file) if c.key_file else None,
-            cert_reqs=ssl.CERT_REQUIRED,  # the broker proves who it is
-        )
-    return Client(
+    return MqttClient(
         c.host,
         c.port,
-        identifier=c.client_id or f"tablectl-{site}-{table}",
+        client_id=c.client_id or f"tablectl-{site}-{table}",
         username=c.username,
         password=c.password,
-        keepalive=c.keepalive_s,
-        tls_params=tls,
-        will=aiomqtt.Will(f"{topic_root(site, table)}/status", will, qos=1, retain=True),
-        socket_options=SOCKET_OPTIONS,
-        # No limit in paho: the relay keeps the window itself (paho's own limit rescans every
-        # message in flight on each PUBACK).
-        max_inflight_messages=0,
+        keepalive_s=c.keepalive_s,
+        tls=tls_context(c) if c.tls else None,
+        will=Will(f"{topic_root(site, table)}/status", will, retain=True),
     )
 
 
@@ -211,22 +113,7 @@ class RelayCounters:
     malformed_inbound: int = 0
     acks_refused: int = 0  # unknown backend, or past the journal
     commands: int = 0
-
-
-async def mqtt_call(operation: Awaitable[T]) -> T:
-    """Await an aiomqtt operation without losing a cancellation.
-
-    aiomqtt waits with asyncio.wait_for, which on Python 3.11 can swallow a cancellation that
-    lands as the operation completes (fixed in 3.12): the task runs on although it was told
-    to stop, and a shutdown waits on it for ever. A cancellation requested during the call
-    that did not come out of it is raised here.
-    """
-    task = asyncio.current_task()
-    before = task.cancelling() if task is not None else 0
-    result = await operation
-    if task is not None and task.cancelling() > before:
-        raise asyncio.CancelledError
-    return result
+    publishes_refused: int = 0  # a PUBACK that said no (the ACL): the session ends
 
 
 class AckBook:
@@ -329,7 +216,7 @@ def _error_reply(kind: str, payload: bytes, error: str) -> Reply | None:
     return Reply(correlation_id=correlated.correlation_id, status="error", data=None, error=error)
 
 
-def describe_connect_error(exc: aiomqtt.MqttError, config: MqttSection) -> str:
+def describe_connect_error(exc: MqttError, config: MqttSection) -> str:
     """Say which of our settings the broker's refusal points at."""
     text = str(exc)
     if "CERTIFICATE_VERIFY_FAILED" in text:
@@ -337,16 +224,12 @@ def describe_connect_error(exc: aiomqtt.MqttError, config: MqttSection) -> str:
             f"the broker's certificate does not verify against mqtt.ca_file "
             f"({config.ca_file or 'the system CAs'}): {text}"
         )
-    refused_cert = ("ALERT_UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQ")
-    # With TLS 1.3 the broker refuses a client certificate after the handshake: its alert
-    # may arrive, or the socket may just close first (an EOF before the CONNACK).
-    closed_after_handshake = config.tls and "EOF OCCURRED IN VIOLATION OF PROTOCOL" in text.upper()
-    if any(s in text.upper() for s in refused_cert) or closed_after_handshake:
+    if _refused_our_certificate(text, config):
         return (
             f"the broker refused this table's client certificate (mqtt.cert_file "
             f"{config.cert_file or 'not set'}): {text}"
         )
-    if isinstance(exc, aiomqtt.MqttCodeError) and exc.rc in (4, 5, 134, 135):
+    if isinstance(exc, ConnectRefused) and exc.reason_code in (0x86, 0x87, 0x8C):
         return (
             f"the broker refused the credentials of mqtt.username "
             f"{config.username or '(none)'}: {text}"
@@ -354,12 +237,31 @@ def describe_connect_error(exc: aiomqtt.MqttError, config: MqttSection) -> str:
     return text
 
 
+def _refused_our_certificate(text: str, config: MqttSection) -> bool:
+    # With TLS 1.3 the broker refuses a client certificate after the handshake: its alert
+    # may arrive, or the socket may just close first (an EOF before the CONNACK).
+    upper = text.upper()
+    alerts = ("ALERT_UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQ")
+    return any(a in upper for a in alerts) or (
+        config.tls and "EOF OCCURRED IN VIOLATION OF PROTOCOL" in upper
+    )
+
+
+def _is_refusal(exc: MqttError, config: MqttSection) -> bool:
+    """A refusal waiting will not cure (unlike a broker that is down or restarting)."""
+    if isinstance(exc, ConnectRefused):
+        return exc.permanent
+    text = str(exc)
+    return "CERTIFICATE_VERIFY_FAILED" in text or _refused_our_certificate(text, config)
+
+
 @dataclass
 class _Session:
-    client: Client
+    client: MqttClient
     inflight: asyncio.Semaphore
-    tasks: asyncio.TaskGroup
     meters: dict[str, MeterValue] = field(default_factory=dict)
+    refused: PublishRefused | None = None  # a PUBACK that said no: the session ends
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Relay:
@@ -391,12 +293,23 @@ class Relay:
         self._handed: HandedMark = store.handed_mark()
         self.acks = AckBook(config.backends, store.acks())
         self._acks_arrived = asyncio.Event()
-        self.connected = False
         self.counters = RelayCounters()
         self._alarmed: set[str] = set()
+        self.reconnector: Reconnector[MqttClient] = Reconnector(
+            name=f"mqtt broker {config.host}:{config.port}",
+            connect=self._open,
+            serve=self._serve,
+            close=self._close,
+            backoff=Backoff(initial_s=0.5, max_s=config.reconnect_max_s),
+            retry_on=(MqttError,),
+        )
 
     def close(self) -> None:
         self._handed.close()
+
+    @property
+    def connected(self) -> bool:
+        return self.reconnector.state is ReconnectState.CONNECTED
 
     def wake(self) -> None:
         """New journal rows were committed."""
@@ -444,6 +357,7 @@ class Relay:
             "acked_through_seq": self.acks.through,
             "acked": dict(self.acks.acked),
             "backlog_alarms": [a.model_dump() for a in self.backlog_alarms()],
+            "last_error": self.reconnector.last_error,
             **asdict(self.counters),
         }
 
@@ -472,7 +386,7 @@ class Relay:
     def _status(self, status: Literal["online", "offline"]) -> bytes:
         return Status(status=status, boot_id=self._boot_id).model_dump_json().encode()
 
-    def client(self) -> Client:
+    def client(self) -> MqttClient:
         """A client for this table's broker, as configured (TLS, credentials, last-will)."""
         return make_client(
             self._config, site=self._site, table=self._table, will=self._status("offline")
@@ -481,73 +395,76 @@ class Relay:
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._save_acks(), name="mqtt-ack-save")
-            tasks.create_task(self._connect(), name="mqtt-connect")
+            tasks.create_task(self.reconnector.run(), name="mqtt-connect")
 
-    async def _connect(self) -> None:
-        backoff = Backoff(initial_s=0.5, max_s=self._config.reconnect_max_s)
-        task = asyncio.current_task()
-        while True:
-            session_started = False
-            try:
-                before = task.cancelling() if task else 0
-                async with self.client() as client:
-                    session_started = True
-                    if task and task.cancelling() > before:
-                        raise asyncio.CancelledError  # swallowed while connecting (mqtt_call)
-                    backoff.reset()
-                    self.connected = True
-                    self.counters.connects += 1
-                    log.info("mqtt connected", broker=f"{self._config.host}:{self._config.port}")
-                    try:
-                        await self._session(client)
-                    except asyncio.CancelledError:
-                        await self._say_offline(client)
-                        raise
-            except aiomqtt.MqttError as exc:
-                if not session_started and task and task.cancelling() > before:
-                    # Told to stop while a connect was failing: aiomqtt's wait_for swallowed
-                    # the cancellation (Python 3.11) and raised the failure instead. (After a
-                    # session, 3.11's TaskGroup can leave the count raised without a request.)
-                    raise asyncio.CancelledError from None
-                level = log.warning if backoff.first_failure else log.debug
-                level(
-                    "mqtt unavailable; journaling continues",
-                    broker=f"{self._config.host}:{self._config.port}",
-                    error=describe_connect_error(exc, self._config),
-                )
-            finally:
-                self.connected = False
-            await asyncio.sleep(backoff.next_delay())
+    async def _open(self) -> MqttClient:
+        """A connected client; a failure says which of our settings it points at."""
+        client = self.client()
+        try:
+            await client.connect()
+        except MqttError as exc:
+            why = describe_connect_error(exc, self._config)
+            raise (
+                BrokerRefused(why) if _is_refusal(exc, self._config) else MqttError(why)
+            ) from exc
+        return client
 
-    async def _say_offline(self, client: aiomqtt.Client) -> None:
+    async def _close(self, client: MqttClient) -> None:
+        """Without a DISCONNECT unless we said offline: the broker's last-will says it."""
+        client.close()
+
+    async def _serve(self, client: MqttClient) -> None:
+        self.counters.connects += 1
+        try:
+            await self._session(client)
+        except PublishRefused:
+            self.counters.publishes_refused += 1
+            raise
+        except asyncio.CancelledError:
+            await self._say_offline(client)
+            raise
+
+    async def _say_offline(self, client: MqttClient) -> None:
         """On an orderly stop; the broker's last-will covers every other way of going."""
         try:
             async with asyncio.timeout(1):
-                await mqtt_call(
-                    client.publish(
-                        f"{self._root}/status", self._status("offline"), qos=1, retain=True
-                    )
-                )
-        except (TimeoutError, aiomqtt.MqttError) as exc:
+                await client.publish(f"{self._root}/status", self._status("offline"), retain=True)
+                await client.disconnect()
+        except (TimeoutError, MqttError) as exc:
             log.warning("could not say offline; the last-will will", error=str(exc))
 
-    async def _session(self, client: Client) -> None:
-        await mqtt_call(client.subscribe(f"{self._root}/ack/+", qos=1))
-        await mqtt_call(client.subscribe(f"{self._root}/cmd/+", qos=1))
+    async def _session(self, client: MqttClient) -> None:
+        await client.subscribe(f"{self._root}/ack/+")
+        await client.subscribe(f"{self._root}/cmd/+")
         await self._publish_birth(client)
-        await mqtt_call(
-            client.publish(f"{self._root}/status", self._status("online"), qos=1, retain=True)
-        )
+        await client.publish(f"{self._root}/status", self._status("online"), retain=True)
         # Everything some backend has not acknowledged goes out again, with the same ids.
         self._cursor = self.acks.through
+        session = _Session(client, asyncio.Semaphore(self._config.publish_window))
         try:
             async with asyncio.TaskGroup() as tasks:
-                session = _Session(client, asyncio.Semaphore(self._config.publish_window), tasks)
                 tasks.create_task(self._inbound(session), name="mqtt-inbound")
                 tasks.create_task(self._outbound(session), name="mqtt-outbound")
                 tasks.create_task(self._health_loop(client), name="mqtt-health")
-        except* aiomqtt.MqttError as group:
+                tasks.create_task(self._watch(session), name="mqtt-watch")
+        except* MqttError as group:
             raise group.exceptions[0] from None
+
+    async def _watch(self, session: _Session) -> None:
+        """The session ends when the connection does, or when the broker refuses a row."""
+        closed = asyncio.create_task(session.client.wait_closed())
+        refused = asyncio.create_task(session.ended.wait())
+        try:
+            await asyncio.wait((closed, refused), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            refused.cancel()
+        if session.refused is not None:
+            if closed.done() and not closed.cancelled():
+                closed.exception()  # read: the refusal is the news
+            raise session.refused
+        await closed  # raises why the connection was lost
+        raise MqttError("the connection ended")
 
     def birth(self) -> Birth:
         snapshot = self._snapshot()
@@ -557,19 +474,14 @@ class Relay:
             acked=dict(self.acks.acked),
         )
 
-    async def _publish_birth(self, client: aiomqtt.Client) -> None:
+    async def _publish_birth(self, client: MqttClient) -> None:
         birth = self.birth()
-        await mqtt_call(
-            client.publish(f"{self._root}/birth", birth.model_dump_json(), qos=1, retain=True)
-        )
+        await client.publish(f"{self._root}/birth", birth.model_dump_json().encode(), retain=True)
         for meter in birth.meters:
-            await mqtt_call(
-                client.publish(
-                    f"{self._root}/meter/{meter.meter_id}",
-                    meter.model_dump_json(),
-                    qos=1,
-                    retain=True,
-                )
+            await client.publish(
+                f"{self._root}/meter/{meter.meter_id}",
+                meter.model_dump_json().encode(),
+                retain=True,
             )
 
     # --- outbound: the journal, in order, the pipe kept full ---------------------------
@@ -618,24 +530,35 @@ class Relay:
         self._send(session, f"{self._root}/evt", payload)
         self.counters.published += 1
         self.counters.replayed += replay
-        if '"meter":{' in row.data_json:
-            reading = json.loads(row.data_json).get("meter")
-            if isinstance(reading, dict):
-                session.meters[reading["meter_id"]] = MeterValue(
-                    meter_id=reading["meter_id"],
-                    amount_cents=reading["meter_cents"],
-                    seq=row.seq,
-                    ts=row.ts,
-                )
+        try:
+            reading = row.meter_reading()
+        except ValidationError as exc:  # the row went out; only the retained meter waits
+            log.error("journal row does not match its record type", seq=row.seq, error=_short(exc))
+            reading = None
+        if reading is not None:
+            session.meters[reading.meter_id] = MeterValue(
+                meter_id=reading.meter_id, amount_cents=reading.meter_cents, seq=row.seq, ts=row.ts
+            )
 
     def _send(self, session: _Session, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Hand one message to paho now (it keeps call order); its PUBACK frees a slot."""
         puback = session.client.publish_nowait(topic, payload, retain=retain)
-        puback.add_done_callback(lambda _: session.inflight.release())
+        puback.add_done_callback(functools.partial(self._acked, session))
+
+    @staticmethod
+    def _acked(session: _Session, puback: asyncio.Future[None]) -> None:
+        session.inflight.release()
+        if puback.cancelled():
+            return
+        refused = puback.exception()  # a lost connection is the watcher's to report
+        if isinstance(refused, PublishRefused) and session.refused is None:
+            # Not published: the row stays outstanding and goes again on the next connect.
+            session.refused = refused
+            session.ended.set()
 
     # --- health ---------------------------------------------------------------------
 
-    async def _health_loop(self, client: aiomqtt.Client) -> None:
+    async def _health_loop(self, client: MqttClient) -> None:
         """Published when the shuffler or an alarm changes; counters ride every interval."""
         loop = asyncio.get_running_loop()
         schedule = HealthSchedule(self._config.health_counters_interval_s)
@@ -643,23 +566,18 @@ class Relay:
             alarms = self.backlog_alarms()
             health = self.health(alarms=alarms)
             if schedule.due((health.shuffler, tuple(a.backend_id for a in alarms)), loop.time()):
-                await mqtt_call(
-                    client.publish(
-                        f"{self._root}/health", health.model_dump_json(), qos=1, retain=True
-                    )
+                await client.publish(
+                    f"{self._root}/health", health.model_dump_json().encode(), retain=True
                 )
             await asyncio.sleep(1)
 
     # --- inbound ----------------------------------------------------------------------
 
     async def _inbound(self, session: _Session) -> None:
-        async for message in session.client.messages:
-            topic = str(message.topic)
-            payload = message.payload
-            body = payload if isinstance(payload, bytes) else str(payload).encode()
-            await self.receive(session.client, topic, body)
+        async for message in session.client.messages():
+            await self.receive(session.client, message.topic, message.payload)
 
-    async def receive(self, client: aiomqtt.Client | None, topic: str, payload: bytes) -> None:
+    async def receive(self, client: MqttClient | None, topic: str, payload: bytes) -> None:
         """One inbound message: never raises for what it carries."""
         self.counters.inbound += 1
         msg = parse_inbound(self._root, topic, payload)
@@ -689,9 +607,7 @@ class Relay:
                 data = ReplyData(last_seq=self._reader.last_seq, from_seq=msg.from_seq)
                 reply = reply.model_copy(update={"data": data})
             name = topic.rsplit("/", 1)[-1]
-            await mqtt_call(
-                client.publish(f"{self._root}/res/{name}", reply.model_dump_json(), qos=1)
-            )
+            await client.publish(f"{self._root}/res/{name}", reply.model_dump_json().encode())
 
     async def _save_acks(self) -> None:
         """Acks coalesce into one light write at a time, in the journal thread."""

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tablectl.core.effects import RECORD_TYPES, MeterReading, Record
 from tablectl.util.ids import uuid7
 
 SCHEMA = """
@@ -64,6 +65,10 @@ CREATE TABLE IF NOT EXISTS inputs (
 );
 """
 GENESIS_HASH = "0" * 64
+# The records that can change a meter: those whose type says which meter it leaves.
+METER_RECORDS: dict[str, type[Record]] = {
+    name: cls for name, cls in RECORD_TYPES.items() if cls.meter_reading is not Record.meter_reading
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,21 +79,6 @@ class JournalRow:
     boot_id: str
     type: str
     data: dict[str, Any]
-
-    def envelope(self, site: str, table: str, *, replay: bool) -> dict[str, Any]:
-        """The MQTT event envelope (docs/mqtt.md)."""
-        return {
-            "v": 1,
-            "type": self.type,
-            "event_id": self.event_id,
-            "site": site,
-            "table": table,
-            "boot_id": self.boot_id,
-            "seq": self.seq,
-            "ts": self.ts,
-            "replay": replay,
-            "data": self.data,
-        }
 
 
 def row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data: str) -> str:
@@ -389,6 +379,14 @@ class OutboxRow:
     type: str
     data_json: str
 
+    def meter_reading(self) -> MeterReading | None:
+        """The meter this row leaves, read through its typed record (None for the rows of
+        a type that never changes one, decoded only for those that can)."""
+        record = METER_RECORDS.get(self.type)
+        return (
+            None if record is None else record.model_validate_json(self.data_json).meter_reading()
+        )
+
 
 class JournalReader:
     """Reads the journal on a read-only connection (WAL: a consistent snapshot per query).
@@ -430,9 +428,10 @@ class JournalReader:
         """The seq, ts and amount (cents) of the last durable row that changed this meter."""
         row = self._db.execute(
             "SELECT seq, ts, json_extract(data, '$.meter.meter_cents') FROM journal "
-            "WHERE seq <= ? AND json_extract(data, '$.meter.meter_id') = ? "
+            "WHERE seq <= ? AND type IN (SELECT value FROM json_each(?)) "
+            "AND json_extract(data, '$.meter.meter_id') = ? "
             "ORDER BY seq DESC LIMIT 1",
-            (self._bound(), meter_id),
+            (self._bound(), json.dumps(sorted(METER_RECORDS)), meter_id),
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
 

@@ -1,9 +1,12 @@
 """Reconnection as one component: connect, serve until the connection fails, back off, again.
 
 Modelled on aioesphomeapi's reconnect_logic: a state a technician can read, the error's class
-choosing the backoff, the first failure of a run logged loudly and the repeats quietly. The
-devices' links use it (shuffler, shoe); any other client can. Time is the loop's, so a test
-runs it on virtual time and asserts when each attempt happened.
+choosing the backoff, and the log saying a thing once. A refusal that waiting will not cure
+(`Permanent`: refused credentials or certificate, the wrong device) waits the longest backoff
+and is logged as an error once; a network failure (the device or broker not there yet) is
+retried soon and quietly: a warning for the first, debug for the repeats. Every client uses
+it: the devices' links (shuffler, shoe), the MQTT relay and the simulated table's GPIO link.
+Time is the loop's, so a test runs it on virtual time and asserts when each attempt happened.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ class ReconnectState(StrEnum):
 
 
 class Permanent(Exception):
-    """A failure that waiting will not cure soon (wrong device, refused handshake):
-    the next attempt waits the longest backoff."""
+    """A failure that waiting will not cure soon (refused credentials or certificate, the
+    wrong device): the next attempt waits the longest backoff, and it is logged as an error
+    once, not at every attempt."""
 
 
 @dataclass
@@ -39,6 +43,7 @@ class ReconnectCounters:
     connects: int = 0
     failures: int = 0  # attempts that did not connect
     drops: int = 0  # connections that ended
+    refusals: int = 0  # failures that were Permanent
 
 
 @dataclass
@@ -46,7 +51,8 @@ class Reconnector(Generic[C]):
     """Runs connect() then serve(connection) forever, backing off between attempts.
 
     connect raises on failure (any of `retry_on`); serve returns or raises when the
-    connection is over. Any other exception propagates: it is a bug, not a bad line.
+    connection is over; close is called once per connection, whatever ended it. Any other
+    exception propagates: it is a bug, not a bad line.
     """
 
     name: str
@@ -59,23 +65,32 @@ class Reconnector(Generic[C]):
     counters: ReconnectCounters = field(default_factory=ReconnectCounters)
     last_error: str | None = None
     next_attempt_at: float | None = None  # loop time of the scheduled attempt
+    _last_kind: str | None = None  # "refused" or "network": what the last failure was
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
         while True:
             self.state = ReconnectState.CONNECTING
             self.counters.attempts += 1
+            cancelling = task.cancelling() if task is not None else 0
             try:
                 conn = await self.connect()
             except self.retry_on as exc:
+                if task is not None and task.cancelling() > cancelling:
+                    # Told to stop while the attempt was failing, and the failure came out
+                    # instead of the cancellation (asyncio.wait_for on Python 3.11 can do
+                    # that): stop, as asked, rather than retry for ever.
+                    raise asyncio.CancelledError from None
                 self.state = ReconnectState.DISCONNECTED
                 self.counters.failures += 1
-                await self._wait(loop, self._delay(exc), exc, "cannot connect")
+                await self._wait(loop, exc, "cannot connect")
                 continue
             self.state = ReconnectState.CONNECTED
             self.counters.connects += 1
             self.backoff.reset()
             self.last_error = None
+            self._last_kind = None
             log.info(f"{self.name} connected")
             error: BaseException | None = None
             try:
@@ -86,20 +101,26 @@ class Reconnector(Generic[C]):
                 self.state = ReconnectState.DISCONNECTED
                 self.counters.drops += 1
                 await self.close(conn)
-            await self._wait(loop, self._delay(error), error, "connection lost")
-
-    def _delay(self, exc: BaseException | None) -> float:
-        if isinstance(exc, Permanent):
-            self.backoff.failures = max(self.backoff.failures, 30)
-        return self.backoff.next_delay()
+            await self._wait(loop, error, "connection lost")
 
     async def _wait(
-        self, loop: asyncio.AbstractEventLoop, delay: float, exc: BaseException | None, what: str
+        self, loop: asyncio.AbstractEventLoop, exc: BaseException | None, what: str
     ) -> None:
+        refused = isinstance(exc, Permanent)
+        kind = "refused" if refused else "network"
+        changed = kind != self._last_kind
+        if changed:
+            self.backoff.reset()  # a new kind of trouble: its own backoff from the start
+        if refused:
+            self.counters.refusals += 1
+            self.backoff.failures = max(self.backoff.failures, 30)
+        delay = self.backoff.next_delay()
         self.last_error = None if exc is None else f"{type(exc).__name__}: {exc}"
-        # The first failure of a run is news; its repeats are not.
-        level = log.warning if self.backoff.failures <= 1 else log.debug
+        # News once: a refusal is an error someone must fix, a network failure a warning;
+        # their repeats are not news.
+        level = (log.error if refused else log.warning) if changed else log.debug
         level(f"{self.name} {what}", error=self.last_error, retry_in_s=round(delay, 3))
+        self._last_kind = kind
         self.next_attempt_at = loop.time() + delay
         try:
             await asyncio.sleep(delay)
