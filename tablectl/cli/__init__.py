@@ -17,13 +17,25 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from tablectl.cli import control, demo, devices, journal, mqtt, paytable, run, simulate, test, watch
+from tablectl.cli import (
+    control,
+    demo,
+    devices,
+    journal,
+    mqtt,
+    paytable,
+    reference,
+    run,
+    simulate,
+    test,
+    watch,
+)
 from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK
 from tablectl.config import ConfigError
-from tablectl.control.protocol import REQUEST_TYPES, Role, commands
 from tablectl.util import logs
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+GLOBAL_OPTION_HELP = "see tablectl -h"  # --log-level, repeated on every verb
 
 
 def _log_level(text: str) -> str:
@@ -46,16 +58,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
-def roles_epilog() -> str:
-    """Which role may send each command to the daemon (control/protocol.py says)."""
-    lines = ["who may do what (the daemon checks your groups; [access] in the config):"]
-    for role in Role:
-        cmds = [cmd for model in REQUEST_TYPES if role in model.ROLES for cmd in commands(model)]
-        lines.append(f"  {role.value:<12} {', '.join(cmds)}")
-    lines.append("  reading files, no role: config check, journal, paytable, simulate, demo")
-    return "\n".join(lines)
-
-
 @functools.cache
 def parser() -> argparse.ArgumentParser:
     """The whole command line (built once: argparse parsers can be reused)."""
@@ -70,7 +72,6 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tablectl",
         description=__doc__,
-        epilog=roles_epilog(),
         parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -80,8 +81,9 @@ def parser() -> argparse.ArgumentParser:
         module.add_parsers(sub)
     for sp in _subparsers(p):  # verb groups too: `tablectl config --log-level X check`
         sp.add_argument(
-            "--log-level", type=_log_level, default=argparse.SUPPRESS, help="see tablectl -h"
+            "--log-level", type=_log_level, default=argparse.SUPPRESS, help=GLOBAL_OPTION_HELP
         )
+    p.epilog = reference.roles_epilog(p)  # from the verbs just defined: it cannot drift
     return p
 
 

@@ -20,7 +20,7 @@ from tablectl.cli.common import (
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = sub.add_parser("status", help="what the running daemon is doing")
-    socket_args(status)
+    socket_args(status, sends=("status",))
     status.set_defaults(handler=_status)
 
     dealer = sub.add_parser("dealer", help="the dealer's commands to the running daemon")
@@ -66,7 +66,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "clear-fault", help="the sensors were checked after a GPIO fault: reopen betting"
     )
     for sp in (settle, deal, out_of_order, in_service, void, new_deck, reshuffle, clear_fault):
-        socket_args(sp)
+        socket_args(sp, sends=(sp.prog.split()[-1],))  # the verb is the command it sends
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
         sp.set_defaults(handler=send_command)
 
@@ -81,7 +81,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     for sp in (validate, document):
         sp.add_argument("hit_id", help="the hit, as status shows it (e.g. 12-5)")
         sp.add_argument("--by", required=True, help="the floorperson (an employee id)")
-        socket_args(sp)
+        socket_args(sp, sends=(sp.prog.split()[-1],))
         sp.set_defaults(handler=send_command)
 
 

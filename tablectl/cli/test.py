@@ -40,8 +40,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         sp.add_argument(
             "--timeout", type=float, default=30, help="seconds to wait at each step (default 30)"
         )
+    steps = {sensors: "test-seat", lockout: "test-lockout"}
     for sp in (sensors, lockout, end):
-        socket_args(sp)
+        step = (steps[sp],) if sp in steps else ()
+        socket_args(sp, sends=("test-begin", *step, "test-end") if step else ("test-end",))
         sp.add_argument("--by", help="who you are (an employee id), journaled with the result")
         sp.set_defaults(handler=_test)
 
