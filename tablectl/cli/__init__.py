@@ -13,6 +13,7 @@ import argparse
 import functools
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -30,9 +31,10 @@ from tablectl.cli import (
     test,
     watch,
 )
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, fail
 from tablectl.config import ConfigError
 from tablectl.util import logs
+from tablectl.util.files import permission_advice
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 GLOBAL_OPTION_HELP = "see tablectl -h"  # --log-level, repeated on every verb
@@ -97,6 +99,21 @@ def _subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return found
 
 
+def _deepest_verb(p: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the verb argv names, as deep as its words go (p when none)."""
+    words = iter(argv)
+    for word in words:
+        below = {
+            name: child
+            for action in p._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name, child in action.choices.items()
+        }
+        if word in below:
+            p = below[word]
+    return p
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -111,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
     except UsageError as exc:
+        # argparse reports arguments no verb took (`status --bogus`) on the top parser: show
+        # the usage of the verb that was typed instead.
+        where = _deepest_verb(exc.parser, argv)
         if "--json" in argv:
-            print(json.dumps({"ok": False, "error": str(exc), "usage": exc.parser.format_usage()}))
+            print(json.dumps({"ok": False, "error": str(exc), "usage": where.format_usage()}))
         else:
-            exc.parser.print_usage(sys.stderr)
-            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+            where.print_usage(sys.stderr)
+            print(f"{where.prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     quiet = getattr(args, "quiet_logs", True)
     logs.configure(getattr(args, "log_level", None) or ("WARNING" if quiet else "INFO"))
@@ -126,10 +146,20 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps({"ok": False, "error": str(exc), "errors": exc.errors}))
         else:
-            print(f"{exc.path}: {len(exc.errors)} error(s)", file=sys.stderr)
+            count = len(exc.errors)
+            print(f"{exc.path}: {count} error{'' if count == 1 else 's'}", file=sys.stderr)
             for line in exc.errors:
                 print(f"  {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except PermissionError as exc:  # a file or directory this user may not use: say whose it is
+        return fail(args, permission_advice(exc.filename), EXIT_REFUSED)
+    except sqlite3.Error as exc:  # the journal, e.g. on a read-only file system
+        return fail(
+            args,
+            f"the journal cannot be used: {exc}; run this as the tablectl user "
+            "(sudo -u tablectl tablectl ...) on a writable file system",
+            EXIT_REFUSED,
+        )
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tablectl journal export | head`: the reader has what it wanted

@@ -104,7 +104,9 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
             seat, sep, cards = item.partition("=")
             if not sep or not seat.isdigit():
                 raise ValueError(f"--hand {item!r}: write SEAT=CARDS, e.g. 3=AsKsQs")
-            hands[seat] = cards
+            hands[seat] = _cards(f"--hand {item}", cards)
+        _cards("--community", args.community)
+        _cards("--dealer", args.dealer)
         return {
             "cmd": "settle",
             "hands": hands,
@@ -116,6 +118,17 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     if args.dealer_verb == "void":
         return {"cmd": "void", "reason": args.reason, **by}
     return {"cmd": args.dealer_verb, **by}
+
+
+def _cards(option: str, text: str) -> str:
+    """Cards as typed, checked here: a malformed card is bad input (exit 2), not a refusal."""
+    from tablectl.rules.cards import parse_cards
+
+    try:
+        parse_cards(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
+    return text
 
 
 def send_command(args: argparse.Namespace) -> int:
@@ -170,11 +183,15 @@ def print_status(data: dict[str, Any]) -> None:
             f"{cents(hit['amount_cents'])} ({hit['basis']}, {where}), {state}"
         )
     if data["hit_history"]:
-        print(f"  last {len(data['hit_history'])} hits, newest first:")
+        count = len(data["hit_history"])
+        print(f"  last {count} hit{'' if count == 1 else 's'}, newest first:")
         for hit in data["hit_history"]:
+            validated = (
+                f"validated by {hit['validated_by']}" if hit["validated_by"] else ("not validated")
+            )
             print(
                 f"    {hit['hit_id']:>8} seat {hit['seat']} {hit['hand']} "
-                f"{cents(hit['amount_cents'])} validated by {hit['validated_by'] or '-'}"
+                f"{cents(hit['amount_cents'])} {validated}"
             )
     print(
         f"  deck ready: {yes_no(data['deck_ready'])}  blocked: {data['blocked'] or 'no'}  "

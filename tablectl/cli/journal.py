@@ -27,7 +27,8 @@ from tablectl.cli.common import (
     path_arg,
 )
 from tablectl.config import load_config
-from tablectl.store.journal import Store, canonical_json
+from tablectl.store.journal import JournalReader, canonical_json, open_read_only
+from tablectl.util.files import permission_advice
 
 FOLLOW_POLL_S = 0.5  # how often `tail -f` looks for new rows
 EXPORT_FIELDS = ("seq", "event_id", "ts", "boot_id", "type", "data", "prev_hash", "hash")
@@ -114,22 +115,6 @@ def _database(args: argparse.Namespace) -> Path:
     return load_config(config_path(args)).storage.database
 
 
-def read_only(path: Path) -> sqlite3.Connection:
-    """A reader's own connection: it never writes, and WAL gives it a consistent snapshot."""
-    uri = path.resolve().as_uri()
-    db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
-    try:
-        db.execute("SELECT 1 FROM journal LIMIT 1").fetchall()
-        return db
-    except sqlite3.OperationalError:
-        db.close()
-        if Path(f"{path}-wal").exists():
-            raise
-    # The daemon is stopped and left no WAL, so nothing is writing the file; a reader that
-    # may not write the directory cannot create the -shm a WAL reader needs: read it as is.
-    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
-
-
 def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
     cur = db.execute(
         f"SELECT {', '.join(EXPORT_FIELDS)} FROM journal WHERE {where} ORDER BY seq",  # noqa: S608 - fixed column names
@@ -143,27 +128,40 @@ def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterat
 
 def _journal(args: argparse.Namespace) -> int:
     path = _database(args)
-    if not path.exists():
-        return fail(args, f"no journal at {path}", EXIT_REFUSED)
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return fail(
+            args,
+            f"no journal at {path}: the daemon creates it when it first runs "
+            "(sudo systemctl start tablectl); --config or --data-dir name another table's",
+            EXIT_REFUSED,
+        )
+    except PermissionError:
+        return fail(args, permission_advice(path), EXIT_REFUSED)
     if args.journal_verb in ("tail", "export"):
         try:
             if args.journal_verb == "tail":
                 return _tail(args, path)
-            db = read_only(path)
+            db = open_read_only(path)
             try:
                 return _export(args, db, path)
             finally:
                 db.close()
         except sqlite3.Error as exc:
             return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
+    # Read-only (SQLite mode=ro): a member of the journal's group verifies and replays it with
+    # the daemon running or stopped, and nothing here can change it.
     try:
-        store = Store(path, boot_id="cli")
-    except (OSError, sqlite3.Error) as exc:
-        return fail(args, f"cannot open the journal {path}: {exc}", EXIT_REFUSED)
+        store = JournalReader(path)
+    except sqlite3.Error as exc:
+        return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
     try:
         if args.journal_verb == "verify":
             return _verify(args, store, path)
         return _replay(args, store, path)
+    except sqlite3.Error as exc:
+        return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
     finally:
         store.close()
 
@@ -177,7 +175,7 @@ def _print_row(args: argparse.Namespace, row: dict[str, Any]) -> None:
 
 
 def _tail(args: argparse.Namespace, path: Path) -> int:
-    with contextlib.closing(read_only(path)) as db:
+    with contextlib.closing(open_read_only(path)) as db:
         (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()
         seq = max(0, int(last) - args.n)
         for row in _rows(db, "seq > ?", (seq,)):
@@ -189,7 +187,7 @@ def _tail(args: argparse.Namespace, path: Path) -> int:
         while True:
             time.sleep(FOLLOW_POLL_S)
             # A new connection each time: the daemon may have started since (see read_only).
-            with contextlib.closing(read_only(path)) as db:
+            with contextlib.closing(open_read_only(path)) as db:
                 for row in _rows(db, "seq > ?", (seq,)):
                     _print_row(args, row)
                     seq = row["seq"]
@@ -234,7 +232,7 @@ def _export(args: argparse.Namespace, db: sqlite3.Connection, path: Path) -> int
     return EXIT_OK
 
 
-def _verify(args: argparse.Namespace, store: Store, path: Path) -> int:
+def _verify(args: argparse.Namespace, store: JournalReader, path: Path) -> int:
     broken = store.verify_chain()
     if broken is not None:
         return fail(
@@ -250,7 +248,7 @@ def _verify(args: argparse.Namespace, store: Store, path: Path) -> int:
     return EXIT_OK
 
 
-def _replay(args: argparse.Namespace, store: Store, path: Path) -> int:
+def _replay(args: argparse.Namespace, store: JournalReader, path: Path) -> int:
     from tablectl.service.replay import replay
 
     result = replay(store)
