@@ -22,9 +22,9 @@ from .conftest import REPO
 TABLECTL = Path(sys.executable).with_name("tablectl")
 
 
-def sim_config(tmp_path: Path, broker: PrivateBroker) -> Path:
-    text = (REPO / "config" / "simulated-table.toml").read_text()
-    text = text.replace("/tmp/tablectl-sim", str(tmp_path / "sim")).replace(
+def sim_config(tmp_path: Path, broker: PrivateBroker, name: str = "simulated-table") -> Path:
+    text = (REPO / "config" / f"{name}.toml").read_text()
+    text = re.sub(r"/tmp/tablectl-sim[-a-z]*", str(tmp_path / "sim"), text).replace(
         "port = 1883", f"port = {broker.port}"
     )
     path = tmp_path / "table.toml"
@@ -103,9 +103,13 @@ async def test_a_round_played_from_another_terminal(tmp_path: Path, broker: Priv
         locked = await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
         assert locked["gpio"]["backend"] == "mock" and locked["gpio"]["faults"] == 0
         await sim.type("remove 2 5")  # the dealer collects the wagers
-        code, out = await tablectl(
-            "dealer", "settle", "--config", str(config), "--hand", "2=2c7d9h", "--hand", "5=3c8d4s"
+        assert await sim.type("shoe deck 2c7d9h 3c8d4s") == (
+            "the shoe deals next: 2c 7d 9h 3c 8d 4s, then a shuffled rest\n"
         )
+        code, out = await tablectl("dealer", "deal", "--config", str(config), "--by", "D1")
+        assert code == 0, out
+        await status_until(config, lambda s: bool(s["dealing"]) and s["dealing"]["complete"])
+        code, out = await tablectl("dealer", "settle", "--config", str(config), "--by", "D1")
         assert code == 0, out
         assert "round.settled" in out
 
@@ -153,8 +157,95 @@ async def test_simulated_table_commands_say_what_they_did(tmp_path: Path) -> Non
         ("place", "usage: place SEAT [SEAT...]"),
         ("place seven", "seats are numbers 1 to 6"),
         ("place 9", "seat 9: this table has seats 1 to 6"),
-        ("unplug toaster", "usage: unplug gpio|shuffler"),
+        ("unplug toaster", "usage: unplug gpio|shuffler|shoe"),
+        ("shoe dance", "unknown shoe fault 'dance'; type help"),
+        ("shoe deck AsAs", "deck: a card is named twice"),
+        ("swap shoe SHOE-0001", "the shoe connected already has serial SHOE-0001"),
         ("dance", "unknown command 'dance'; type help"),
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             table.command(bad)
+
+
+@pytest.mark.parametrize(
+    "name", ["simulated-table", "simulated-ultimate-texas-holdem", "simulated-let-it-ride"]
+)
+async def test_every_game_with_every_device_simulated(
+    tmp_path: Path, broker: PrivateBroker, name: str
+) -> None:
+    """For each game: a round dealt by the simulated shoe; the shoe swapped for another and
+    accepted by a technician for real; the shoe's walk test; stdin closed all along."""
+    config = sim_config(tmp_path, broker, name)
+    sim_proc = await asyncio.create_subprocess_exec(
+        str(TABLECTL),
+        *("simulate", "table", "--config", str(config), "--shuffle-ms", "50"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    sim = Simulator(sim_proc)
+    daemon = None
+    try:
+        await sim.said(lambda line: "simulated table ready" in line)
+        daemon = await asyncio.create_subprocess_exec(
+            str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.DEVNULL
+        )
+        await status_until(config, lambda s: s["phase"] == "betting")
+        await sim.type("place 1")
+        await status_until(config, lambda s: s["wagers"] == {"1": 100})
+        await sim.type("press")
+        await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
+        code, out = await tablectl("dealer", "deal", "--config", str(config), "--by", "D1")
+        assert code == 0, out
+        await status_until(config, lambda s: bool(s["dealing"]) and s["dealing"]["complete"])
+        settle = ["dealer", "settle", "--config", str(config), "--by", "D1"]
+        if "ultimate" in name:  # 653a.10(c): the community cards are dealt by hand
+            settle += ["--community", "QsJsTs2d3c"]
+        code, out = await tablectl(*settle)
+        assert code == 0 and "round.settled" in out, out
+        await sim.type("remove 1")
+        opened = await status_until(config, lambda s: s["phase"] == "betting")
+
+        # Another shoe is connected: play is blocked until a technician accepts it.
+        said = await sim.type("swap shoe SHOE-0002")
+        assert "tablectl devices accept shoe SHOE-0002" in said, said
+        await status_until(
+            config, lambda s: s["device_acceptance"].get("shoe", {}).get("waiting") == "SHOE-0002"
+        )
+        code, out = await tablectl(
+            "devices", "accept", "shoe", "SHOE-0002", "--config", str(config), "--by", "T9"
+        )
+        assert code == 0, out
+        await status_until(
+            config,
+            lambda s: (
+                s["device_acceptance"]["shoe"] == {"accepted": "SHOE-0002", "waiting": None}
+                and s["phase"] == "betting"
+                and s["round_id"] >= opened["round_id"]
+            ),
+        )
+
+        # The shoe's walk test (no more bets first), with a card it cannot read.
+        await sim.type("press")
+        await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
+        await sim.type("shoe deck AsKsQsJsTs")
+        code, out = await tablectl("test", "shoe", "--config", str(config), "--cards", "5")
+        assert code == 0, out
+        assert "card 1: As" in out and "card 5: Ts" in out and "5 of 5 cards read; passed" in out
+        await sim.type("shoe unread 1")
+        code, out = await tablectl("test", "shoe", "--config", str(config), "--json")
+        reply = json.loads(out.splitlines()[0])  # stdout; the prompt went to stderr
+        assert code == 1 and reply["ok"] is False and reply["cards"][1] == "unread", out
+        assert sim_proc.stdin is not None
+        sim_proc.stdin.close()  # stdin at its end: the table keeps serving, no traceback
+        code, out = await tablectl("status", "--config", str(config))
+        assert code == 0, out
+    finally:
+        for proc in (daemon, sim_proc):
+            if proc is not None and proc.returncode is None:
+                proc.terminate()
+                async with asyncio.timeout(15):
+                    await proc.wait()
+    assert sim_proc.returncode == 0
+    assert sim_proc.stderr is not None
+    assert "Traceback" not in (await sim_proc.stderr.read()).decode()
