@@ -110,15 +110,21 @@ async def test_a_round_played_from_another_terminal(tmp_path: Path, broker: Priv
         locked = await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
         assert locked["gpio"]["backend"] == "mock" and locked["gpio"]["faults"] == 0
         await sim.type("remove 2 5")  # the dealer collects the wagers
-        assert await sim.type("shoe deck 2c7d9h 3c8d4s") == (
-            "the shoe deals next: 2c 7d 9h 3c 8d 4s, then a shuffled rest\n"
+        # The README's round: the shoe deals seat 2 a mini-royal and seat 5 a straight flush.
+        assert await sim.type("shoe deck AsKsQs 9c8c7c") == (
+            "the shoe deals next: As Ks Qs 9c 8c 7c, then a shuffled rest\n"
         )
-        code, out = await tablectl("dealer", "deal", "--config", str(config), "--by", "D1")
+        code, out = await tablectl("dealer", "deal", "--config", str(config), "--by", "D117")
         assert code == 0, out
         await status_until(config, lambda s: bool(s["dealing"]) and s["dealing"]["complete"])
-        code, out = await tablectl("dealer", "settle", "--config", str(config), "--by", "D1")
+        code, out = await tablectl("dealer", "settle", "--config", str(config), "--by", "D117")
         assert code == 0, out
         assert "round.settled" in out
+        code, out = await tablectl("status", "--config", str(config))
+        assert "JACKPOT PENDING 1-2" in out and "JACKPOT PENDING 1-5" in out, out
+        for verb, hit in (("validate", "1-2"), ("validate", "1-5"), ("document", "1-2")):
+            code, out = await tablectl("floor", verb, hit, "--config", str(config), "--by", "F042")
+            assert code == 0, out
 
         # The next round: the cable to the sensors is pulled while it takes bets.
         await status_until(config, lambda s: s["phase"] == "betting" and s["round_id"] == 2)
