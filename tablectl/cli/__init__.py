@@ -99,6 +99,21 @@ def _subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return found
 
 
+def _what(exc: BaseException) -> str:
+    """An exception on one line; a group names what it holds (a report can say which)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return f"{type(exc).__name__}: " + "; ".join(_what(e) for e in exc.exceptions)
+    where = exc.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    at = (
+        f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}"
+        if where
+        else ""
+    )
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
 def _deepest_verb(p: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
     """The parser of the verb argv names, as deep as its words go (p when none)."""
     words = iter(argv)
@@ -166,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
-        message = f"internal error: {type(exc).__name__}: {exc} (please report it)"
+        message = f"internal error: {_what(exc)} (please report it)"
         if getattr(args, "json", False):
             print(json.dumps({"ok": False, "error": message}))
         else:
