@@ -4,14 +4,19 @@ the round the README shows, played end to end as a technician would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
@@ -263,3 +268,84 @@ async def test_every_game_with_every_device_simulated(
     assert sim_proc.returncode == 0
     assert sim_proc.stderr is not None
     assert "Traceback" not in (await sim_proc.stderr.read()).decode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "place",
+                    "remove",
+                    "bounce",
+                    "press",
+                    "lamps",
+                    "jam",
+                    "shoe",
+                    "swap",
+                    "unplug",
+                    "plug",
+                    "reboot",
+                    "drop-edges",
+                    "miscount",
+                    "deck",
+                    "help",
+                ]
+            ),
+            st.sampled_from(["1", "9", "-1", "0", "99999999999", "shoe", "gpio", "x", "AsAs"]),
+            st.text(max_size=8),
+        ),
+        max_size=5,
+    )
+)
+def test_no_typed_line_ends_the_simulated_table(words: list[str]) -> None:
+    """Whatever is typed, the table answers or says what is wrong (ValueError, shown as
+    `? ...`): nothing else escapes, so no input can end it in a traceback."""
+    from tablectl.simulators.table import SimulatedTable
+
+    async def typed() -> None:
+        table = SimulatedTable(load_config(REPO / "config" / "simulated-table.toml"))
+        with contextlib.suppress(ValueError):
+            table.command(" ".join(words))
+
+    asyncio.run(typed())
+
+
+def test_simulate_table_survives_any_stdin(tmp_path: Path) -> None:
+    """Commands from /dev/null, a closed stdin or bytes that are not UTF-8: it keeps serving
+    and ends on SIGTERM without a traceback."""
+    config = tmp_path / "table.toml"
+    config.write_text(
+        (REPO / "config" / "simulated-table.toml")
+        .read_text()
+        .replace("/tmp/tablectl-sim", str(tmp_path / "sim"))
+    )
+    argv = [str(TABLECTL), "simulate", "table", "--config", str(config)]
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"place 1\n\xff\xfe\x00 jam\nshoe dance\n\x1b[A\n")
+
+    def close_stdin() -> None:
+        os.close(0)  # `<&-`: no standard input at all
+
+    for case in ("/dev/null", "closed", "garbage"):
+        with garbage.open("rb") as typed:
+            stdin: int | IO[bytes] | None = {"/dev/null": subprocess.DEVNULL}.get(case)
+            proc = subprocess.Popen(
+                argv,
+                stdin=typed if case == "garbage" else stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=close_stdin if case == "closed" else None,
+            )
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if "simulated table ready" in line:
+                    break
+            if case == "garbage":
+                said = [proc.stdout.readline() for _ in range(4)]
+                assert said[0] == "chip on seat 1\n" and said[1].startswith("? unknown command")
+            proc.terminate()
+            out, err = proc.communicate(timeout=15)
+        assert proc.returncode == 0 and "Traceback" not in out + err, (case, out, err)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import signal
 import sys
 import threading
@@ -109,10 +110,12 @@ def _read_lines(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None
     """stdin, line by line, in a thread of its own: a terminal, a pipe, a file or /dev/null
     alike (epoll takes none of the last two), and never in the way of the process exiting."""
     try:
-        for raw in sys.stdin:
+        # Bytes that are not UTF-8 become U+FFFD: an unknown command, not the end of input.
+        text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        for raw in text:
             loop.call_soon_threadsafe(lines.put_nowait, raw)
-    except (OSError, ValueError, UnicodeDecodeError):
-        pass  # closed, or not text: no more commands
+    except (OSError, ValueError, AttributeError):
+        pass  # closed, or no byte stream under it: no more commands
     loop.call_soon_threadsafe(lines.put_nowait, None)
 
 
