@@ -348,8 +348,10 @@ class PolledDevice:
                 await self._session(link)
                 reader.cancel()
         except* TransportError as group:
+            _stop_first()
             raise group.exceptions[0] from None
         except* (LinkError, ProtocolError) as group:
+            _stop_first()
             raise group.exceptions[0] from None
 
     async def _identify(self, link: Link) -> None:
@@ -512,3 +514,12 @@ class PolledDevice:
                 ),
             )
         )
+
+
+def _stop_first() -> None:
+    """A stop (this task cancelled) that meets a link error in the same moment is a stop:
+    Python 3.11's TaskGroup raises the child's error and drops the cancellation, and the
+    device would reconnect instead of ending (the daemon then ends in an internal error)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
