@@ -191,8 +191,8 @@ async def test_simulated_table_commands_say_what_they_did(tmp_path: Path) -> Non
 async def test_every_game_with_every_device_simulated(
     tmp_path: Path, broker: PrivateBroker, name: str
 ) -> None:
-    """For each game: a round dealt by the simulated shoe; the shoe swapped for another and
-    accepted by a technician for real; the shoe's walk test; stdin closed all along."""
+    """For each game, a round dealt by the simulated shoe; for one, the shoe swapped for
+    another and accepted by a technician for real, the shoe's walk test, stdin closed."""
     config = sim_config(tmp_path, broker, name)
     sim_proc = await asyncio.create_subprocess_exec(
         str(TABLECTL),
@@ -224,6 +224,8 @@ async def test_every_game_with_every_device_simulated(
         assert code == 0 and "round.settled" in out, out
         await sim.type("remove 1")
         opened = await status_until(config, lambda s: s["phase"] == "betting")
+        if name != "simulated-table":
+            return  # the swap and the shoe's walk test are the same for every game
 
         # Another shoe is connected: play is blocked until a technician accepts it.
         said = await sim.type("swap shoe SHOE-0002")

@@ -133,7 +133,7 @@ def test_log_lines_carry_journald_priorities(tmp_path: Path, broker: PrivateBrok
     (tmp_path / "blocker").write_text("where the data directory should be")
     read_end, write_end, stream = journal_stream()
     env = {**os.environ, "JOURNAL_STREAM": stream}
-    # A daemon that cannot open its journal: an error, priority 3.
+    # A daemon that cannot start (its data directory is a file): an error, priority 3.
     config.write_text(config.read_text().replace(str(tmp_path / "data"), str(tmp_path / "blocker")))
     proc = subprocess.run(
         [str(TABLECTL), "run", "--config", str(config)],
@@ -147,7 +147,7 @@ def test_log_lines_carry_journald_priorities(tmp_path: Path, broker: PrivateBrok
         lines = pipe.read().splitlines()
     assert proc.returncode == 1
     assert lines and all(re.match(r"<[0-7]>", line) for line in lines), lines
-    assert any(line.startswith("<3>tablectl: cannot open the journal") for line in lines)
+    assert any(line.startswith("<3>tablectl: not starting: storage.data_dir") for line in lines)
 
 
 def test_library_and_daemon_logs_under_journald(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "report",
         help="hand counts, probabilities, return and house edge, by exhaustive enumeration",
     )
-    rep.add_argument("--game", required=True, choices=games)
+    rep.add_argument("--game", required=True, help=f"one of: {', '.join(games)}")
     rep.add_argument("--wager", required=True, help=f"by game: {wagers}")
     rep.add_argument("--paytable", required=True, help="the paytable's letter, e.g. A")
     rep.add_argument("--json", action="store_true")

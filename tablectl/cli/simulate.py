@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
+import codecs
+import os
 import signal
-import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -108,14 +108,20 @@ def serial_number(text: str) -> str:
 
 def _read_lines(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None]) -> None:
     """stdin, line by line, in a thread of its own: a terminal, a pipe, a file or /dev/null
-    alike (epoll takes none of the last two), and never in the way of the process exiting."""
+    alike (epoll takes none of the last two). It reads the descriptor itself, not
+    sys.stdin: a thread blocked in a buffered read would abort the interpreter at exit."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # bad bytes: U+FFFD
+    pending = ""
     try:
-        # Bytes that are not UTF-8 become U+FFFD: an unknown command, not the end of input.
-        text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-        for raw in text:
-            loop.call_soon_threadsafe(lines.put_nowait, raw)
-    except (OSError, ValueError, AttributeError):
-        pass  # closed, or no byte stream under it: no more commands
+        while chunk := os.read(0, 4096):
+            pending += decoder.decode(chunk)
+            *complete, pending = pending.split("\n")
+            for line in complete:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+    except OSError:
+        pass  # closed (`<&-`) or gone: no more commands
+    if pending:
+        loop.call_soon_threadsafe(lines.put_nowait, pending)
     loop.call_soon_threadsafe(lines.put_nowait, None)
 
 
@@ -130,10 +136,7 @@ async def _play_table(table: SimulatedTableLike) -> int:
             print(line, flush=True)
         print("simulated table ready; type help for commands", flush=True)
         lines: asyncio.Queue[str | None] = asyncio.Queue()
-        if sys.stdin is not None:
-            threading.Thread(
-                target=_read_lines, args=(loop, lines), name="stdin", daemon=True
-            ).start()
+        threading.Thread(target=_read_lines, args=(loop, lines), name="stdin", daemon=True).start()
         while (raw := await lines.get()) is not None:
             try:
                 reply = table.command(raw)
