@@ -347,12 +347,8 @@ class PolledDevice:
                 reader = tasks.create_task(link.read_forever(), name=f"{self.device}-read")
                 await self._session(link)
                 reader.cancel()
-        except* TransportError as group:
-            _stop_first()
-            raise group.exceptions[0] from None
-        except* (LinkError, ProtocolError) as group:
-            _stop_first()
-            raise group.exceptions[0] from None
+        except BaseExceptionGroup as group:
+            raise _one_error(group) from None
 
     async def _identify(self, link: Link) -> None:
         try:
@@ -516,10 +512,20 @@ class PolledDevice:
         )
 
 
-def _stop_first() -> None:
-    """A stop (this task cancelled) that meets a link error in the same moment is a stop:
-    Python 3.11's TaskGroup raises the child's error and drops the cancellation, and the
-    device would reconnect instead of ending (the daemon then ends in an internal error)."""
+def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a session's task group ended with, as the reconnector takes it: the first link or
+    transport error (it reconnects), a cancellation first of all (it stops: Python 3.11's
+    TaskGroup raises a child's error and drops the parent's cancellation, and a device
+    whose cable went as SIGTERM arrived used to reconnect instead, the daemon ending in an
+    internal error), anything else as it was (a bug)."""
     task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
+    cancelled, rest = group.split(asyncio.CancelledError)
+    if cancelled is not None or rest is None or (task is not None and task.cancelling()):
+        return asyncio.CancelledError()
+    errors = rest.exceptions
+    while len(errors) == 1 and isinstance(errors[0], BaseExceptionGroup):
+        errors = errors[0].exceptions
+    first = errors[0]
+    if isinstance(first, TransportError | LinkError | ProtocolError):
+        return first
+    return group
