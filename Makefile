@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck bench bench-tables bench-link mosquitto postgresql chromium deb clean
+.PHONY: demo test check lint typecheck bench bench-tables bench-link mosquitto postgresql \
+	chromium debian-tools deb docs test-install clean
 
 $(STAMP): pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,22 @@ chromium:
 		echo "the meter sign's test needs Chromium: run 'sudo apt-get install chromium' (skipped without it)" >&2; \
 	fi
 
+# What the package tests need from Debian (tests/test_deb.py, tests/test_cli_docs.py): lintian
+# judges the package, dpkg-dev's dpkg-shlibdeps and binutils' strip build it, graphviz draws
+# docs/architecture.svg, groff checks the man page. Installed as mosquitto is.
+DEBIAN_TOOLS := lintian dpkg-dev binutils graphviz groff-base
+debian-tools:
+	@missing=""; for pkg in $(DEBIAN_TOOLS); do \
+		dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "ok installed" || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's$$missing"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	else \
+		echo "the package tests skip without$$missing: run 'sudo apt-get install$$missing'" >&2; \
+	fi
+
 demo: $(STAMP) mosquitto
 	$(BIN)/tablectl demo $(DEMO_ARGS)
 
@@ -64,8 +81,21 @@ typecheck: $(STAMP)
 
 check: lint typecheck
 
-test: check mosquitto postgresql chromium
+test: check mosquitto postgresql chromium debian-tools
 	$(BIN)/pytest
+
+# The README's install steps in a fresh Debian 12 root (debootstrap; minutes, as root):
+# tests/test_install.py. The root is cached in build/ between runs.
+test-install: $(STAMP) debian-tools
+	@command -v debootstrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; }
+	$(BIN)/pytest -m install tests/test_install.py
+
+# The generated parts of the docs: the README's role table (from the argparse definitions)
+# and docs/architecture.svg (from docs/architecture.dot). Tests fail when they drift.
+docs: $(STAMP)
+	$(BIN)/python packaging/cli_docs.py --readme README.md
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
 
 # The Debian package a table PC installs (README.md, "Installing on a table PC"): needs
 # dpkg-deb and Debian's python3-venv; dependencies come from PyPI. Writes dist/tablectl_*.deb.

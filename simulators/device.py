@@ -55,6 +55,7 @@ class SimulatedDevice:
         self._master_fd: int | None = None
         self._slave_fd: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._connections: set[asyncio.StreamWriter] = set()  # TCP hosts (serve_tcp)
         self.history: list[tuple[int, DeviceEvent]] = []  # (boot id, event): all it reported
         self._reboot_state()
 
@@ -191,12 +192,14 @@ class SimulatedDevice:
 
         async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             self.attach(writer.write)  # the latest connection is the host
+            self._connections.add(writer)
             try:
                 while data := await reader.read(4096):
                     self.receive(data)
-            except ConnectionError:
-                pass
+            except (ConnectionError, asyncio.CancelledError):
+                pass  # the host left, or the simulator is closing: the connection ends quietly
             finally:
+                self._connections.discard(writer)
                 writer.close()
 
         return await asyncio.start_server(connected, host, port)
@@ -215,6 +218,12 @@ class SimulatedDevice:
         except (BlockingIOError, OSError):
             return  # EIO while the host has the port closed; it will reopen
         self.receive(data)
+
+    def hang_up(self) -> None:
+        """The cable is pulled: every host's TCP connection ends (a pty: close() it)."""
+        for writer in list(self._connections):
+            writer.close()
+        self.attach(None)
 
     def close(self) -> None:
         for task in self._tasks:

@@ -73,6 +73,9 @@ class ShoeSimulator(SimulatedDevice):
     ) -> None:
         self.card_ms = card_ms
         self.knobs = DealFaults()
+        # A shoe fed from a shuffler (`simulate table`): a new shuffled deck is loaded when a
+        # deal asks for more cards than are left, instead of running empty.
+        self.refill = False
         self.deals = 0
         super().__init__(identity, address=address, rng=rng)
         self.load(self._shuffled())
@@ -120,6 +123,8 @@ class ShoeSimulator(SimulatedDevice):
                 return self.nak(request, NakReason.BUSY)
             if self.state is ShoeState.FAULT:
                 return self.nak(request, NakReason.ILLEGAL_IN_STATE)
+            if self.refill and len(self.shoe) < sum(stacks):
+                self.load(self._shuffled())
             self.state, self.dealt, self.expected = ShoeState.DEALING, 0, sum(stacks)
             self.deals += 1
             self.spawn(self._deal(stacks, self.knobs), "sim-deal")

@@ -2,10 +2,12 @@
 
 Every device simulator of the table runs here, where the table's config says the daemon
 will look for it: the seat sensors, lamps and lock-out button on the mock backend's Unix
-socket (`gpio.simulator_socket`), the shuffler on `shuffler.port` (socket://HOST:PORT, or
-a pseudo-terminal linked at that path). A technician or trainer drives it by typing
-commands (`place 3`, `press`, `jam`, `unplug shuffler`, ...); the daemon runs as in
-production with `gpio.backend = "mock"`.
+socket (`gpio.simulator_socket`), the shuffler on `shuffler.port` and the dealing shoe on
+`shoe.port` (socket://HOST:PORT, or a pseudo-terminal linked at that path: the shoe's
+CDC-ACM variant). A technician or trainer drives it by typing commands (`place 3`,
+`press`, `jam`, `shoe jam 2`, `swap shoe SHOE-0002`, `unplug shuffler`, ...): every fault
+docs/protocols/ and docs/gpio.md list can be caused here; the daemon runs as in production
+with `gpio.backend = "mock"`.
 """
 
 from __future__ import annotations
@@ -17,13 +19,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tablectl.drivers.reference.messages import Identity
+from tablectl.drivers.reference.shoe_codec import ShoeFaultCode
+from tablectl.drivers.reference.shuffler_codec import FaultCode
+from tablectl.simulators.device import SimulatedDevice
+from tablectl.simulators.shoe import ShoeSimulator
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
-from tablectl.config import TableConfig
+from tablectl.config import DeviceSection, TableConfig
+from tablectl.rules.cards import full_deck, parse_cards
 from tablectl.util.instance_lock import OwnedPath
 
-UNPLUGGED_REPLIES = 1 << 30  # a shuffler whose cable is pulled answers nothing
+UNPLUGGED_REPLIES = 1 << 30  # a device whose cable is pulled answers nothing
+SHOE_FAULTS = (
+    "jam [N]: it jams at card N of the next deal (from 0)",
+    "stop [N]: it stops dealing at card N",
+    "short [N]: it reports the next deal complete N cards early (failed to deal all)",
+    "face-up [N]: card N is found face up (twice in a deal: the round is void)",
+    "unread [N] | duplicate [N] | foreign [N]: card N is unreadable, read again, or no card",
+    "extra [STACK]: that stack of the next deal gets one card too many",
+    "empty: it is out of cards now",
+    "gap: it skips an event id (events out of sequence)",
+    "deck CARDS...: the next cards it deals, in order (deck AsKsQs 9c8c7c)",
+    "clear: the dealer cleared it (idle, a new deck inside)",
+)
 
 
 @dataclass
@@ -35,8 +55,26 @@ class SimulatedTable:
     def __post_init__(self) -> None:
         self.inputs = SimulatedTableInputs(self.config.table.seats)
         self.shuffler = ShufflerSimulator(shuffle_ms=self.shuffle_ms, rng=self.rng)
+        self.shoe: ShoeSimulator | None = None
+        if self.config.shoe is not None:
+            if self.config.shoe.port.startswith("usb:"):
+                raise ValueError(
+                    f'shoe.port "{self.config.shoe.port}": a USB shoe cannot be simulated '
+                    'for a daemon in another process; write shoe.port = "socket://HOST:PORT" '
+                    "or a path for a pseudo-terminal (the CDC-ACM variant)"
+                )
+            self.shoe = ShoeSimulator(card_ms=40, rng=self.rng)
+            self.shoe.refill = True  # the shuffler feeds it: it never runs empty by itself
         self._servers: list[asyncio.Server] = []
         self._made: list[OwnedPath] = []  # removed on close, unless another has replaced them
+
+    def _devices(self) -> dict[str, tuple[SimulatedDevice, DeviceSection]]:
+        found: dict[str, tuple[SimulatedDevice, DeviceSection]] = {
+            "shuffler": (self.shuffler, self.config.shuffler)
+        }
+        if self.shoe is not None and self.config.shoe is not None:
+            found["shoe"] = (self.shoe, self.config.shoe)
+        return found
 
     async def start(self) -> list[str]:
         """Start every device; one line per device saying where the daemon finds it."""
@@ -44,23 +82,25 @@ class SimulatedTable:
         self._servers.append(await self.inputs.serve(socket))
         self._made.append(OwnedPath.created(socket))
         where = [f'seat sensors, lamps, lock-out: {socket} (gpio.backend = "mock")']
-        port = self.config.shuffler.port
-        if port.startswith("socket://"):
-            host, _, tcp_port = port.removeprefix("socket://").rpartition(":")
-            self._servers.append(await self.shuffler.serve_tcp(host or "127.0.0.1", int(tcp_port)))
-            where.append(f"shuffler: {port}")
-        else:
-            pty = self.shuffler.open_pty()
-            self._made.append(OwnedPath.created(_link(Path(port), pty)))
-            where.append(f"shuffler: {port} -> {pty}")
-        # The dealing shoe's simulator (issue 7, `tablectl simulate shoe`) starts here too,
-        # at the place the table's config names for the shoe, once that simulator exists.
+        for name, (device, section) in self._devices().items():
+            port = section.port
+            serial = device.identity.serial_number
+            if port.startswith("socket://"):
+                host, _, tcp_port = port.removeprefix("socket://").rpartition(":")
+                server = await device.serve_tcp(host or "127.0.0.1", int(tcp_port))
+                self._servers.append(server)
+                where.append(f"{name}: {port} (serial {serial})")
+            else:
+                pty = device.open_pty()
+                self._made.append(OwnedPath.created(_link(name, Path(port), pty)))
+                where.append(f"{name}: {port} -> {pty} (serial {serial})")
         return where
 
     def close(self) -> None:
         for server in self._servers:
             server.close()
-        self.shuffler.close()
+        for device, _ in self._devices().values():
+            device.close()
         for made in self._made:
             made.remove()
 
@@ -91,15 +131,23 @@ class SimulatedTable:
             "lamps": ("lamps", self._lamps),
             "jam": ("jam", self._jam),
             "incomplete": ("incomplete", self._incomplete),
+            "stop": ("stop", self._stop),
+            "door": ("door", self._door),
             "miscount": ("miscount", self._miscount),
             "full-deck": ("full-deck", self._full_deck),
             "drop-edges": ("drop-edges N", self._drop_edges),
-            "unplug": ("unplug gpio|shuffler", self._unplug),
-            "plug": ("plug gpio|shuffler", self._plug),
+            "shoe": (
+                "shoe FAULT [N], FAULT one of:\n    " + "\n    ".join(SHOE_FAULTS),
+                self._shoe_fault,
+            ),
+            "reboot": ("reboot shuffler|shoe", self._reboot),
+            "swap": ("swap shuffler|shoe SERIAL (another device is connected)", self._swap),
+            "unplug": ("unplug gpio|shuffler|shoe", self._unplug),
+            "plug": ("plug gpio|shuffler|shoe", self._plug),
         }
 
     def _help(self) -> str:
-        return "commands: " + "; ".join(usage for usage, _ in self._verbs().values())
+        return "commands:\n  " + "\n  ".join(usage for usage, _ in self._verbs().values())
 
     def _seats(self, args: tuple[str, ...]) -> list[int]:
         if not args:
@@ -139,6 +187,14 @@ class SimulatedTable:
         self.shuffler.knobs.incomplete_next_shuffle = True
         return "the shuffler stops its next shuffle half-way"
 
+    def _stop(self) -> str:
+        self.shuffler.knobs.stop_next_shuffle = True
+        return "the shuffler stops in the middle of its next shuffle"
+
+    def _door(self) -> str:
+        self.shuffler.fail(FaultCode.DOOR_OPEN)
+        return "the shuffler's door is open: it faults now"
+
     def _miscount(self) -> str:
         card = self.shuffler.remove_card()
         return f"{card} fell on the floor: the next count is {len(self.shuffler.deck)}"
@@ -151,31 +207,129 @@ class SimulatedTable:
         self.inputs.drop_edges = int(count)
         return f"the next {count} sensor edges are lost (the daemon sees a sequence gap)"
 
+    def set_serial(self, device: str, serial: str) -> None:
+        """Start with another unit of the model (`simulate table --shoe-serial X`)."""
+        sim = self._device(device)[0]
+        sim.identity = Identity(sim.identity.model, serial, sim.identity.firmware)
+
+    def _device(self, name: str) -> tuple[SimulatedDevice, DeviceSection]:
+        found = self._devices().get(name)
+        if found is None:
+            if name == "shoe":
+                raise ValueError("this table has no shoe ([shoe] in the config)")
+            raise TypeError
+        return found
+
     def _unplug(self, device: str) -> str:
         if device == "gpio":
             self.inputs.unplug()
-        elif device == "shuffler":
-            self.shuffler.line.drop = UNPLUGGED_REPLIES
         else:
-            raise TypeError
+            self._device(device)[0].line.drop = UNPLUGGED_REPLIES
         return f"{device} cable pulled"
 
     def _plug(self, device: str) -> str:
         if device == "gpio":
             self.inputs.plug()
-        elif device == "shuffler":
-            self.shuffler.line.drop = 0
         else:
-            raise TypeError
+            self._device(device)[0].line.drop = 0
         return f"{device} cable plugged in"
 
+    def _reboot(self, device: str) -> str:
+        self._device(device)[0].reboot()
+        return f"the {device} rebooted (a power cycle: a new boot id, its events lost)"
 
-def _link(path: Path, target: str) -> Path:
+    def _swap(self, device: str, serial: str) -> str:
+        """Another unit of the same model is connected in its place: the old one's cable is
+        pulled (the daemon's connection ends) and the new one, freshly booted, is plugged in
+        where the config says (a new pseudo-terminal behind the same link, or the same TCP
+        port); the daemon reads its identity when it reconnects."""
+        sim, section = self._device(device)
+        old = sim.identity
+        if serial == old.serial_number:
+            raise ValueError(f"the {device} connected already has serial {serial}")
+        if not 1 <= len(serial) <= 32 or not serial.isprintable() or " " in serial:
+            raise ValueError("a serial number is 1 to 32 printable characters, no spaces")
+        sim.identity = Identity(old.model, serial, old.firmware)
+        sim.reboot()
+        if section.port.startswith("socket://"):
+            sim.hang_up()
+        else:
+            sim.close()
+            self._made.append(OwnedPath.created(_link(device, Path(section.port), sim.open_pty())))
+        return (
+            f"{device} {old.serial_number} unplugged, {device} {serial} connected in its place; "
+            f"play is blocked until: tablectl devices accept {device} {serial} --by ID"
+        )
+
+    def _shoe_fault(self, fault: str, arg: str | None = None, *more: str) -> str:
+        shoe = self._device("shoe")[0]
+        assert isinstance(shoe, ShoeSimulator)
+        if fault == "deck":
+            return self._stack_deck(shoe, [c for c in (arg, *more) if c])
+        if more:
+            raise TypeError
+        n = _count(arg, 0)
+        k = shoe.knobs
+        at = f"at card {n} of the next deal"
+        match fault:
+            case "jam":
+                k.jam_at = n
+                return f"the shoe jams {at}"
+            case "stop":
+                k.stop_at = n
+                return f"the shoe stops dealing {at}"
+            case "short":
+                k.short_by = max(1, n)
+                return f"the shoe reports the next deal complete {max(1, n)} card(s) early"
+            case "face-up":
+                k.face_up_at.add(n)
+                return f"a card is found face up {at}"
+            case "unread" | "duplicate" | "foreign":
+                getattr(k, f"{fault}_at").add(n)
+                return f"the shoe reads a {fault} card {at}"
+            case "extra":
+                k.extra_card_in_stack = n
+                return f"stack {n} of the next deal gets one card too many"
+            case "empty":
+                shoe.fail(ShoeFaultCode.EMPTY)
+                return "the shoe is out of cards: it faults now"
+            case "gap":
+                shoe.lies.gap_next_event = True
+                return "the shoe skips an event id (an event the daemon can never get)"
+            case "clear":
+                shoe.clear()
+                return "the dealer cleared the shoe: idle, a new deck inside"
+        raise ValueError(f"unknown shoe fault {fault!r}; type help")
+
+    def _stack_deck(self, shoe: ShoeSimulator, groups: list[str]) -> str:
+        if not groups:
+            raise TypeError
+        try:
+            top = [card for group in groups for card in parse_cards(group)]
+        except ValueError as exc:
+            raise ValueError(f"deck: {exc}") from None
+        if len(set(top)) != len(top):
+            raise ValueError("deck: a card is named twice")
+        rest = [card for card in full_deck() if card not in top]
+        self.rng.shuffle(rest)
+        shoe.load([*top, *rest])
+        return f"the shoe deals next: {' '.join(str(c) for c in top)}, then a shuffled rest"
+
+
+def _count(arg: str | None, default: int) -> int:
+    if arg is None:
+        return default
+    if not arg.isdigit() or int(arg) > 60:
+        raise ValueError(f"{arg!r}: a card or stack number from 0")
+    return int(arg)
+
+
+def _link(name: str, path: Path, target: str) -> Path:
     """Make the configured serial port path lead to the simulator's pseudo-terminal."""
     if path.is_symlink():
         path.unlink()
     elif path.exists():
-        raise ValueError(f"shuffler.port {path} exists and is not a link: is a shuffler there?")
+        raise ValueError(f"{name}.port {path} exists and is not a link: is a {name} there?")
     path.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(target, path)
     return path

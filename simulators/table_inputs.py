@@ -124,8 +124,8 @@ class SimulatedTableInputs:
                     log.warning("malformed line from the daemon", line=line[:80])
                     continue
                 self._lamp(lamp.seat, lamp.on)
-        except ConnectionError:
-            pass
+        except (ConnectionError, asyncio.CancelledError):
+            pass  # the daemon left, or the simulator is closing: the connection ends quietly
         finally:
             self._listeners.remove(send)
             self._writers.discard(writer)

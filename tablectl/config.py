@@ -21,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     PlainValidator,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -28,7 +29,13 @@ from pydantic import (
 
 from tablectl.core.events import TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
+from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
+
+_NO_CONFIG_HINT = (
+    "give --config FILE, set TABLECTL_CONFIG, or start from an example in "
+    "/usr/share/doc/tablectl/examples/ (or config/ in the source)"
+)
 
 
 class TableSection(Strict):
@@ -301,33 +308,10 @@ class TableConfig(Strict):
     records: RecordsSection = RecordsSection()
 
     @model_validator(mode="after")
-    def _seats_the_game_allows(self) -> Self:
-        most = MAX_SEATS[self.game.name]
-        if self.table.seats > most:
-            raise ValueError(
-                f"table.seats {self.table.seats}: a table of {self.game.name} has at most "
-                f"{most} betting positions ({SEAT_RULES[self.game.name]})"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _one_sensor_and_light_per_seat(self) -> Self:
-        seats = self.table.seats
-        gpio = self.gpio
-        # 649a.2(c)(1): a wagering device at each betting position.
-        for name, pins in (
-            ("seat_sensor_pins", gpio.seat_sensor_pins),
-            ("seat_light_pins", gpio.seat_light_pins),
-        ):
-            if len(pins) != seats:
-                raise ValueError(
-                    f"gpio.{name} lists {len(pins)} pins for {seats} seats: 649a.2(c)(1) "
-                    "needs a wagering device at each betting position"
-                )
-        every = [*gpio.seat_sensor_pins, *gpio.seat_light_pins, gpio.lockout_pin]
-        dupes = sorted({p for p in every if every.count(p) > 1}, key=str)
-        if dupes:
-            raise ValueError(f"gpio pins used twice: {dupes}")
+    def _sections_agree(self) -> Self:
+        problems = cross_section_problems(self.table, self.game, self.gpio)
+        if problems:
+            raise ValueError("\n".join(problems))  # one line each in `config check`
         return self
 
     @property
@@ -355,6 +339,59 @@ class TableConfig(Strict):
         )
 
 
+def cross_section_problems(table: TableSection, game: GameConfig, gpio: GpioSection) -> list[str]:
+    """What the sections say about each other: seats the game allows, a sensor and a light
+    per seat, no GPIO line used twice. Every problem, each naming its fields."""
+    problems = []
+    most = MAX_SEATS[game.name]
+    if table.seats > most:
+        problems.append(
+            f"table.seats {table.seats}: a table of {game.name} has at most {most} betting "
+            f"positions ({SEAT_RULES[game.name]})"
+        )
+    # 649a.2(c)(1): a wagering device at each betting position.
+    for name in ("seat_sensor_pins", "seat_light_pins"):
+        pins = getattr(gpio, name)
+        if len(pins) != table.seats:
+            problems.append(
+                f"gpio.{name} lists {len(pins)} pins for {table.seats} seats: 649a.2(c)(1) "
+                "needs a wagering device at each betting position"
+            )
+    users: dict[int | str, list[str]] = {}
+    for field, line in _gpio_lines(gpio):
+        users.setdefault(line, []).append(field)
+    for line, fields in users.items():
+        if len(fields) > 1:
+            problems.append(f"gpio: line {line!r} is used by {' and '.join(fields)}: one each")
+    return problems
+
+
+def _gpio_lines(gpio: GpioSection) -> list[tuple[str, int | str]]:
+    """Every GPIO line the config assigns, by its field path (any `*_pin` or `*_pins`)."""
+    lines: list[tuple[str, int | str]] = []
+    for name in type(gpio).model_fields:
+        value = getattr(gpio, name)
+        if name.endswith("_pin") and isinstance(value, int | str):
+            lines.append((f"gpio.{name}", value))
+        elif name.endswith("_pins") and isinstance(value, list):
+            lines += [(f"gpio.{name}[{i}]", v) for i, v in enumerate(value)]
+    return lines
+
+
+def _cross_checks_of_what_is_valid(raw: object) -> list[str]:
+    """When some sections are invalid, the cross-section checks still run on the ones that
+    are, so one `config check` reports every error, not three and then the next ones."""
+    if not isinstance(raw, dict):
+        return []
+    try:
+        table = TableSection.model_validate(raw.get("table"))
+        game = TypeAdapter(GameConfig).validate_python(raw.get("game"))
+        gpio = GpioSection.model_validate(raw.get("gpio"))
+    except (ValidationError, RecursionError):
+        return []  # those sections' own errors are already listed
+    return cross_section_problems(table, game, gpio)
+
+
 class ConfigError(Exception):
     """A config file that cannot be used; `errors` holds one line per problem."""
 
@@ -364,7 +401,8 @@ class ConfigError(Exception):
         self.errors = errors
 
 
-def _describe(err: dict[str, object]) -> str:
+def _describe(err: dict[str, object]) -> list[str]:
+    """One line per problem: its field path and what to do."""
     parts = [str(part) for part in err["loc"]]  # type: ignore[attr-defined]
     if parts[:1] == ["game"] and parts[1:2] and parts[1] in MAX_SEATS:
         del parts[1]  # the union's tag: the file says game.progressive, not game.<name>...
@@ -374,7 +412,7 @@ def _describe(err: dict[str, object]) -> str:
         msg = "unknown key (not part of the configuration schema)"
     if err["type"] == "union_tag_invalid":
         msg = f"game.name must be one of {', '.join(MAX_SEATS)}"
-    return f"{loc}: {msg}" if loc else msg
+    return [f"{loc}: {line}" if loc else line for line in msg.splitlines()]
 
 
 def load_config(path: Path) -> TableConfig:
@@ -390,6 +428,10 @@ def load_toml_model(path: Path, model: type[M]) -> M:
     raises ConfigError listing every problem, each naming its field."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except PermissionError as exc:
+        raise ConfigError(path, [f"cannot read: {permission_advice(path)}"]) from exc
+    except FileNotFoundError as exc:
+        raise ConfigError(path, [f"cannot read: {exc.strerror}; {_NO_CONFIG_HINT}"]) from exc
     except OSError as exc:
         raise ConfigError(path, [f"cannot read: {exc.strerror}"]) from exc
     except UnicodeDecodeError as exc:
@@ -403,6 +445,8 @@ def load_toml_model(path: Path, model: type[M]) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(path, [_describe(dict(e)) for e in exc.errors()]) from exc
+        errors = [line for e in exc.errors() for line in _describe(dict(e))]
+        errors += [p for p in _cross_checks_of_what_is_valid(raw) if p not in errors]
+        raise ConfigError(path, errors) from exc
     except RecursionError:
         raise ConfigError(path, ["a value is nested too deeply"]) from None

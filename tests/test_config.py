@@ -120,8 +120,36 @@ def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
 
 def test_one_sensor_per_seat(tmp_path: Path) -> None:
     path = write_variant(tmp_path, (r"^seats = 6", "seats = 5"))
-    (error,) = errors_of(path)
-    assert "649a.2(c)(1)" in error and "gpio.seat_sensor_pins lists 6 pins for 5 seats" in error
+    sensors, lights = errors_of(path)  # both, in one pass
+    assert "649a.2(c)(1)" in sensors and "gpio.seat_sensor_pins lists 6 pins for 5 seats" in sensors
+    assert "gpio.seat_light_pins lists 6 pins for 5 seats" in lights
+
+
+def test_a_line_used_twice_names_both_fields(tmp_path: Path) -> None:
+    path = write_variant(tmp_path, (r"^lockout_pin = \d+", "lockout_pin = 13"))
+    assert errors_of(path) == [
+        "gpio: line 13 is used by gpio.seat_sensor_pins[2] and gpio.lockout_pin: one each"
+    ]
+
+
+def test_every_error_is_reported_in_one_pass(tmp_path: Path) -> None:
+    """Section errors and the checks across sections together: no fix-one-see-the-next."""
+    path = write_variant(
+        tmp_path,
+        (r"^seats = 6", "seats = 5"),
+        (r"^lockout_pin = \d+", "lockout_pin = 13"),
+        (r"^\[mqtt\]", "[mqtt]\nbogus = 1"),
+        (r"^port = 1883", "port = 0"),
+    )
+    errors = errors_of(path)
+    assert "mqtt.bogus: unknown key (not part of the configuration schema)" in errors
+    assert any(e.startswith("mqtt.port: ") for e in errors)
+    assert any(e.startswith("gpio.seat_sensor_pins lists 6 pins for 5 seats") for e in errors)
+    assert any(e.startswith("gpio.seat_light_pins lists 6 pins for 5 seats") for e in errors)
+    assert "gpio: line 13 is used by gpio.seat_sensor_pins[2] and gpio.lockout_pin: one each" in (
+        errors
+    )
+    assert len(errors) == 5, errors
 
 
 def test_config_check_exits_2_listing_the_errors(

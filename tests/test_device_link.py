@@ -507,3 +507,22 @@ def test_a_link_stopped_at_an_absurd_event_id_is_not_reset_but_needs_a_reboot() 
         assert await b.until(ShuffleCompleted) == ShuffleCompleted(card_count=52)
 
     virtual(t)
+
+
+def test_a_device_gone_as_the_daemon_stops_is_a_stop_not_an_error() -> None:
+    """The table's devices lose their cable in the moment the daemon is told to stop (both
+    processes of a simulated table ended at once, a PC powering down): the driver ends as
+    cancelled, not with the transport's error, which would end the daemon in 'internal
+    error' (seen by the install test)."""
+
+    async def main() -> None:
+        b = Bench(ShufflerSimulator(shuffle_ms=30, rng=random.Random(5)))
+        task = asyncio.create_task(b.driver.run())
+        async with asyncio.timeout(10):
+            await b.driver.wait_link_up()
+        b.port.unplug()  # the reader fails ...
+        task.cancel()  # ... as the stop arrives
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run_virtual(main())

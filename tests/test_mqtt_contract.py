@@ -84,3 +84,30 @@ async def test_everything_the_demo_publishes_validates(game: str, tmp_path: Path
     settled = next(b for sub, b in received if sub == "evt" and b["type"] == "wager.settled")
     broken = {**settled, "data": {**settled["data"], "paid_cents": "lots"}}
     assert list(validator("WagerSettledEvent").iter_errors(broken))
+
+
+def test_every_operation_states_its_qos_and_retain_and_the_servers_are_named() -> None:
+    """Bindings are generated from the one table of channels (contract.CHANNELS), not
+    written in prose: a backend's code generator reads QoS and retain from them."""
+    from tablectl.mqtt.contract import CHANNELS, OPERATIONS
+
+    doc = json.loads(DOCUMENT.read_text())
+    assert set(doc["operations"]) == set(OPERATIONS)
+    for name, op in doc["operations"].items():
+        spec = CHANNELS[OPERATIONS[name].channel]
+        mqtt = op["bindings"]["mqtt"]
+        assert (mqtt["qos"], mqtt["retain"]) == (spec.qos, spec.retain), name
+    assert doc["operations"]["sendEvents"]["bindings"]["mqtt"] == {
+        "qos": 1,
+        "retain": False,
+        "bindingVersion": "0.2.0",
+    }
+    assert doc["operations"]["sendMeter"]["bindings"]["mqtt"]["retain"] is True
+    servers = doc["servers"]
+    assert servers["site"]["protocol"] == "secure-mqtt" and servers["local"]["protocol"] == "mqtt"
+    will = servers["site"]["bindings"]["mqtt"]["lastWill"]
+    assert will["topic"].endswith("/{site}/{table}/status") and will["retain"] is True
+    schemes = doc["components"]["securitySchemes"]
+    for server in servers.values():
+        for ref in server.get("security", []):
+            assert ref["$ref"].rsplit("/", 1)[1] in schemes

@@ -143,6 +143,7 @@ async def test_mock_gpio_without_a_simulated_table_says_how_to_start_one(
     sim.close()
     assert code == 1
     assert f"no simulated table on {tmp_path / 'data' / 'table-simulator.sock'}" in err
+    assert not (tmp_path / "data").exists()  # refused before anything was created
     assert "tablectl simulate table --config" in err and "Traceback" not in err
 
 
@@ -154,4 +155,4 @@ async def test_unwritable_data_dir_is_a_clear_error(tmp_path: Path, broker: Priv
     code, err = await run_until_it_exits(config)
     sim.close()
     assert code == 1
-    assert "cannot open the journal" in err
+    assert f"storage.data_dir {tmp_path / 'blocker'} is not a directory" in err

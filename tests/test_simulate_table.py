@@ -4,27 +4,33 @@ the round the README shows, played end to end as a technician would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import load_config
+from tablectl.control import client
 
 from .conftest import REPO
 
 TABLECTL = Path(sys.executable).with_name("tablectl")
 
 
-def sim_config(tmp_path: Path, broker: PrivateBroker) -> Path:
-    text = (REPO / "config" / "simulated-table.toml").read_text()
-    text = text.replace("/tmp/tablectl-sim", str(tmp_path / "sim")).replace(
+def sim_config(tmp_path: Path, broker: PrivateBroker, name: str = "simulated-table") -> Path:
+    text = (REPO / "config" / f"{name}.toml").read_text()
+    text = re.sub(r"/tmp/tablectl-sim[-a-z]*", str(tmp_path / "sim"), text).replace(
         "port = 1883", f"port = {broker.port}"
     )
     path = tmp_path / "table.toml"
@@ -65,10 +71,16 @@ async def tablectl(*args: str) -> tuple[int, str]:
 
 
 async def status_until(config: Path, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Poll the daemon's status (in this process: the commands under test are the
+    subprocesses, and a CLI start per poll only slows the test down)."""
+    socket = load_config(config).storage.socket_path
     async with asyncio.timeout(20):
         while True:
-            code, out = await tablectl("status", "--config", str(config), "--json")
-            data: dict[str, Any] = json.loads(out) if code == 0 else {}
+            try:
+                reply = await asyncio.to_thread(client.call, socket, {"cmd": "status"})
+            except client.ControlClientError:
+                reply = {}
+            data: dict[str, Any] = reply.get("data") or {}
             if data and predicate(data):
                 return data
             await asyncio.sleep(0.1)
@@ -103,11 +115,21 @@ async def test_a_round_played_from_another_terminal(tmp_path: Path, broker: Priv
         locked = await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
         assert locked["gpio"]["backend"] == "mock" and locked["gpio"]["faults"] == 0
         await sim.type("remove 2 5")  # the dealer collects the wagers
-        code, out = await tablectl(
-            "dealer", "settle", "--config", str(config), "--hand", "2=2c7d9h", "--hand", "5=3c8d4s"
+        # The README's round: the shoe deals seat 2 a mini-royal and seat 5 a straight flush.
+        assert await sim.type("shoe deck AsKsQs 9c8c7c") == (
+            "the shoe deals next: As Ks Qs 9c 8c 7c, then a shuffled rest\n"
         )
+        code, out = await tablectl("dealer", "deal", "--config", str(config), "--by", "D117")
+        assert code == 0, out
+        await status_until(config, lambda s: bool(s["dealing"]) and s["dealing"]["complete"])
+        code, out = await tablectl("dealer", "settle", "--config", str(config), "--by", "D117")
         assert code == 0, out
         assert "round.settled" in out
+        code, out = await tablectl("status", "--config", str(config))
+        assert "JACKPOT PENDING 1-2" in out and "JACKPOT PENDING 1-5" in out, out
+        for verb, hit in (("validate", "1-2"), ("validate", "1-5"), ("document", "1-2")):
+            code, out = await tablectl("floor", verb, hit, "--config", str(config), "--by", "F042")
+            assert code == 0, out
 
         # The next round: the cable to the sensors is pulled while it takes bets.
         await status_until(config, lambda s: s["phase"] == "betting" and s["round_id"] == 2)
@@ -153,8 +175,179 @@ async def test_simulated_table_commands_say_what_they_did(tmp_path: Path) -> Non
         ("place", "usage: place SEAT [SEAT...]"),
         ("place seven", "seats are numbers 1 to 6"),
         ("place 9", "seat 9: this table has seats 1 to 6"),
-        ("unplug toaster", "usage: unplug gpio|shuffler"),
+        ("unplug toaster", "usage: unplug gpio|shuffler|shoe"),
+        ("shoe dance", "unknown shoe fault 'dance'; type help"),
+        ("shoe deck AsAs", "deck: a card is named twice"),
+        ("swap shoe SHOE-0001", "the shoe connected already has serial SHOE-0001"),
         ("dance", "unknown command 'dance'; type help"),
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             table.command(bad)
+
+
+@pytest.mark.parametrize(
+    "name", ["simulated-table", "simulated-ultimate-texas-holdem", "simulated-let-it-ride"]
+)
+async def test_every_game_with_every_device_simulated(
+    tmp_path: Path, broker: PrivateBroker, name: str
+) -> None:
+    """For each game, a round dealt by the simulated shoe; for one, the shoe swapped for
+    another and accepted by a technician for real, the shoe's walk test, stdin closed."""
+    config = sim_config(tmp_path, broker, name)
+    sim_proc = await asyncio.create_subprocess_exec(
+        str(TABLECTL),
+        *("simulate", "table", "--config", str(config), "--shuffle-ms", "50"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    sim = Simulator(sim_proc)
+    daemon = None
+    try:
+        await sim.said(lambda line: "simulated table ready" in line)
+        daemon = await asyncio.create_subprocess_exec(
+            str(TABLECTL), "run", "--config", str(config), stderr=asyncio.subprocess.DEVNULL
+        )
+        await status_until(config, lambda s: s["phase"] == "betting")
+        await sim.type("place 1")
+        await status_until(config, lambda s: s["wagers"] == {"1": 100})
+        await sim.type("press")
+        await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
+        await sim.type("shoe deck AhAdKhKdQhQdJhJd9h")  # no spade: the community's are by hand
+        code, out = await tablectl("dealer", "deal", "--config", str(config), "--by", "D1")
+        assert code == 0, out
+        await status_until(config, lambda s: bool(s["dealing"]) and s["dealing"]["complete"])
+        settle = ["dealer", "settle", "--config", str(config), "--by", "D1"]
+        if "ultimate" in name:  # 653a.10(c): the community cards are dealt by hand
+            settle += ["--community", "QsJsTs2s3s"]
+        code, out = await tablectl(*settle)
+        assert code == 0 and "round.settled" in out, out
+        await sim.type("remove 1")
+        opened = await status_until(config, lambda s: s["phase"] == "betting")
+        if name != "simulated-table":
+            return  # the swap and the shoe's walk test are the same for every game
+
+        # Another shoe is connected: play is blocked until a technician accepts it.
+        said = await sim.type("swap shoe SHOE-0002")
+        assert "tablectl devices accept shoe SHOE-0002" in said, said
+        await status_until(
+            config, lambda s: s["device_acceptance"].get("shoe", {}).get("waiting") == "SHOE-0002"
+        )
+        code, out = await tablectl(
+            "devices", "accept", "shoe", "SHOE-0002", "--config", str(config), "--by", "T9"
+        )
+        assert code == 0, out
+        await status_until(
+            config,
+            lambda s: (
+                s["device_acceptance"]["shoe"] == {"accepted": "SHOE-0002", "waiting": None}
+                and s["phase"] == "betting"
+                and s["round_id"] >= opened["round_id"]
+            ),
+        )
+
+        # The shoe's walk test (no more bets first), with a card it cannot read.
+        await sim.type("press")
+        await status_until(config, lambda s: s["phase"] == "locked" and s["count_final"])
+        await sim.type("shoe deck AsKsQsJsTs")
+        code, out = await tablectl("test", "shoe", "--config", str(config), "--cards", "5")
+        assert code == 0, out
+        assert "card 1: As" in out and "card 5: Ts" in out and "5 of 5 cards read; passed" in out
+        await sim.type("shoe unread 1")
+        code, out = await tablectl("test", "shoe", "--config", str(config), "--json")
+        reply = json.loads(out.splitlines()[0])  # stdout; the prompt went to stderr
+        assert code == 1 and reply["ok"] is False and reply["cards"][1] == "unread", out
+        assert sim_proc.stdin is not None
+        sim_proc.stdin.close()  # stdin at its end: the table keeps serving, no traceback
+        code, out = await tablectl("status", "--config", str(config))
+        assert code == 0, out
+    finally:
+        for proc in (daemon, sim_proc):
+            if proc is not None and proc.returncode is None:
+                proc.terminate()
+                async with asyncio.timeout(15):
+                    await proc.wait()
+    assert sim_proc.returncode == 0
+    assert sim_proc.stderr is not None
+    assert "Traceback" not in (await sim_proc.stderr.read()).decode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "place",
+                    "remove",
+                    "bounce",
+                    "press",
+                    "lamps",
+                    "jam",
+                    "shoe",
+                    "swap",
+                    "unplug",
+                    "plug",
+                    "reboot",
+                    "drop-edges",
+                    "miscount",
+                    "deck",
+                    "help",
+                ]
+            ),
+            st.sampled_from(["1", "9", "-1", "0", "99999999999", "shoe", "gpio", "x", "AsAs"]),
+            st.text(max_size=8),
+        ),
+        max_size=5,
+    )
+)
+def test_no_typed_line_ends_the_simulated_table(words: list[str]) -> None:
+    """Whatever is typed, the table answers or says what is wrong (ValueError, shown as
+    `? ...`): nothing else escapes, so no input can end it in a traceback."""
+    from tablectl.simulators.table import SimulatedTable
+
+    async def typed() -> None:
+        table = SimulatedTable(load_config(REPO / "config" / "simulated-table.toml"))
+        with contextlib.suppress(ValueError):
+            table.command(" ".join(words))
+
+    asyncio.run(typed())
+
+
+def test_simulate_table_survives_any_stdin(tmp_path: Path) -> None:
+    """Commands from /dev/null, a closed stdin or bytes that are not UTF-8: it keeps serving
+    and ends on SIGTERM without a traceback."""
+    config = tmp_path / "table.toml"
+    config.write_text(
+        (REPO / "config" / "simulated-table.toml")
+        .read_text()
+        .replace("/tmp/tablectl-sim", str(tmp_path / "sim"))
+    )
+    argv = [str(TABLECTL), "simulate", "table", "--config", str(config)]
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"place 1\n\xff\xfe\x00 jam\nshoe dance\n\x1b[A\n")
+
+    def close_stdin() -> None:
+        os.close(0)  # `<&-`: no standard input at all
+
+    for case in ("/dev/null", "closed", "garbage"):
+        with garbage.open("rb") as typed:
+            stdin: int | IO[bytes] | None = {"/dev/null": subprocess.DEVNULL}.get(case)
+            proc = subprocess.Popen(
+                argv,
+                stdin=typed if case == "garbage" else stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=close_stdin if case == "closed" else None,
+            )
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if "simulated table ready" in line:
+                    break
+            if case == "garbage":
+                said = [proc.stdout.readline() for _ in range(4)]
+                assert said[0] == "chip on seat 1\n" and said[1].startswith("? unknown command")
+            proc.terminate()
+            out, err = proc.communicate(timeout=15)
+        assert proc.returncode == 0 and "Traceback" not in out + err, (case, out, err)

@@ -44,7 +44,8 @@ def unit_root(tmp_path: Path) -> Path:
 def test_the_unit_verifies(tmp_path: Path) -> None:
     root = unit_root(tmp_path)
     proc = subprocess.run(
-        [str(ANALYZE), "verify", f"--root={root}", "tablectl.service"],
+        # --man=no: the man page the unit names is installed by the package (test_deb.py).
+        [str(ANALYZE), "verify", "--man=no", f"--root={root}", "tablectl.service"],
         capture_output=True,
         text=True,
         check=False,
@@ -68,8 +69,34 @@ def test_the_unit_is_hardened(tmp_path: Path) -> None:
 
 def test_the_unit_starts_what_the_package_installs() -> None:
     text = UNIT.read_text()
-    assert "ExecStart=/opt/tablectl/venv/bin/tablectl run\n" in text
-    assert "/usr/local" not in text
+    assert "ExecStart=/usr/bin/tablectl run\n" in text
+    assert "/usr/local" not in text and "/opt/" not in text
+
+
+def _unit_setting(name: str) -> list[str]:
+    return re.findall(rf"^{name}=(.*)$", UNIT.read_text(), re.MULTILINE)
+
+
+def test_every_device_rule_gives_the_device_to_the_service_user_alone() -> None:
+    """udev and the unit agree: each device node the daemon opens belongs to the unit's User=
+    with mode 0600, and no group, seat ACL (uaccess) or supplementary group lets anyone
+    else reach the shoe, the shuffler or the GPIO chips."""
+    (user,) = _unit_setting("User")
+    assert _unit_setting("SupplementaryGroups") == []
+    sysusers = (REPO / "systemd/tablectl.sysusers").read_text()
+    assert re.search(rf"^u {user} ", sysusers, re.MULTILINE)
+    subsystems = set()
+    for rules in (REPO / "systemd").glob("*.rules"):
+        for line in rules.read_text().splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            subsystems.add(re.search(r'SUBSYSTEM=="(\w+)"', line)[1])  # type: ignore[index]
+            assert f'OWNER="{user}"' in line and 'MODE="0600"' in line, line
+            assert "GROUP=" not in line and "uaccess" not in line, line
+    assert {"tty", "usb", "gpio"} <= subsystems  # shuffler and CDC-ACM shoe, USB shoe, chips
+    # And the unit lets the daemon open what the rules hand it.
+    allowed = {d.split()[0] for d in _unit_setting("DeviceAllow")}
+    assert {"char-ttyUSB", "char-ttyACM", "char-usb_device", "char-gpiochip"} <= allowed
 
 
 async def test_ready_then_status_follows_the_links(tmp_path: Path, broker: PrivateBroker) -> None:
@@ -106,7 +133,7 @@ def test_log_lines_carry_journald_priorities(tmp_path: Path, broker: PrivateBrok
     (tmp_path / "blocker").write_text("where the data directory should be")
     read_end, write_end, stream = journal_stream()
     env = {**os.environ, "JOURNAL_STREAM": stream}
-    # A daemon that cannot open its journal: an error, priority 3.
+    # A daemon that cannot start (its data directory is a file): an error, priority 3.
     config.write_text(config.read_text().replace(str(tmp_path / "data"), str(tmp_path / "blocker")))
     proc = subprocess.run(
         [str(TABLECTL), "run", "--config", str(config)],
@@ -120,7 +147,7 @@ def test_log_lines_carry_journald_priorities(tmp_path: Path, broker: PrivateBrok
         lines = pipe.read().splitlines()
     assert proc.returncode == 1
     assert lines and all(re.match(r"<[0-7]>", line) for line in lines), lines
-    assert any(line.startswith("<3>tablectl: cannot open the journal") for line in lines)
+    assert any(line.startswith("<3>tablectl: not starting: storage.data_dir") for line in lines)
 
 
 def test_library_and_daemon_logs_under_journald(tmp_path: Path) -> None:

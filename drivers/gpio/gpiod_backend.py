@@ -83,7 +83,10 @@ def _unavailable(what: str, exc: OSError) -> GpioUnavailable:
     if exc.errno == errno.EBUSY:
         return GpioUnavailable(f"{what}: a line is in use by another program (see gpioinfo)")
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return GpioUnavailable(f"{what}: permission denied (the gpio group, udev rules)")
+        return GpioUnavailable(
+            f"{what}: permission denied: run the daemon as tablectl, the user the udev rules "
+            "give the chips to (systemd/99-tablectl.rules)"
+        )
     return GpioUnavailable(f"{what}: {exc.strerror or exc}")
 
 

@@ -427,10 +427,8 @@ class PolledDevice:
                 reader = tasks.create_task(link.read_forever(), name=f"{self.device}-read")
                 await self._session(link)
                 reader.cancel()
-        except* TransportError as group:
-            raise group.exceptions[0] from None
-        except* (LinkError, ProtocolError) as group:
-            raise group.exceptions[0] from None
+        except BaseExceptionGroup as group:
+            raise _one_error(group) from None
 
     async def _identify(self, link: Link) -> None:
         try:
@@ -637,3 +635,22 @@ class PolledDevice:
                 ),
             )
         )
+
+
+def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a session's task group ended with, as the reconnector takes it: the first link or
+    transport error (it reconnects), a cancellation first of all (it stops: Python 3.11's
+    TaskGroup raises a child's error and drops the parent's cancellation, and a device
+    whose cable went as SIGTERM arrived used to reconnect instead, the daemon ending in an
+    internal error), anything else as it was (a bug)."""
+    task = asyncio.current_task()
+    cancelled, rest = group.split(asyncio.CancelledError)
+    if cancelled is not None or rest is None or (task is not None and task.cancelling()):
+        return asyncio.CancelledError()
+    errors = rest.exceptions
+    while len(errors) == 1 and isinstance(errors[0], BaseExceptionGroup):
+        errors = errors[0].exceptions
+    first = errors[0]
+    if isinstance(first, TransportError | LinkError | ProtocolError):
+        return first
+    return group

@@ -13,6 +13,7 @@ import argparse
 import functools
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -26,17 +27,19 @@ from tablectl.cli import (
     mqtt,
     paytable,
     records,
+    reference,
     run,
     simulate,
     test,
     watch,
 )
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, fail
 from tablectl.config import ConfigError
-from tablectl.control.protocol import REQUEST_TYPES, Role, commands
 from tablectl.util import logs
+from tablectl.util.files import permission_advice
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+GLOBAL_OPTION_HELP = "see tablectl -h"  # --log-level, repeated on every verb
 
 
 def _log_level(text: str) -> str:
@@ -59,16 +62,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
-def roles_epilog() -> str:
-    """Which role may send each command to the daemon (control/protocol.py says)."""
-    lines = ["who may do what (the daemon checks your groups; [access] in the config):"]
-    for role in Role:
-        cmds = [cmd for model in REQUEST_TYPES if role in model.ROLES for cmd in commands(model)]
-        lines.append(f"  {role.value:<12} {', '.join(cmds)}")
-    lines.append("  reading files, no role: config check, journal, paytable, simulate, demo")
-    return "\n".join(lines)
-
-
 @functools.cache
 def parser() -> argparse.ArgumentParser:
     """The whole command line (built once: argparse parsers can be reused)."""
@@ -83,7 +76,6 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tablectl",
         description=__doc__,
-        epilog=roles_epilog(),
         parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -106,8 +98,9 @@ def parser() -> argparse.ArgumentParser:
         module.add_parsers(sub)
     for sp in _subparsers(p):  # verb groups too: `tablectl config --log-level X check`
         sp.add_argument(
-            "--log-level", type=_log_level, default=argparse.SUPPRESS, help="see tablectl -h"
+            "--log-level", type=_log_level, default=argparse.SUPPRESS, help=GLOBAL_OPTION_HELP
         )
+    p.epilog = reference.roles_epilog(p)  # from the verbs just defined: it cannot drift
     return p
 
 
@@ -119,6 +112,36 @@ def _subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
             for child in action.choices.values():
                 found += [child, *_subparsers(child)]
     return found
+
+
+def _what(exc: BaseException) -> str:
+    """An exception on one line; a group names what it holds (a report can say which)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return f"{type(exc).__name__}: " + "; ".join(_what(e) for e in exc.exceptions)
+    where = exc.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    at = (
+        f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}"
+        if where
+        else ""
+    )
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
+def _deepest_verb(p: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the verb argv names, as deep as its words go (p when none)."""
+    words = iter(argv)
+    for word in words:
+        below = {
+            name: child
+            for action in p._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name, child in action.choices.items()
+        }
+        if word in below:
+            p = below[word]
+    return p
 
 
 def _version() -> str:
@@ -135,11 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
     except UsageError as exc:
+        # argparse reports arguments no verb took (`status --bogus`) on the top parser: show
+        # the usage of the verb that was typed instead.
+        where = _deepest_verb(exc.parser, argv)
         if "--json" in argv:
-            print(json.dumps({"ok": False, "error": str(exc), "usage": exc.parser.format_usage()}))
+            print(json.dumps({"ok": False, "error": str(exc), "usage": where.format_usage()}))
         else:
-            exc.parser.print_usage(sys.stderr)
-            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+            where.print_usage(sys.stderr)
+            print(f"{where.prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     quiet = getattr(args, "quiet_logs", True)
     logs.configure(getattr(args, "log_level", None) or ("WARNING" if quiet else "INFO"))
@@ -150,17 +176,27 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps({"ok": False, "error": str(exc), "errors": exc.errors}))
         else:
-            print(f"{exc.path}: {len(exc.errors)} error(s)", file=sys.stderr)
+            count = len(exc.errors)
+            print(f"{exc.path}: {count} error{'' if count == 1 else 's'}", file=sys.stderr)
             for line in exc.errors:
                 print(f"  {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except PermissionError as exc:  # a file or directory this user may not use: say whose it is
+        return fail(args, permission_advice(exc.filename), EXIT_REFUSED)
+    except sqlite3.Error as exc:  # the journal, e.g. on a read-only file system
+        return fail(
+            args,
+            f"the journal cannot be used: {exc}; run this as the tablectl user "
+            "(sudo -u tablectl tablectl ...) on a writable file system",
+            EXIT_REFUSED,
+        )
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tablectl journal export | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
-        message = f"internal error: {type(exc).__name__}: {exc} (please report it)"
+        message = f"internal error: {_what(exc)} (please report it)"
         if getattr(args, "json", False):
             print(json.dumps({"ok": False, "error": message}))
         else:

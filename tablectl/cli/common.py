@@ -39,7 +39,10 @@ def config_arg(sp: argparse.ArgumentParser) -> None:
     )
 
 
-def socket_args(sp: argparse.ArgumentParser) -> None:
+def socket_args(sp: argparse.ArgumentParser, *, sends: tuple[str, ...]) -> None:
+    """--config/--socket/--json for a verb that asks the daemon; `sends`: the control commands
+    it sends, from which its roles follow (cli/reference.py: -h, README, man page)."""
+    sp.set_defaults(sends=sends)
     where = sp.add_mutually_exclusive_group()
     where.add_argument("--config", type=path_arg, help="the table's config (finds its socket)")
     where.add_argument("--socket", type=path_arg, help="the daemon's control socket")

@@ -21,7 +21,7 @@ from tablectl.service.status import FaultView, Stops, faults
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = sub.add_parser("status", help="what the running daemon is doing")
-    socket_args(status)
+    socket_args(status, sends=("status",))
     status.set_defaults(handler=_status)
 
     dealer = sub.add_parser("dealer", help="the dealer's commands to the running daemon")
@@ -81,7 +81,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         reshuffle,
         clear_fault,
     ):
-        socket_args(sp)
+        socket_args(sp, sends=(sp.prog.split()[-1],))  # the verb is the command it sends
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
         sp.set_defaults(handler=send_command)
 
@@ -96,7 +96,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     for sp in (validate, document):
         sp.add_argument("hit_id", help="the hit, as status shows it (e.g. 12-5)")
         sp.add_argument("--by", required=True, help="the floorperson (an employee id)")
-        socket_args(sp)
+        socket_args(sp, sends=(sp.prog.split()[-1],))
         sp.set_defaults(handler=send_command)
 
 
@@ -121,7 +121,9 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
             seat, sep, cards = item.partition("=")
             if not sep or not seat.isdigit():
                 raise ValueError(f"--hand {item!r}: write SEAT=CARDS, e.g. 3=AsKsQs")
-            hands[seat] = cards
+            hands[seat] = _cards(f"--hand {item}", cards)
+        _cards("--community", args.community)
+        _cards("--dealer", args.dealer)
         return {
             "cmd": "settle",
             "hands": hands,
@@ -133,6 +135,17 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     if args.dealer_verb == "void":
         return {"cmd": "void", "reason": args.reason, **by}
     return {"cmd": args.dealer_verb, **by}
+
+
+def _cards(option: str, text: str) -> str:
+    """Cards as typed, checked here: a malformed card is bad input (exit 2), not a refusal."""
+    from tablectl.rules.cards import parse_cards
+
+    try:
+        parse_cards(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
+    return text
 
 
 def send_command(args: argparse.Namespace) -> int:
@@ -180,11 +193,15 @@ def print_status(data: dict[str, Any]) -> None:
     if data["undecided_seats"]:
         print(f"  still resting since before the lock-out: seats {data['undecided_seats']}")
     if data["hit_history"]:
-        print(f"  last {len(data['hit_history'])} hits, newest first:")
+        count = len(data["hit_history"])
+        print(f"  last {count} hit{'' if count == 1 else 's'}, newest first:")
         for hit in data["hit_history"]:
+            validated = (
+                f"validated by {hit['validated_by']}" if hit["validated_by"] else ("not validated")
+            )
             print(
                 f"    {hit['hit_id']:>8} seat {hit['seat']} {hit['hand']} "
-                f"{cents(hit['amount_cents'])} validated by {hit['validated_by'] or '-'}"
+                f"{cents(hit['amount_cents'])} {validated}"
             )
     print(
         f"  deck ready: {yes_no(data['deck_ready'])}  blocked: {data['blocked'] or 'no'}  "

@@ -19,7 +19,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     devices = sub.add_parser(
         "devices", help="every device's identity, link state, counters and last fault"
     )
-    socket_args(devices)
+    socket_args(devices, sends=("devices",))
     devices.set_defaults(handler=_devices)
     devices_sub = devices.add_subparsers(dest="devices_verb")
     accept = devices_sub.add_parser(
@@ -28,7 +28,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     accept.add_argument("device", choices=("shuffler", "shoe"))
     accept.add_argument("serial_number", help="its serial number, as devices shows it")
     accept.add_argument("--by", required=True, help="the technician (an employee id)")
-    socket_args(accept)
+    socket_args(accept, sends=("accept-device",))
     accept.set_defaults(handler=send_command)
     reset = devices_sub.add_parser(
         "reset-link",
@@ -37,7 +37,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     reset.add_argument("device", choices=("shuffler", "shoe"))
     reset.add_argument("--by", required=True, help="the technician (an employee id)")
-    socket_args(reset)
+    socket_args(reset, sends=("reset-link",))
     reset.set_defaults(handler=send_command)
 
     shuffler = sub.add_parser("shuffler", help="the shuffler's diagnostics (technician)")
@@ -45,7 +45,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     count = shuffler_sub.add_parser("count", help="ask the shuffler to count the deck it holds")
     self_test = shuffler_sub.add_parser("self-test", help="run the shuffler's self-test")
     for sp in (count, self_test):
-        socket_args(sp)
+        socket_args(sp, sends=(f"shuffler-{sp.prog.split()[-1]}",))
         sp.set_defaults(handler=_shuffler)
 
 

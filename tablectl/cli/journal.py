@@ -27,7 +27,8 @@ from tablectl.cli.common import (
     path_arg,
 )
 from tablectl.config import load_config
-from tablectl.store.journal import Store, canonical_json, connect_read_only, journal_ts
+from tablectl.store.journal import JournalReader, canonical_json, journal_ts, open_read_only
+from tablectl.util.files import permission_advice
 
 FOLLOW_POLL_S = 0.5  # how often `tail -f` looks for new rows
 EXPORT_FIELDS = ("seq", "event_id", "ts", "boot_id", "type", "data", "prev_hash", "hash")
@@ -123,27 +124,40 @@ def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterat
 
 def _journal(args: argparse.Namespace) -> int:
     path = _database(args)
-    if not path.exists():
-        return fail(args, f"no journal at {path}", EXIT_REFUSED)
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return fail(
+            args,
+            f"no journal at {path}: the daemon creates it when it first runs "
+            "(sudo systemctl start tablectl); --config or --data-dir name another table's",
+            EXIT_REFUSED,
+        )
+    except PermissionError:
+        return fail(args, permission_advice(path), EXIT_REFUSED)
     if args.journal_verb in ("tail", "export"):
         try:
             if args.journal_verb == "tail":
                 return _tail(args, path)
-            db = connect_read_only(path)
+            db = open_read_only(path)
             try:
                 return _export(args, db, path)
             finally:
                 db.close()
         except sqlite3.Error as exc:
             return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
+    # Read-only (SQLite mode=ro): a member of the journal's group verifies and replays it with
+    # the daemon running or stopped, and nothing here can change it.
     try:
-        store = Store(path, boot_id="cli")
-    except (OSError, sqlite3.Error) as exc:
-        return fail(args, f"cannot open the journal {path}: {exc}", EXIT_REFUSED)
+        store = JournalReader(path)
+    except sqlite3.Error as exc:
+        return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
     try:
         if args.journal_verb == "verify":
             return _verify(args, store, path)
         return _replay(args, store, path)
+    except sqlite3.Error as exc:
+        return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
     finally:
         store.close()
 
@@ -157,7 +171,7 @@ def _print_row(args: argparse.Namespace, row: dict[str, Any]) -> None:
 
 
 def _tail(args: argparse.Namespace, path: Path) -> int:
-    with contextlib.closing(connect_read_only(path)) as db:
+    with contextlib.closing(open_read_only(path)) as db:
         (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()
         seq = max(0, int(last) - args.n)
         for row in _rows(db, "seq > ?", (seq,)):
@@ -168,8 +182,8 @@ def _tail(args: argparse.Namespace, path: Path) -> int:
     try:
         while True:
             time.sleep(FOLLOW_POLL_S)
-            # A new connection each time: the daemon may have started since (see connect_read_only).
-            with contextlib.closing(connect_read_only(path)) as db:
+            # A new connection each time: the daemon may have started since (see open_read_only).
+            with contextlib.closing(open_read_only(path)) as db:
                 for row in _rows(db, "seq > ?", (seq,)):
                     _print_row(args, row)
                     seq = row["seq"]
@@ -214,7 +228,7 @@ def _export(args: argparse.Namespace, db: sqlite3.Connection, path: Path) -> int
     return EXIT_OK
 
 
-def _verify(args: argparse.Namespace, store: Store, path: Path) -> int:
+def _verify(args: argparse.Namespace, store: JournalReader, path: Path) -> int:
     broken = store.verify_chain()
     if broken is not None:
         return fail(
@@ -230,7 +244,7 @@ def _verify(args: argparse.Namespace, store: Store, path: Path) -> int:
     return EXIT_OK
 
 
-def _replay(args: argparse.Namespace, store: Store, path: Path) -> int:
+def _replay(args: argparse.Namespace, store: JournalReader, path: Path) -> int:
     from tablectl.service.replay import replay
 
     result = replay(store)

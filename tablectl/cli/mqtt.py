@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, fail, path_arg
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, fail, path_arg
 
 
 def _json_file(text: str) -> Path:
@@ -55,7 +55,9 @@ def _schema(args: argparse.Namespace) -> int:
         try:
             current = args.check.read_text()
         except OSError as exc:
-            return fail(args, f"cannot read {args.check}: {exc.strerror}", EXIT_REFUSED)
+            # A file named on the command line that is not there is bad input, as a missing
+            # config is (exit 2); a document that differs is a failed check (exit 1).
+            return fail(args, f"cannot read {args.check}: {exc.strerror}", EXIT_BAD_INPUT)
         if current != text:
             return fail(
                 args,

@@ -9,16 +9,22 @@ from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # The choices come from the reports that exist, so the help never offers one that is
+    # refused (`--wager base` is Let It Ride's).
+    from tablectl.analysis.report import REPORTS
+
+    games = sorted({game for game, _ in REPORTS})
+    wagers = "; ".join(
+        f"{game}: {', '.join(sorted(w for g, w in REPORTS if g == game))}" for game in games
+    )
     pay = sub.add_parser("paytable", help="paytable tools")
     pay_sub = pay.add_subparsers(dest="paytable_verb", required=True)
     rep = pay_sub.add_parser(
         "report",
         help="hand counts, probabilities, return and house edge, by exhaustive enumeration",
     )
-    rep.add_argument(
-        "--game", required=True, help="three-card-poker, ultimate-texas-holdem, let-it-ride"
-    )
-    rep.add_argument("--wager", required=True, help="e.g. pair-plus, ante-play, trips, base")
+    rep.add_argument("--game", required=True, help=f"one of: {', '.join(games)}")
+    rep.add_argument("--wager", required=True, help=f"by game: {wagers}")
     rep.add_argument("--paytable", required=True, help="the paytable's letter, e.g. A")
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(handler=_report)

@@ -38,8 +38,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _run(args: argparse.Namespace) -> int:
     from tablectl.service.daemon import Daemon, StartupError
+    from tablectl.service.preflight import problems
 
-    config = load_config(config_path(args))
+    path = config_path(args)
+    config = load_config(path)
+    # Before anything is created: the right user, the hardware there (service/preflight.py).
+    found = problems(config, path)
+    if found:
+        return fail(args, "not starting: " + "; ".join(found), EXIT_REFUSED)
     # Files, directories and the control socket are not for others (0640, 0750, 0660).
     os.umask(0o027)
     with contextlib.ExitStack() as held:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
+import os
 import signal
-import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -66,6 +68,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     table.add_argument(
         "--shuffle-ms", type=int, default=1500, help="how long a shuffle takes (default 1500)"
     )
+    for device, default in (("shuffler", "SHF-0001"), ("shoe", "SHOE-0001")):
+        table.add_argument(
+            f"--{device}-serial",
+            type=serial_number,
+            metavar="SERIAL",
+            help=f"the simulated {device}'s serial number (default {default}); another than "
+            f"the one the daemon accepted is a swapped {device} (`tablectl devices accept`)",
+        )
     table.set_defaults(handler=_table, quiet_logs=True)
 
     floor = sim_sub.add_parser(
@@ -144,8 +154,11 @@ def _table(args: argparse.Namespace) -> int:
         return fail(args, "--shuffle-ms: 0 or more", EXIT_BAD_INPUT)
     from tablectl.simulators.table import SimulatedTable
 
-    table = SimulatedTable(config, shuffle_ms=args.shuffle_ms)
     try:
+        table = SimulatedTable(config, shuffle_ms=args.shuffle_ms)
+        for device, serial in (("shuffler", args.shuffler_serial), ("shoe", args.shoe_serial)):
+            if serial:
+                table.set_serial(device, serial)
         # One simulator per table, locked before its sockets and links are made: a second
         # would re-point the first one's shuffler link and remove its socket on exit.
         with instance_lock.held(config.simulator_lock, "tablectl simulate table"):
@@ -153,7 +166,32 @@ def _table(args: argparse.Namespace) -> int:
     except InstanceLocked as exc:
         return fail(args, str(exc), EXIT_REFUSED)
     except (OSError, ValueError) as exc:
-        return fail(args, f"cannot start the simulated table: {exc}", 1)
+        return fail(args, f"cannot start the simulated table: {exc}", EXIT_REFUSED)
+
+
+def serial_number(text: str) -> str:
+    if not 1 <= len(text) <= 32 or not text.isprintable() or " " in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: 1 to 32 printable characters, no spaces")
+    return text
+
+
+def _read_lines(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None]) -> None:
+    """stdin, line by line, in a thread of its own: a terminal, a pipe, a file or /dev/null
+    alike (epoll takes none of the last two). It reads the descriptor itself, not
+    sys.stdin: a thread blocked in a buffered read would abort the interpreter at exit."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # bad bytes: U+FFFD
+    pending = ""
+    try:
+        while chunk := os.read(0, 4096):
+            pending += decoder.decode(chunk)
+            *complete, pending = pending.split("\n")
+            for line in complete:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+    except OSError:
+        pass  # closed (`<&-`) or gone: no more commands
+    if pending:
+        loop.call_soon_threadsafe(lines.put_nowait, pending)
+    loop.call_soon_threadsafe(lines.put_nowait, None)
 
 
 async def _play_table(table: SimulatedTableLike) -> int:
@@ -166,11 +204,11 @@ async def _play_table(table: SimulatedTableLike) -> int:
         for line in await table.start():
             print(line, flush=True)
         print("simulated table ready; type help for commands", flush=True)
-        reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        async for raw in reader:
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        threading.Thread(target=_read_lines, args=(loop, lines), name="stdin", daemon=True).start()
+        while (raw := await lines.get()) is not None:
             try:
-                reply = table.command(raw.decode(errors="replace"))
+                reply = table.command(raw)
             except ValueError as exc:
                 reply = f"? {exc}"
             if reply:

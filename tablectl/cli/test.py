@@ -1,4 +1,4 @@
-"""`tablectl test`: the technician's walk tests of the seat sensors, lamps and lock-out.
+"""`tablectl test`: the technician's walk tests of the seat sensors, lamps, lock-out and shoe.
 
 The running daemon lends its inputs to the test (the table must not be taking bets) and
 journals the result. Prompts go to stderr under --json, so stdout is one JSON object.
@@ -26,7 +26,7 @@ MARGIN_S = 5.0  # the client waits this much longer than the daemon's own timeou
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    test = sub.add_parser("test", help="technician's walk tests (sensors, lamps, lock-out)")
+    test = sub.add_parser("test", help="technician's walk tests (sensors, lamps, lock-out, shoe)")
     test_sub = test.add_subparsers(dest="test_verb", required=True)
     sensors = test_sub.add_parser(
         "sensors", help="ask for a chip on each seat in turn; light its lamp; report each seat"
@@ -35,15 +35,33 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--seats", help="which seats, e.g. 1,3,5 (default: every seat of the table)"
     )
     lockout = test_sub.add_parser("lockout", help="ask for a press of the lock-out button")
+    shoe = test_sub.add_parser(
+        "shoe", help="the shoe deals a few cards of a test deck; each card it reads is shown"
+    )
+    shoe.add_argument(
+        "--cards", type=_card_count, default=5, help="how many cards it deals, 1-52 (default 5)"
+    )
     end = test_sub.add_parser("end", help="end a walk test left running (the table reopens)")
-    for sp in (sensors, lockout):
+    for sp in (sensors, lockout, shoe):
         sp.add_argument(
             "--timeout", type=float, default=30, help="seconds to wait at each step (default 30)"
         )
-    for sp in (sensors, lockout, end):
-        socket_args(sp)
+    steps = {
+        sensors: ("status", "test-begin", "test-seat", "test-end"),
+        lockout: ("test-begin", "test-lockout", "test-end"),
+        shoe: ("test-begin", "test-shoe", "test-end"),
+        end: ("test-end",),
+    }
+    for sp, sends in steps.items():
+        socket_args(sp, sends=sends)
         sp.add_argument("--by", help="who you are (an employee id), journaled with the result")
         sp.set_defaults(handler=_test)
+
+
+def _card_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 52:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of cards from 1 to 52")
+    return int(text)
 
 
 class _Refused(Exception):
@@ -88,11 +106,17 @@ def _test(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.timeout <= 0 or args.timeout > 600:
         return fail(args, "--timeout: more than 0 and at most 600 seconds", EXIT_BAD_INPUT)
-    test = "lockout" if args.test_verb == "lockout" else "sensors"
+    test = args.test_verb
     try:
+        # The seats are checked against the running table's before anything is asked of it.
+        seats = _seats(args, _ask(args, {"cmd": "status"})) if test == "sensors" else []
         begun = _ask(args, {"cmd": "test-begin", "test": test})
     except _Refused as exc:
         return fail(args, str(exc), EXIT_REFUSED)
+    except ValueError as exc:
+        return fail(args, str(exc), EXIT_BAD_INPUT)
+    if test == "shoe":
+        return _shoe(args)
     gpio = begun["gpio"]
     _say(
         args,
@@ -107,7 +131,7 @@ def _test(args: argparse.Namespace) -> int:
                 _ask(args, {"cmd": "test-lockout", "timeout_s": args.timeout}, args.timeout)
             )
         else:
-            for seat in _seats(args):
+            for seat in seats:
                 _say(args, f"seat {seat}: place a chip, wait for its lamp, then lift it")
                 step = _ask(
                     args,
@@ -116,11 +140,10 @@ def _test(args: argparse.Namespace) -> int:
                 )
                 results.append(step)
                 _say(args, f"seat {seat}: " + _verdict(step))
-    except (_Refused, ValueError) as exc:
-        code = EXIT_BAD_INPUT if isinstance(exc, ValueError) else EXIT_REFUSED
+    except _Refused as exc:
         with contextlib.suppress(_Refused):
             _ask(args, {"cmd": "test-end"})
-        return fail(args, str(exc), code)
+        return fail(args, str(exc), EXIT_REFUSED)
     except KeyboardInterrupt:
         _ask(args, {"cmd": "test-end"})
         raise
@@ -128,18 +151,48 @@ def _test(args: argparse.Namespace) -> int:
     return _report(args, test, gpio, results)
 
 
-def _seats(args: argparse.Namespace) -> list[int]:
+def _seats(args: argparse.Namespace, status: dict[str, Any]) -> list[int]:
+    """--seats, each a seat of the running table (its table.seats); default: every seat."""
+    count = len(status.get("seat_lamps") or ())
     if not args.seats:
-        from tablectl.cli.common import config_path
-        from tablectl.config import load_config
-
-        if args.socket:
-            raise ValueError("--seats is needed with --socket (the config names the seats)")
-        return list(range(1, load_config(config_path(args)).table.seats + 1))
+        return list(range(1, count + 1))
     try:
-        return [int(s) for s in args.seats.split(",")]
+        seats = [int(s) for s in args.seats.split(",")]
     except ValueError:
         raise ValueError(f"--seats {args.seats!r}: seat numbers separated by commas") from None
+    outside = [s for s in seats if not 1 <= s <= count]
+    if outside:
+        raise ValueError(
+            f"--seats {args.seats}: this table has seats 1 to {count} (table.seats = {count}); "
+            f"no seat {', '.join(map(str, outside))}"
+        )
+    return seats
+
+
+def _shoe(args: argparse.Namespace) -> int:
+    _say(args, f"load a test deck into the shoe: it deals {args.cards} cards")
+    try:
+        step = _ask(
+            args,
+            {"cmd": "test-shoe", "cards": args.cards, "timeout_s": args.timeout},
+            args.timeout,
+        )
+    except _Refused as exc:
+        with contextlib.suppress(_Refused):
+            _ask(args, {"cmd": "test-end"})
+        return fail(args, str(exc), EXIT_REFUSED)
+    except KeyboardInterrupt:
+        _ask(args, {"cmd": "test-end"})
+        raise
+    _ask(args, {"cmd": "test-end"})
+    if args.json:
+        print(json.dumps({"ok": step["passed"], "test": "shoe", **step}))
+    else:
+        for i, card in enumerate(step["cards"], 1):
+            print(f"card {i}: {card}")
+        verdict = "passed" if step["passed"] else "FAILED: " + "; ".join(step["problems"])
+        print(f"shoe: {len(step['cards'])} of {step['asked']} cards read; {verdict}")
+    return EXIT_OK if step["passed"] else EXIT_REFUSED
 
 
 def _verdict(step: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "watch",
         help="live events from the running daemon: journal rows and link changes (Ctrl-C ends)",
     )
-    socket_args(watch)
+    socket_args(watch, sends=("watch",))
     watch.set_defaults(handler=_watch)
 
 

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tablectl.util.files import permission_advice
+
 
 class ControlClientError(Exception):
     pass
@@ -42,13 +44,12 @@ def _connect(path: Path, timeout_s: float | None) -> socket.socket:
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         sock.close()
         raise ControlClientError(
-            f"no tablectl daemon is listening on {path} ({exc.strerror})"
+            f"no tablectl daemon is listening on {path} ({exc.strerror}): start it "
+            "(sudo systemctl start tablectl, or tablectl run --config FILE)"
         ) from None
     except PermissionError:
         sock.close()
-        raise ControlClientError(
-            f"not allowed to reach {path}: ask for the tablectl group"
-        ) from None
+        raise ControlClientError(permission_advice(path, write=True)) from None
     except OSError as exc:
         sock.close()
         raise ControlClientError(f"cannot reach the daemon on {path}: {exc}") from None

@@ -159,7 +159,7 @@ class TestBeginRequest(_Request):
 
     ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-begin"]
-    test: Literal["sensors", "lockout"]
+    test: Literal["sensors", "lockout", "shoe"]
 
 
 class TestSeatRequest(_Request):
@@ -172,6 +172,15 @@ class TestSeatRequest(_Request):
 class TestLockoutRequest(_Request):
     ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-lockout"]
+    timeout_s: float = Field(default=30, gt=0, le=600)
+
+
+class TestShoeRequest(_Request):
+    """The shoe deals `cards` cards of a test deck outside any round and reports each read."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
+    cmd: Literal["test-shoe"]
+    cards: StrictInt = Field(default=5, ge=1, le=52)
     timeout_s: float = Field(default=30, gt=0, le=600)
 
 
@@ -192,6 +201,7 @@ AnyRequest = (
     | TestBeginRequest
     | TestSeatRequest
     | TestLockoutRequest
+    | TestShoeRequest
     | TestEndRequest
     | DealRequest
     | ShoeRequest

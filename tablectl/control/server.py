@@ -36,6 +36,7 @@ from tablectl.control.protocol import (
     TestEndRequest,
     TestLockoutRequest,
     TestSeatRequest,
+    TestShoeRequest,
     WatchRequest,
     parse_request,
     to_input,
@@ -308,7 +309,13 @@ class ControlServer:
             case ShufflerTestRequest():
                 log.info("shuffler diagnostic requested", cmd=request.cmd, user=peer.user)
                 return await daemon.shuffler_test(request.cmd)
-            case TestBeginRequest() | TestSeatRequest() | TestLockoutRequest() | TestEndRequest():
+            case (
+                TestBeginRequest()
+                | TestSeatRequest()
+                | TestLockoutRequest()
+                | TestShoeRequest()
+                | TestEndRequest()
+            ):
                 by = f"{request.by} ({peer.user})" if request.by else peer.user
                 return await technician_test(daemon, request, by)
             case ResetLinkRequest():

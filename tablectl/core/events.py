@@ -332,13 +332,14 @@ class SensorTestStarted(Command):
     """A technician's walk test takes the sensors and lamps: no round opens meanwhile."""
 
     TYPE = "sensor_test_started"
-    test: Literal["sensors", "lockout"]
+    test: Literal["sensors", "lockout", "shoe"]
 
 
 class SensorTestEnded(Command):
     TYPE = "sensor_test_ended"
-    test: Literal["sensors", "lockout"]
-    passed: tuple[int, ...] = ()  # seats (the lock-out test: 0 when the press was seen)
+    test: Literal["sensors", "lockout", "shoe"]
+    # seats (the lock-out test: 0 when the press was seen; the shoe test: the cards, 1 to N)
+    passed: tuple[int, ...] = ()
     failed: tuple[int, ...] = ()
     resolution_ns: int | None = None  # the coarsest edge resolution seen
 

@@ -9,6 +9,7 @@ not what the contract says is refused before anything acts on it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
@@ -285,55 +286,22 @@ def asyncapi_document() -> dict[str, Any]:
         }
     events = {m.__name__: m.__name__ for m in EVENT_MODELS.values()}
     channels = {
-        "status": _channel("status", {"status": "Status"}, "online/offline, retained; QoS 1"),
-        "birth": _channel("birth", {"birth": "Birth"}, "the full snapshot, retained; QoS 1"),
-        "evt": _channel("evt", events, "the ordered, durable event stream; QoS 1, not retained"),
-        "meter": _channel(
-            "meter/{meter_id}",
-            {"meter": "MeterValue"},
-            "each meter's latest value, retained; QoS 1",
-            meter_id="the meter's id",
-        ),
-        "health": _channel("health", {"health": "Health"}, "device and delivery health, retained"),
-        "pace": _channel("pace", {"pace": "Pace"}, "game pace (docs/records.md), retained; QoS 1"),
-        "cmdReplay": _channel(
-            "cmd/replay", {"replay": "ReplayCommand"}, "send the stream again from a seq; QoS 1"
-        ),
-        "cmdResync": _channel(
-            "cmd/resync", {"resync": "ResyncCommand"}, "publish the birth message again; QoS 1"
-        ),
-        "res": _channel(
-            "res/{command}",
-            {"reply": "Reply"},
-            "the reply to a command; QoS 1",
-            command="the command's name (replay, resync, or the unknown name)",
-        ),
-        "ack": _channel(
-            "ack/{backend_id}",
-            {"ack": "Ack"},
-            "a backend's end-to-end acknowledgement, retained; QoS 1",
-            backend_id="the backend's id, registered in the table's mqtt.backends",
-        ),
+        name: _channel(
+            spec.address,
+            events if spec.messages == "events" else dict(spec.messages),
+            spec.description + ("; retained" if spec.retain else "") + f"; QoS {spec.qos}",
+            **dict(spec.params),
+        )
+        for name, spec in CHANNELS.items()
     }
-
-    def operation(action: str, channel: str, summary: str) -> dict[str, Any]:
-        return {
-            "action": action,
-            "channel": {"$ref": f"#/channels/{channel}"},
-            "summary": summary,
-        }
-
     operations = {
-        "sendStatus": operation("send", "status", "the table says online (offline: last-will)"),
-        "sendBirth": operation("send", "birth", "on every connect, before online"),
-        "sendEvents": operation("send", "evt", "journal rows in seq order, after their commit"),
-        "sendMeter": operation("send", "meter", "after the rows that changed the meter"),
-        "sendHealth": operation("send", "health", "on change, and every counters interval"),
-        "sendPace": operation("send", "pace", "at most once a minute, from the journal"),
-        "sendReply": operation("send", "res", "one reply per command"),
-        "receiveReplay": operation("receive", "cmdReplay", "a backend asks for rows again"),
-        "receiveResync": operation("receive", "cmdResync", "a backend asks for the birth"),
-        "receiveAck": operation("receive", "ack", "a backend has every row through a seq"),
+        name: {
+            "action": op.action,
+            "channel": {"$ref": f"#/channels/{op.channel}"},
+            "summary": op.summary,
+            "bindings": {"mqtt": _mqtt_binding(CHANNELS[op.channel])},
+        }
+        for name, op in OPERATIONS.items()
     }
     return {
         "asyncapi": "3.0.0",
@@ -347,7 +315,150 @@ def asyncapi_document() -> dict[str, Any]:
             ),
         },
         "defaultContentType": "application/json",
+        "servers": _servers(),
         "channels": channels,
         "operations": operations,
-        "components": {"messages": messages, "schemas": schemas},
+        "components": {
+            "messages": messages,
+            "schemas": schemas,
+            "securitySchemes": {
+                "tableCertificate": {
+                    "type": "X509",
+                    "description": "the table's client certificate (mqtt.cert_file, key_file)",
+                },
+                "tablePassword": {
+                    "type": "userPassword",
+                    "description": "one username and password per table (mqtt.username, "
+                    "password); the broker's ACL keys on the username (config/mosquitto/)",
+                },
+            },
+        },
+    }
+
+
+MQTT_BINDING_VERSION = "0.2.0"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    """A topic below tablectl/v1/{site}/{table}/, and how it is published: the QoS and
+    retain flag the relay uses and the AsyncAPI bindings state (docs/mqtt.md)."""
+
+    address: str
+    messages: tuple[tuple[str, str], ...] | Literal["events"]
+    description: str
+    qos: Literal[0, 1, 2]
+    retain: bool
+    params: tuple[tuple[str, str], ...] = ()
+
+
+CHANNELS: dict[str, ChannelSpec] = {
+    "status": ChannelSpec("status", (("status", "Status"),), "online/offline", 1, True),
+    "birth": ChannelSpec("birth", (("birth", "Birth"),), "the full snapshot", 1, True),
+    "evt": ChannelSpec("evt", "events", "the ordered, durable event stream", 1, False),
+    "meter": ChannelSpec(
+        "meter/{meter_id}",
+        (("meter", "MeterValue"),),
+        "each meter's latest value",
+        1,
+        True,
+        (("meter_id", "the meter's id"),),
+    ),
+    "health": ChannelSpec("health", (("health", "Health"),), "device and delivery health", 1, True),
+    "pace": ChannelSpec("pace", (("pace", "Pace"),), "game pace (docs/records.md)", 1, True),
+    "cmdReplay": ChannelSpec(
+        "cmd/replay",
+        (("replay", "ReplayCommand"),),
+        "send the stream again from a seq",
+        1,
+        False,
+    ),
+    "cmdResync": ChannelSpec(
+        "cmd/resync", (("resync", "ResyncCommand"),), "publish the birth message again", 1, False
+    ),
+    "res": ChannelSpec(
+        "res/{command}",
+        (("reply", "Reply"),),
+        "the reply to a command",
+        1,
+        False,
+        (("command", "the command's name (replay, resync, or the unknown name)"),),
+    ),
+    "ack": ChannelSpec(
+        "ack/{backend_id}",
+        (("ack", "Ack"),),
+        "a backend's end-to-end acknowledgement",
+        1,
+        True,
+        (("backend_id", "the backend's id, registered in the table's mqtt.backends"),),
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSpec:
+    action: Literal["send", "receive"]
+    channel: str
+    summary: str
+
+
+OPERATIONS: dict[str, OperationSpec] = {
+    "sendStatus": OperationSpec("send", "status", "the table says online (offline: last-will)"),
+    "sendBirth": OperationSpec("send", "birth", "on every connect, before online"),
+    "sendEvents": OperationSpec("send", "evt", "journal rows in seq order, after their commit"),
+    "sendMeter": OperationSpec("send", "meter", "after the rows that changed the meter"),
+    "sendHealth": OperationSpec("send", "health", "on change, and every counters interval"),
+    "sendPace": OperationSpec("send", "pace", "at most once a minute, from the journal"),
+    "sendReply": OperationSpec("send", "res", "one reply per command"),
+    "receiveReplay": OperationSpec("receive", "cmdReplay", "a backend asks for rows again"),
+    "receiveResync": OperationSpec("receive", "cmdResync", "a backend asks for the birth"),
+    "receiveAck": OperationSpec("receive", "ack", "a backend has every row through a seq"),
+}
+
+
+def _mqtt_binding(spec: ChannelSpec) -> dict[str, Any]:
+    """What the publisher of this channel sets: QoS and retain (a receive: the backend)."""
+    return {"qos": spec.qos, "retain": spec.retain, "bindingVersion": MQTT_BINDING_VERSION}
+
+
+def _servers() -> dict[str, Any]:
+    """Where a table connects: the site's broker (TLS, a certificate and a password per
+    table), or a plain local broker for `make demo` and simulated tables."""
+    from tablectl.config import MqttSection
+
+    defaults = MqttSection()
+    will = CHANNELS["status"]
+    binding = {
+        "mqtt": {
+            "clientId": "tablectl-{site}-{table} (mqtt.client_id)",
+            "keepAlive": defaults.keepalive_s,
+            "lastWill": {
+                "topic": f"{TOPIC_PREFIX}/{{site}}/{{table}}/{will.address}",
+                "qos": will.qos,
+                "retain": will.retain,
+                "message": "a Status with status offline",
+            },
+            "bindingVersion": MQTT_BINDING_VERSION,
+        }
+    }
+    return {
+        "site": {
+            "host": "{broker}:8883",
+            "protocol": "secure-mqtt",
+            "protocolVersion": "3.1.1",
+            "description": "the site's broker (mqtt.host, mqtt.port; mqtt.tls = true)",
+            "variables": {"broker": {"description": "the broker's host name (mqtt.host)"}},
+            "security": [
+                {"$ref": "#/components/securitySchemes/tableCertificate"},
+                {"$ref": "#/components/securitySchemes/tablePassword"},
+            ],
+            "bindings": binding,
+        },
+        "local": {
+            "host": f"{defaults.host}:{defaults.port}",
+            "protocol": "mqtt",
+            "protocolVersion": "3.1.1",
+            "description": "a broker on the table PC itself: make demo, simulated tables",
+            "bindings": binding,
+        },
     }

@@ -1,6 +1,6 @@
 """Reading the journal for records and game pace: one read-only snapshot, never the writer's.
 
-A `JournalSnapshot` is one read transaction on a connection of its own (`connect_read_only`):
+A `JournalSnapshot` is one read transaction on a connection of its own (`open_read_only`):
 with the daemon running, WAL gives every query in it the same consistent view, so an export's
 rows, meters before the period and power-ups agree with each other and with the first/last seq
 its manifest names; with the daemon stopped, the file is read as it is. Nothing here writes.
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from tablectl.core.effects import MeterReading
 from tablectl.core.events import PowerUp, TableRules
-from tablectl.store.journal import connect_read_only, journal_ts
+from tablectl.store.journal import journal_ts, open_read_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +120,7 @@ class JournalSnapshot:
 @contextlib.contextmanager
 def snapshot(database: Path) -> Iterator[JournalSnapshot]:
     """A read-only snapshot of a table's journal; sqlite3.Error if it cannot be read."""
-    db = connect_read_only(database)
+    db = open_read_only(database)
     db.isolation_level = None  # transactions as written below, none implied
     try:
         db.execute("BEGIN")  # deferred: the first read fixes the snapshot every query sees

@@ -8,12 +8,27 @@ snapshot. The first difference is reported by the input's number and the journal
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from tablectl.core.events import PowerUp, TableRules, input_from_journal
 from tablectl.core.round import Rejected, TableState, step
 from tablectl.service.dispatcher import journal_entries
-from tablectl.store.journal import Store, canonical_json, state_hash
+from tablectl.store.journal import InputRow, JournalRow, canonical_json, state_hash
+
+
+class JournalSource(Protocol):
+    """What replay reads: the daemon's Store, or a read-only JournalReader (the CLI)."""
+
+    @property
+    def last_seq(self) -> int: ...
+
+    def inputs(self) -> Iterator[InputRow]: ...
+
+    def rows_between(self, first_seq: int, last_seq: int) -> list[JournalRow]: ...
+
+    def get(self, key: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +44,7 @@ class ReplayResult:
         return self.difference is None
 
 
-def replay(store: Store) -> ReplayResult:
+def replay(store: JournalSource) -> ReplayResult:
     rules: TableRules | None = None
     state: TableState | None = None
     inputs = rows = 0

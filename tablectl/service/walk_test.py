@@ -1,28 +1,41 @@
-"""The technician's walk tests: each seat's sensor and lamp, and the lock-out button.
+"""The technician's walk tests: each seat's sensor and lamp, the lock-out button, the shoe.
 
 While a test runs the core holds the table (no round opens: `SensorTestStarted`), and the
 debounced inputs go to the test instead of the core, so a chip placed for the test is never
 a wager. Each step reports what the sensors saw and the coarsest edge resolution, and the
 test's result is journaled (`gpio.test_ended`).
+
+The shoe test has the shoe deal a few cards of a test deck outside any round: each card it
+reads is reported to the technician (never journaled or published: the card order stays on
+the table PC), with what went wrong (an unread, foreign or repeated card, a card face up, a
+fault). The cards reach the core as they always do, outside a deal, so they are counted and
+never part of a hand; a fault is a fault of the table's shoe like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tablectl.control.protocol import (
     TestBeginRequest,
     TestEndRequest,
     TestLockoutRequest,
     TestSeatRequest,
+    TestShoeRequest,
 )
-from tablectl.core.effects import Lamp
+from tablectl.core.effects import Effect, Lamp
 from tablectl.core.events import (
+    CardRead,
     ChipSensed,
+    Event,
     LockoutPressed,
     SensorTestEnded,
     SensorTestStarted,
+    ShoeCard,
+    ShoeDealCompleted,
+    ShoeFault,
+    ShoeStackDealt,
 )
 from tablectl.core.round import Rejected
 from tablectl.drivers.gpio.table_io import TableGpio
@@ -30,7 +43,10 @@ from tablectl.drivers.gpio.table_io import TableGpio
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
 
-TestRequest = TestBeginRequest | TestSeatRequest | TestLockoutRequest | TestEndRequest
+TestRequest = (
+    TestBeginRequest | TestSeatRequest | TestLockoutRequest | TestShoeRequest | TestEndRequest
+)
+ShoeReport = ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault
 
 
 class WalkTest:
@@ -95,8 +111,69 @@ class WalkTest:
         self.passed.append(0)
         return {"passed": True, "at_ns": event.at_ns, "resolution_ns": event.resolution_ns}
 
+    async def shoe(self, daemon: Daemon, cards: int, timeout_s: float) -> dict[str, Any]:
+        """Have the shoe deal `cards` cards in one stack; report each card it read."""
+        from tablectl.drivers.reference.link import LinkError
+
+        assert daemon.shoe is not None
+        reports: asyncio.Queue[ShoeReport] = asyncio.Queue()
+
+        def watch(event: Event, _state: object, _effects: list[Effect]) -> None:
+            if isinstance(event, ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault):
+                reports.put_nowait(event)
+
+        daemon.observers.append(watch)
+        seen: list[str] = []
+        result: dict[str, Any] = {"asked": cards, "cards": seen, "passed": False}
+        problems: list[str] = []
+        bad: set[int] = set()  # the cards (1 to N) not read cleanly
+        try:
+            async with asyncio.timeout(timeout_s):
+                await daemon.shoe.wait_link_up()
+                await daemon.shoe.deal((cards,))
+                while True:
+                    event = await reports.get()
+                    if isinstance(event, ShoeFault):
+                        problems.append(f"the shoe reported a fault: {event.code}")
+                        result["fault"] = event.code
+                        break
+                    if isinstance(event, ShoeDealCompleted):
+                        result["dealt"] = event.cards
+                        break
+                    if isinstance(event, ShoeCard):
+                        seen.append(_card_text(event))
+                        if event.read is not CardRead.READ:
+                            problems.append(f"card {len(seen)}: {event.read.value}")
+                            bad.add(len(seen))
+                        elif seen.count(seen[-1]) > 1:
+                            problems.append(f"card {len(seen)}: {seen[-1]} read twice")
+                            bad.add(len(seen))
+        except TimeoutError:
+            problems.append(f"the shoe did not finish dealing in {timeout_s:g} s")
+        except LinkError as exc:
+            problems.append(f"the shoe refused to deal: {exc}")
+        finally:
+            daemon.observers.remove(watch)
+        dealt = [c for c in seen if c != "face-up"]
+        if not problems and len(dealt) != cards:
+            problems.append(f"{len(dealt)} cards dealt, {cards} asked")
+        result.update(passed=not problems, problems=problems)
+        for i in range(1, len(seen) + 1):
+            (self.failed if i in bad else self.passed).append(i)
+        if problems and not bad:
+            self.failed.append(0)  # the deal itself failed
+        return result
+
     def close(self) -> None:
         self.gpio.test_listener = None
+
+
+def _card_text(event: ShoeCard) -> str:
+    if event.read is CardRead.READ and event.card is not None:
+        return str(event.card)
+    if event.read is CardRead.FACE_UP:
+        return "face-up"
+    return event.read.value  # unread, foreign
 
 
 async def technician_test(daemon: Daemon, request: TestRequest, by: str) -> dict[str, Any]:
@@ -107,6 +184,8 @@ async def technician_test(daemon: Daemon, request: TestRequest, by: str) -> dict
         case TestBeginRequest(test=test):
             if walk is not None:
                 raise Rejected(f"a {walk.test} test is already running")
+            if test == "shoe":
+                _can_test_shoe(daemon)
             # The inputs go to the test from the moment the core holds the table.
             walk = daemon.walk_test = WalkTest(daemon.gpio, test)
             try:
@@ -123,7 +202,7 @@ async def technician_test(daemon: Daemon, request: TestRequest, by: str) -> dict
             daemon.walk_test = None
             rows = await daemon.submit(
                 SensorTestEnded(
-                    test="lockout" if walk.test == "lockout" else "sensors",
+                    test="shoe" if walk.test == "shoe" else _gpio_test(walk.test),
                     passed=tuple(walk.passed),
                     failed=tuple(walk.failed),
                     resolution_ns=walk._resolution(),
@@ -133,8 +212,27 @@ async def technician_test(daemon: Daemon, request: TestRequest, by: str) -> dict
             return {"journaled": rows}
     if walk is None:
         raise Rejected("no walk test is running: begin one first")
+    if isinstance(request, TestShoeRequest):
+        if walk.test != "shoe":
+            raise Rejected(f"a {walk.test} test is running, not a shoe test")
+        _can_test_shoe(daemon)
+        return await walk.shoe(daemon, request.cards, request.timeout_s)
+    if walk.test == "shoe":
+        raise Rejected("a shoe test is running: test-shoe or test-end")
     if isinstance(request, TestSeatRequest):
         if not 1 <= request.seat <= daemon.config.table.seats:
             raise Rejected(f"seat {request.seat} does not exist (1..{daemon.config.table.seats})")
         return await walk.seat(request.seat, request.timeout_s)
     return await walk.lockout(request.timeout_s)
+
+
+def _gpio_test(test: str) -> Literal["sensors", "lockout"]:
+    return "lockout" if test == "lockout" else "sensors"
+
+
+def _can_test_shoe(daemon: Daemon) -> None:
+    if daemon.shoe is None:
+        raise Rejected("this table has no automated dealing shoe ([shoe] in the config)")
+    state = daemon.state
+    if state is not None and state.deal is not None and not state.deal.complete:
+        raise Rejected(f"round {state.round_id}: the shoe is dealing; settle or void it first")

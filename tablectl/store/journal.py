@@ -88,6 +88,64 @@ def row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _verify_chain(db: sqlite3.Connection) -> int | None:
+    """The first seq whose hash does not chain, or None when the journal is intact."""
+    prev, expected_seq = GENESIS_HASH, 1
+    cur = db.execute(
+        "SELECT seq, event_id, ts, type, data, prev_hash, hash FROM journal ORDER BY seq"
+    )
+    for seq, event_id, ts, type_, data, prev_hash, digest in cur:
+        if seq != expected_seq or prev_hash != prev:
+            return int(seq)
+        if row_hash(prev, seq, event_id, ts, type_, data) != digest:
+            return int(seq)
+        prev, expected_seq = digest, seq + 1
+    return None
+
+
+def _inputs(db: sqlite3.Connection) -> Iterator[InputRow]:
+    cur = db.execute(
+        "SELECT input_seq, ts, type, data, state_hash, first_seq, last_seq "
+        "FROM inputs ORDER BY input_seq"
+    )
+    for r in cur:
+        yield InputRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6])
+
+
+def _rows_between(db: sqlite3.Connection, first_seq: int, last_seq: int) -> list[JournalRow]:
+    cur = db.execute(
+        "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
+        "WHERE seq BETWEEN ? AND ? ORDER BY seq",
+        (first_seq, last_seq),
+    )
+    return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
+
+
+def _get(db: sqlite3.Connection, key: str) -> str | None:
+    row = db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def open_read_only(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A reader's own connection (SQLite `mode=ro`): it never writes, and WAL gives it a
+    consistent snapshot. A reader needs no more than read access: a member of the journal's
+    group reads it with the daemon running or stopped."""
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=check_same_thread)
+    try:
+        db.execute("SELECT 1 FROM journal LIMIT 1").fetchall()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if Path(f"{path}-wal").exists():
+            raise
+    # The daemon is stopped and left no WAL, so nothing is writing the file; a reader that
+    # may not write the directory cannot create the -shm a WAL reader needs: read it as is.
+    return sqlite3.connect(
+        f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=check_same_thread
+    )
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -184,8 +242,7 @@ class Store:
         return self._last_seq
 
     def get(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return _get(self._db, key)
 
     def put(self, key: str, value: str) -> None:
         self._db.execute(
@@ -282,20 +339,10 @@ class Store:
 
     def inputs(self) -> Iterator[InputRow]:
         """Every journaled input, in the order the core stepped on them."""
-        cur = self._db.execute(
-            "SELECT input_seq, ts, type, data, state_hash, first_seq, last_seq "
-            "FROM inputs ORDER BY input_seq"
-        )
-        for r in cur:
-            yield InputRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6])
+        return _inputs(self._db)
 
     def rows_between(self, first_seq: int, last_seq: int) -> list[JournalRow]:
-        cur = self._db.execute(
-            "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
-            "WHERE seq BETWEEN ? AND ? ORDER BY seq",
-            (first_seq, last_seq),
-        )
-        return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
+        return _rows_between(self._db, first_seq, last_seq)
 
     def rows_after(self, seq: int, limit: int = 100) -> list[JournalRow]:
         """Committed rows after seq: never one of a commit still in progress."""
@@ -308,17 +355,7 @@ class Store:
 
     def verify_chain(self) -> int | None:
         """The first seq whose hash does not chain, or None when the journal is intact."""
-        prev, expected_seq = GENESIS_HASH, 1
-        cur = self._db.execute(
-            "SELECT seq, event_id, ts, type, data, prev_hash, hash FROM journal ORDER BY seq"
-        )
-        for seq, event_id, ts, type_, data, prev_hash, digest in cur:
-            if seq != expected_seq or prev_hash != prev:
-                return int(seq)
-            if row_hash(prev, seq, event_id, ts, type_, data) != digest:
-                return int(seq)
-            prev, expected_seq = digest, seq + 1
-        return None
+        return _verify_chain(self._db)
 
     def acks(self) -> dict[str, int]:
         """Each backend's acknowledged seq, as last written."""
@@ -351,23 +388,6 @@ class Store:
         return JournalReader(self._path, bound=lambda: self._last_seq)
 
 
-def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A reader's own connection: it never writes, and WAL gives it a consistent snapshot
-    (one per query; hold a transaction open for several queries to share one)."""
-    uri = path.resolve().as_uri()
-    db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
-    try:
-        db.execute("SELECT 1 FROM journal LIMIT 1").fetchall()
-        return db
-    except sqlite3.OperationalError:
-        db.close()
-        if Path(f"{path}-wal").exists():
-            raise
-    # The daemon is stopped and left no WAL, so nothing is writing the file; a reader that
-    # may not write the directory cannot create the -shm a WAL reader needs: read it as is.
-    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
-
-
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     """A journal row as the relay publishes it: its data still as the stored JSON text."""
@@ -396,9 +416,7 @@ class JournalReader:
     """
 
     def __init__(self, path: Path, *, bound: Callable[[], int] | None = None) -> None:
-        self._db = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-        )
+        self._db = open_read_only(path, check_same_thread=False)
         self._bound = bound or self._max_seq
 
     def close(self) -> None:
@@ -438,6 +456,21 @@ class JournalReader:
     def acks(self) -> dict[str, int]:
         cur = self._db.execute("SELECT backend_id, seq FROM acks")
         return {str(b): int(q) for b, q in cur}
+
+    # What `journal verify` and `journal replay` read, without ever writing (Store has the
+    # same, on the writer's connection).
+
+    def verify_chain(self) -> int | None:
+        return _verify_chain(self._db)
+
+    def inputs(self) -> Iterator[InputRow]:
+        return _inputs(self._db)
+
+    def rows_between(self, first_seq: int, last_seq: int) -> list[JournalRow]:
+        return _rows_between(self._db, first_seq, last_seq)
+
+    def get(self, key: str) -> str | None:
+        return _get(self._db, key)
 
     def last_row(
         self, types: Sequence[str], where: Mapping[str, str | int | bool]

@@ -1,0 +1,215 @@
+"""What a technician sees on a real table PC when something is not theirs to touch: a
+permission is a message naming the file, its owner and group and the command that lets
+them in, never an "internal error"; the journal's readers never write; `run` creates
+nothing it would leave to the wrong user; argument errors are usage errors (exit 2)."""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tablectl import cli
+from tablectl.cli.control import print_status
+from tablectl.config import load_config
+from tablectl.service.preflight import data_dir_problems
+from tablectl.store.journal import Store
+
+from .conftest import EXAMPLE_CONFIG
+
+TABLECTL = Path(sys.executable).with_name("tablectl")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to another user (setpriv)")
+NOBODY = 65534
+GROUP = "staff"  # a group every Debian system has, standing in for tablectl's
+
+
+@pytest.fixture
+def journal_dir() -> Iterator[Path]:
+    """A table's data directory as the package leaves it: 0750 root:GROUP, the database
+    0640, the daemon stopped (no WAL). Outside pytest's 0700 tmp, so others can look."""
+    top = Path(tempfile.mkdtemp(prefix="tablectl-perm-"))
+    top.chmod(0o755)
+    data = top / "data"
+    store = Store(data / "tablectl.sqlite3", boot_id="b1")
+    store.commit('{"x": 1}', [("table.opened", {"round_id": 1}), ("round.voided", {"n": 2})])
+    store.close()
+    assert not (data / "tablectl.sqlite3-wal").exists()  # a clean stop checkpoints it away
+    gid = grp.getgrnam(GROUP).gr_gid
+    for path in (data, *data.iterdir()):
+        os.chown(path, 0, gid)
+    data.chmod(0o750)
+    (data / "tablectl.sqlite3").chmod(0o640)
+    yield data
+    shutil.rmtree(top)
+
+
+def as_user(*argv: str, groups: str = "") -> subprocess.CompletedProcess[str]:
+    """tablectl as the user nobody, in the groups named (none: --clear-groups)."""
+    who = ["--groups", groups] if groups else ["--clear-groups"]
+    return subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", *who, str(TABLECTL), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "HOME": "/"},
+        cwd="/",
+    )
+
+
+@as_root
+@pytest.mark.parametrize("verb", ["tail", "verify", "export", "replay"])
+def test_a_reader_outside_the_group_is_told_which_group_to_join(
+    journal_dir: Path, verb: str
+) -> None:
+    proc = as_user("journal", verb, "--data-dir", str(journal_dir))
+    assert proc.returncode == 1, proc
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert "permission denied" in proc.stderr and f"root:{GROUP}" in proc.stderr
+    assert f"sudo usermod -aG {GROUP} nobody, then log in again" in proc.stderr
+
+
+@as_root
+def test_a_group_member_verifies_and_replays_with_the_daemon_stopped(journal_dir: Path) -> None:
+    """Read-only (SQLite mode=ro): no 'attempt to write a readonly database', nothing
+    written, though the directory is not theirs to write."""
+    gid = str(grp.getgrnam(GROUP).gr_gid)
+    before = sorted(p.name for p in journal_dir.iterdir())
+    verify = as_user("journal", "verify", "--data-dir", str(journal_dir), "--json", groups=gid)
+    assert verify.returncode == 0, verify
+    assert json.loads(verify.stdout) == {"ok": True, "rows": 2, "acked": {}}
+    tail = as_user("journal", "tail", "--data-dir", str(journal_dir), groups=gid)
+    assert tail.returncode == 0 and "round.voided" in tail.stdout, tail
+    replay = as_user("journal", "replay", "--data-dir", str(journal_dir), groups=gid)
+    assert "readonly" not in replay.stderr and "Traceback" not in replay.stderr, replay
+    assert sorted(p.name for p in journal_dir.iterdir()) == before
+
+
+def test_no_journal_says_when_there_will_be_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["journal", "verify", "--data-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "no journal at" in err and "the daemon creates it when it first runs" in err
+
+
+@as_root
+def test_a_config_the_user_may_not_read_names_the_group(tmp_path: Path) -> None:
+    etc = Path(tempfile.mkdtemp(prefix="tablectl-etc-"))
+    try:
+        etc.chmod(0o750)
+        os.chown(etc, 0, grp.getgrnam(GROUP).gr_gid)
+        shutil.copy(EXAMPLE_CONFIG, etc / "table.toml")
+        proc = as_user("config", "check", str(etc / "table.toml"))
+        assert proc.returncode == 2, proc
+        assert f"sudo usermod -aG {GROUP} nobody" in proc.stderr, proc.stderr
+        assert "1 error\n" in proc.stderr
+    finally:
+        shutil.rmtree(etc)
+
+
+@as_root
+def test_run_refuses_a_data_directory_of_another_user_and_creates_nothing(tmp_path: Path) -> None:
+    """Root starting the daemon by hand would leave a journal the service cannot write."""
+    data = tmp_path / "data"
+    data.mkdir()
+    os.chown(data, NOBODY, NOBODY)
+    config = tmp_path / "table.toml"
+    config.write_text(
+        EXAMPLE_CONFIG.read_text()
+        .replace('"/var/lib/tablectl"', f'"{data}"')
+        .replace('backend = "auto"', 'backend = "mock"')
+    )
+    proc = subprocess.run(
+        [str(TABLECTL), "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1, proc
+    assert f"storage.data_dir {data} belongs to nobody" in proc.stderr
+    assert f"sudo -u nobody tablectl run --config {config}" in proc.stderr
+    assert list(data.iterdir()) == []
+
+
+def test_only_the_service_user_may_create_the_data_directory(tmp_path: Path) -> None:
+    config = load_config(EXAMPLE_CONFIG)
+    config = config.model_copy(
+        update={"storage": config.storage.model_copy(update={"data_dir": tmp_path / "new"})}
+    )
+    service = "root" if os.geteuid() != 0 else "nobody"  # someone this process is not
+    problems = data_dir_problems(config, EXAMPLE_CONFIG, service_user=service)
+    assert len(problems) == 1 and f"the service user is {service}" in problems[0]
+    assert data_dir_problems(config, EXAMPLE_CONFIG, service_user="no-such-user-here") == []
+
+
+def test_an_unknown_option_shows_the_verb_s_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["status", "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: tablectl status ") and "{run,config" not in err
+    assert "tablectl status: error: unrecognized arguments: --bogus" in err
+
+
+def test_a_malformed_card_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["dealer", "settle", "--hand", "3=AsKsQx", "--socket", "/nonexistent.sock"]
+    assert cli.main(argv) == 2
+    assert "--hand 3=AsKsQx: not a card" in capsys.readouterr().err
+
+
+def test_a_missing_file_is_bad_input_for_every_verb(tmp_path: Path) -> None:
+    assert cli.main(["mqtt", "schema", "--check", str(tmp_path / "missing.json")]) == 2
+    assert cli.main(["config", "check", str(tmp_path / "missing.toml")]) == 2
+
+
+def test_status_wording(capsys: pytest.CaptureFixture[str]) -> None:
+    hit = {
+        "hit_id": "1-2",
+        "seat": 2,
+        "hand": "mini-royal",
+        "amount_cents": 100_000,
+        "validated_by": None,
+    }
+    gpio = {"backend": "mock", "polled": False, "resolution_ns": 1, "where": "sim", "edges": 0}
+    print_status(
+        {
+            "table": "t1",
+            "site": "s",
+            "game": "three-card-poker",
+            "round_id": 2,
+            "phase": "betting",
+            "accepting_wagers": True,
+            "meter": None,
+            "table_wager": "progressive",
+            "wagers": {},
+            "undecided_seats": [],
+            "hits_pending": [],
+            "hit_history": [hit],
+            "deck_ready": True,
+            "blocked": None,
+            "shuffler_fault": None,
+            "gpio": {**gpio, "faults": 0},
+            "gpio_fault": None,
+            "sensor_test": None,
+            "mqtt": {
+                "connected": True,
+                "broker": "b",
+                "published_through_seq": 1,
+                "acked": {},
+                "backlog_alarms": [],
+            },
+            "journal": {"last_seq": 1},
+            "counters": {},
+        }
+    )
+    out = capsys.readouterr().out
+    assert "last 1 hit, newest first" in out
+    assert "mini-royal $1,000.00 not validated" in out
