@@ -9,6 +9,7 @@ from tablectl.core.events import (
     ClearGpioFault,
     GpioFault,
     LockoutPressed,
+    LockoutReleased,
     SensorTestEnded,
     SensorTestStarted,
     ShuffleCompleted,
@@ -92,7 +93,10 @@ def test_a_walk_test_holds_the_table_and_is_journaled() -> None:
     state, _ = run([*opened()])
     with pytest.raises(Rejected, match="taking bets"):
         step(RULES, state, SensorTestStarted(test="sensors", by="tech"))
-    state, _ = run([LockoutPressed(at_ns=1), VoidRound(reason="shoe-jam")], state=state)
+    state, _ = run(
+        [LockoutPressed(at_ns=1), LockoutReleased(at_ns=2), VoidRound(reason="shoe-jam")],
+        state=state,
+    )
     state, effects = step(RULES, state, SensorTestStarted(test="sensors", by="tech"))
     assert state.sensor_test == "sensors"
     assert records(effects, rec.SensorTestStartedRecord)[0].by == "tech"

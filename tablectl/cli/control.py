@@ -63,8 +63,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "reshuffle", help="the shuffler fault is cleared: reshuffle (649a.13(e))"
     )
     clear_fault = dealer_sub.add_parser(
-        "clear-fault", help="the sensors were checked after a GPIO fault: reopen betting"
+        "clear-fault",
+        help="the sensors were checked after a GPIO fault (or a stuck input was freed): "
+        "reopen betting",
     )
+    stuck = clear_fault.add_mutually_exclusive_group()
+    stuck.add_argument(
+        "--seat", type=int, metavar="SEAT", help="a stuck seat sensor (its chip lifted, repaired)"
+    )
+    stuck.add_argument("--lockout", action="store_true", help="a stuck lock-out button (freed)")
     for sp in (settle, deal, out_of_order, in_service, void, new_deck, reshuffle, clear_fault):
         socket_args(sp)
         sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
@@ -115,6 +122,8 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         }
     if args.dealer_verb == "void":
         return {"cmd": "void", "reason": args.reason, **by}
+    if args.dealer_verb == "clear-fault" and (args.seat is not None or args.lockout):
+        return {"cmd": "clear-fault", "seat": args.seat, "lockout": args.lockout, **by}
     return {"cmd": args.dealer_verb, **by}
 
 
@@ -190,6 +199,11 @@ def print_status(data: dict[str, Any]) -> None:
         print(
             f"  GPIO FAULT: {data['gpio_fault']} -- betting stays closed until the sensors "
             "are checked and `tablectl dealer clear-fault`"
+        )
+    for stuck in data.get("stuck_inputs", []):
+        print(
+            f"  STUCK INPUT: {stuck['what']} (since round {stuck['since_round']}) -- "
+            f"{stuck['blocks']} refused until: {stuck['clear']}"
         )
     if data["sensor_test"]:
         print(f"  {data['sensor_test']} test running: no round opens")

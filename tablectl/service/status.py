@@ -6,10 +6,42 @@ counters), its last fault, the serial number accepted for play and any other one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tablectl.core.round import StuckCause, StuckInput
+
 KNOWN_DEVICES = ("shuffler", "shoe")
+
+STUCK_WHAT = {
+    StuckCause.HELD: "held down past gpio.lockout_hold_max_ms",
+    StuckCause.NOT_RELEASED: "still down when the next round would open",
+    StuckCause.OCCUPIED_ROUNDS: "occupied through more rounds than gpio.sensor_stuck_rounds",
+    StuckCause.OCCUPIED_DURING_DEAL: "occupied while the cards were dealt",
+}
+
+
+def stuck_inputs(faults: Iterable[StuckInput]) -> list[dict[str, Any]]:
+    """Each stuck input: which, why, since which round, what it blocks, what clears it."""
+    out = []
+    for fault in faults:
+        lockout = fault.seat is None
+        out.append(
+            {
+                "input": fault.input,
+                "seat": fault.seat,
+                "cause": fault.cause.value,
+                "since_round": fault.round_id,
+                "what": ("lock-out button " if lockout else f"seat {fault.seat} sensor ")
+                + STUCK_WHAT[fault.cause],
+                "blocks": "betting" if lockout else f"seat {fault.seat}'s wagers",
+                "clear": "free the button, then tablectl dealer clear-fault --lockout --by ID"
+                if lockout
+                else "lift the chip or repair the sensor, then "
+                f"tablectl dealer clear-fault --seat {fault.seat} --by ID",
+            }
+        )
+    return out
 
 
 def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -25,7 +57,10 @@ def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         shuffler["last_fault"] = status.get("shuffler_fault")
     gpio = status.get("gpio")
     if isinstance(gpio, Mapping):  # the sensors, lamps and lock-out button
+        stuck = [f["what"] for f in status.get("stuck_inputs") or []]
         found["gpio"] = {"link": "fault" if status.get("gpio_fault") else "up", **gpio}
+        if stuck:
+            found["gpio"]["stuck"] = stuck
     return found
 
 
@@ -54,4 +89,7 @@ def status_line(status: Mapping[str, Any]) -> str:
     blocked = status.get("blocked")
     if blocked:
         parts.append(f"blocked: {blocked}")
+    stuck = [f["what"] for f in status.get("stuck_inputs") or []]
+    if stuck:
+        parts.append("stuck: " + ", ".join(stuck))
     return "; ".join(parts)

@@ -1,9 +1,10 @@
 """The technician's walk tests: each seat's sensor and lamp, and the lock-out button.
 
 While a test runs the core holds the table (no round opens: `SensorTestStarted`), and the
-debounced inputs go to the test instead of the core, so a chip placed for the test is never
-a wager. Each step reports what the sensors saw and the coarsest edge resolution, and the
-test's result is journaled (`gpio.test_ended`).
+debounced inputs go to the test; the core hears them too, to keep the sensors' levels, but a
+chip placed for the test is never a wager and nothing is refused. Each step reports what the
+sensors saw and the coarsest edge resolution, and the test's result is journaled
+(`gpio.test_ended`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tablectl.core.events import (
     SensorTestStarted,
 )
 from tablectl.core.round import Rejected
-from tablectl.drivers.gpio.table_io import TableGpio
+from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
 
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
@@ -37,7 +38,7 @@ class WalkTest:
     def __init__(self, gpio: TableGpio, test: str) -> None:
         self.gpio = gpio
         self.test = test
-        self.events: asyncio.Queue[ChipSensed | LockoutPressed] = asyncio.Queue()
+        self.events: asyncio.Queue[SensorInput] = asyncio.Queue()
         self.passed: list[int] = []
         self.failed: list[int] = []
         gpio.coarsest_resolution_ns = 0
