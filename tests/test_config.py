@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tablectl import cli
-from tablectl.config import ConfigError, load_config
+from tablectl.config import ConfigError, TableConfig, load_config
 from tablectl.core.games import GAME_NAMES
 
 from .conftest import EXAMPLE_CONFIG, REPO
