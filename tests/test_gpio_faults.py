@@ -9,6 +9,7 @@ from tablectl.core.events import (
     ClearGpioFault,
     ClearStuckInput,
     DealRequested,
+    Event,
     GpioFault,
     LockoutHeld,
     LockoutPressed,
@@ -196,9 +197,15 @@ def test_the_rounds_a_sensor_may_stay_occupied_are_the_tables_rule() -> None:
     rules = RULES.model_copy(update={"sensors": SensorRules(stuck_rounds=3)})
     state, _ = run([*opened(rules), chip(4)], rules=rules)
     for round_id in (2, 3, 4):
-        press = [LockoutPressed(at_ns=round_id), LockoutReleased(at_ns=round_id + 1)]
+        events: list[Event] = [
+            LockoutPressed(at_ns=round_id),
+            LockoutReleased(at_ns=round_id + 1),
+            settle(s4="2c7d9h"),
+            ShuffleStarted(),
+            ShuffleCompleted(card_count=52),
+        ]
         state, effects = run(
-            [*press, settle(s4="2c7d9h"), ShuffleStarted(), ShuffleCompleted(card_count=52)],
+            events,
             rules=rules,
             state=state,
         )

@@ -10,9 +10,11 @@ statement, and against the true timeline.
 
 from __future__ import annotations
 
+import importlib.util
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -402,3 +404,16 @@ def test_no_chip_counts_that_the_rule_refuses(
                 hold_ns=HOLD,
                 rest_slack_ns=stamping.resolution_ns,
             ), seat
+
+
+def test_the_diagram_in_the_docs_is_what_the_code_decides() -> None:
+    """docs/diagrams/lockout-rule.svg is drawn by running each row through SeatInputs and
+    the core: regenerate it when the rule changes."""
+    source = Path(__file__).resolve().parents[1] / "docs" / "diagrams" / "lockout_rule.py"
+    spec = importlib.util.spec_from_file_location("lockout_rule_diagram", source)
+    assert spec is not None and spec.loader is not None
+    diagram = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(diagram)
+    assert diagram.OUT.read_text() == diagram.svg(), f"run: .venv/bin/python {source}"
+    verdicts = [diagram.decide(edges) for _, edges in diagram.ROWS]
+    assert verdicts == [True, True, False, True, False, False, False]
