@@ -97,11 +97,13 @@ async def test_a_held_lockout_keeps_the_table_closed_and_is_a_fault_cleared_with
     assert table.state.phase is Phase.CLOSED and table.state.deck_ready  # round 2 waits
     capsys.readouterr()
     assert await cli_call(table, "status") == 0
+    text = capsys.readouterr().out
+    assert "lock-out button down: no round opens until it is released" in text
     assert (
         "STUCK INPUT: lock-out button still down when the next round would open (since round 1)"
         " -- betting refused until: free the button, then tablectl dealer clear-fault "
         "--lockout --by ID"
-    ) in capsys.readouterr().out
+    ) in text
     assert await cli_call(table, "devices", "--json") == 0
     gpio = json.loads(capsys.readouterr().out)["devices"]["gpio"]
     assert gpio["stuck"] == ["lock-out button still down when the next round would open"]

@@ -200,6 +200,8 @@ def print_status(data: dict[str, Any]) -> None:
             f"  GPIO FAULT: {data['gpio_fault']} -- betting stays closed until the sensors "
             "are checked and `tablectl dealer clear-fault`"
         )
+    if data.get("lockout_held") and data["phase"] == "closed":
+        print("  lock-out button down: no round opens until it is released")
     for stuck in data.get("stuck_inputs", []):
         print(
             f"  STUCK INPUT: {stuck['what']} (since round {stuck['since_round']}) -- "
