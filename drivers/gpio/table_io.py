@@ -86,7 +86,8 @@ class SeatInputs:
         self.lockout = LockoutButton(lockout_debounce_ms * MS, lockout_hold_max_ms * MS)
         self._reorder_ns = reorder_ns  # the backend's (BackendInfo.reorder_ns)
         self._last_seq: int | None = None
-        self._lock: _Lock | None = None
+        self._lock: _Lock | None = None  # taken, not yet told
+        self._told: _Lock | None = None  # the last one told: what it counted
         self.unknown_lines = 0
 
     def take(self, edges: Sequence[Edge]) -> list[GpioInput]:
@@ -156,14 +157,35 @@ class SeatInputs:
             lock.resting.discard(seat)
             lock.undecided.discard(seat)
             deb.unwatch()
+        out: list[GpioInput] = []
+        told = self._told
+        if (
+            told is not None
+            and not edge.level
+            and seat in told.resting
+            and told.possibly_before(edge)
+        ):
+            # Counted at an edge it may have left before, and heard of too late to say so:
+            # the order of the edges cannot be trusted (docs/gpio.md, Order).
+            told.resting.discard(seat)
+            out.append(
+                GpioFault(
+                    reason=f"seat {seat}'s chip may have left before the lock-out edge but "
+                    "was heard of after the count: check the chips against it",
+                    at_ns=edge.t_ns,
+                )
+            )
         verdict = deb.edge(edge.level, edge.t_ns, edge.resolution_ns)
-        if verdict is None:
-            return []
-        return [ChipSensed(seat=seat, present=verdict.present, since_ns=verdict.since_ns)]
+        if verdict is not None:
+            out.append(ChipSensed(seat=seat, present=verdict.present, since_ns=verdict.since_ns))
+        return out
 
     def _tell_lock(self) -> list[GpioInput]:
         lock, self._lock = self._lock, None
-        return [] if lock is None else [lock.pressed()]
+        if lock is None:
+            return []
+        self._told = lock
+        return [lock.pressed()]
 
     def resync(self, levels: Levels, at_ns: int, seq: int | None = None) -> list[GpioInput]:
         """Levels read at at_ns (after lost edges, or at start-up): a line whose level
