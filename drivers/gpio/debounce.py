@@ -43,8 +43,10 @@ class SeatDebouncer:
     _contact_since_ns: int | None = None
     _rested: bool = False
     _open_from_ns: int | None = None
-    # A lock-out edge this seat's contact is being judged from (None: not watched).
+    # A lock-out edge this seat's contact is being judged from (None: not watched), and by
+    # when it must have rested: a chip settles in far less than twice its rest time.
     _watch_ns: int | None = None
+    _watch_until_ns: int = 0
 
     def edge(self, level: bool, at_ns: int, resolution_ns: int = 1) -> Decision | None:
         """A raw edge; a verdict when it decides a watched contact (it opened too soon)."""
@@ -81,8 +83,10 @@ class SeatDebouncer:
         due = []
         if self._episode_since_ns is not None:
             due.append(self._last_edge_ns + self.hold_ns)
-        if self._watch_ns is not None and self._open_from_ns is not None:
-            due.append(self._open_from_ns + self.bounce_ns + 1)
+        if self._watch_ns is not None:
+            due.append(self._watch_until_ns + 1)
+            if self._open_from_ns is not None:
+                due.append(self._open_from_ns + self.bounce_ns + 1)
         return min(due, default=None)
 
     def settle(self, now_ns: int) -> list[Decision]:
@@ -93,6 +97,12 @@ class SeatDebouncer:
         opened = self._open_from_ns
         if self._watch_ns is not None and opened is not None and now_ns - opened > self.bounce_ns:
             out.append(self._verdict(False, self._last_edge_ns))  # it left: not one chip
+        elif (
+            self._watch_ns is not None
+            and now_ns > self._watch_until_ns
+            and not (self._raw and self._last_edge_ns + self.hold_ns <= self._watch_until_ns)
+        ):
+            out.append(self._verdict(False, self._last_edge_ns))  # chattering, never resting
         decided = self._settle_episode(now_ns)
         if decided is not None:
             if self._watch_ns is not None and decided.present:
@@ -124,8 +134,9 @@ class SeatDebouncer:
         return self._raw and self._rested
 
     def watch(self, at_ns: int) -> None:
-        """Judge the current contact from the lock-out edge at at_ns: one verdict follows."""
-        self._watch_ns = at_ns
+        """Judge the current contact from the lock-out edge at at_ns: one verdict follows,
+        at the latest twice hold_ns after it."""
+        self._watch_ns, self._watch_until_ns = at_ns, at_ns + 2 * self.hold_ns
 
     def unwatch(self) -> None:
         self._watch_ns = None
