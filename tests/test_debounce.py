@@ -105,6 +105,19 @@ def test_seat_inputs_decide_what_rested_before_each_edge_first() -> None:
     assert inputs.settle(1_150 * MS) == [ChipSensed(seat=4, present=True, since_ns=1_000 * MS)]
 
 
+def test_a_button_held_too_long_then_released_is_stuck_however_late_the_loop_looks() -> None:
+    """The timer never ran while it was down: the release's own edge finds it held too long."""
+    inputs = SeatInputs(3, chip_present_ms=100, lockout_debounce_ms=50, lockout_hold_max_ms=600)
+    pressed, held = inputs.take([button(True, 1_000 * MS), button(False, 1_700 * MS)])
+    assert isinstance(pressed, LockoutPressed)
+    assert held == LockoutHeld(since_ns=1_000 * MS, at_ns=1_700 * MS)
+    assert inputs.settle(2_000 * MS) == [LockoutReleased(at_ns=1_700 * MS)]
+    button_only = LockoutButton(debounce_ns=50 * MS, hold_max_ns=600 * MS)
+    button_only.edge(True, 0)
+    button_only.edge(False, 700 * MS)  # nobody looked until it was up again
+    assert button_only.stuck(900 * MS) == 0 and button_only.released(900 * MS) == 700 * MS
+
+
 def test_the_button_released_and_held_too_long_are_inputs() -> None:
     inputs = SeatInputs(3, chip_present_ms=100, lockout_debounce_ms=50, lockout_hold_max_ms=600)
     (pressed,) = inputs.take([button(True, 1_000 * MS)])

@@ -207,10 +207,12 @@ class LockoutButton:
         return up
 
     def stuck(self, now_ns: int) -> int | None:
-        """The press still held past hold_max_ns (told once): when it was pressed."""
-        if not self.held or not self.level or self._stuck_told:
+        """The press held down past hold_max_ns (told once): when it was pressed. Ask before
+        released(): a late look still sees a button that was held too long, then let go."""
+        if not self.held or self._stuck_told:
             return None
-        if now_ns - self._pressed_at_ns < self.hold_max_ns:
+        down_until = now_ns if self._up_since_ns is None else self._up_since_ns
+        if down_until - self._pressed_at_ns < self.hold_max_ns:
             return None
         self._stuck_told = True
         return self._pressed_at_ns

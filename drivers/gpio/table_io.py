@@ -228,10 +228,10 @@ class SeatInputs:
 
     def _decide(self, now_ns: int) -> list[GpioInput]:
         out: list[GpioInput] = []
-        if (up := self.lockout.released(now_ns)) is not None:
-            out.append(LockoutReleased(at_ns=up))
         if (pressed := self.lockout.stuck(now_ns)) is not None:
             out.append(LockoutHeld(since_ns=pressed, at_ns=now_ns))
+        if (up := self.lockout.released(now_ns)) is not None:
+            out.append(LockoutReleased(at_ns=up))
         for seat, deb in enumerate(self._seats, start=1):
             out += [
                 ChipSensed(seat=seat, present=d.present, since_ns=d.since_ns)
