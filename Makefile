@@ -77,7 +77,7 @@ lint: $(STAMP)
 # would treat them as site-packages and stay silent about their errors.
 typecheck: $(STAMP)
 	cd build/__editable__.tablectl-*/ && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p tablectl
-	$(BIN)/mypy tests bench packaging
+	$(BIN)/mypy tests bench packaging docs/diagrams
 
 check: lint typecheck
 

@@ -128,6 +128,8 @@ class SimulatedTable:
             "remove": ("remove SEAT [SEAT...]", self._remove),
             "bounce": ("bounce SEAT", self._bounce),
             "press": ("press", self._press),
+            "hold": ("hold", self._hold),
+            "release": ("release", self._release),
             "lamps": ("lamps", self._lamps),
             "jam": ("jam", self._jam),
             "incomplete": ("incomplete", self._incomplete),
@@ -174,6 +176,14 @@ class SimulatedTable:
     def _press(self) -> str:
         self.inputs.press_lockout()
         return "lock-out button pressed: no more bets"
+
+    def _hold(self) -> str:
+        self.inputs.hold_lockout()
+        return "lock-out button held down (stuck): release to let it go"
+
+    def _release(self) -> str:
+        self.inputs.release_lockout()
+        return "lock-out button released"
 
     def _lamps(self) -> str:
         lit = [str(seat) for seat, on in self.inputs.lamps.items() if on]

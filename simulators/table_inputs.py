@@ -77,6 +77,13 @@ class SimulatedTableInputs:
         self._change(LOCKOUT, True)
         self._change(LOCKOUT, False)
 
+    def hold_lockout(self) -> None:
+        """The button pressed and not let go (stuck, or a dealer leaning on it)."""
+        self._change(LOCKOUT, True)
+
+    def release_lockout(self) -> None:
+        self._change(LOCKOUT, False)
+
     def light_is_on(self, seat: int) -> bool:
         return self.lamps[self._seat(seat)]
 

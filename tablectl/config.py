@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from tablectl.core.events import TableRules
+from tablectl.core.events import SensorRules, TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
 from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
@@ -141,10 +141,33 @@ class GpioSection(Strict):
     lockout_pin: GpioLine
     active_low: bool = True
     chip_present_ms: int = Field(default=150, ge=10, le=2000)
+    # After the lock-out edge a chip still settling may open this long at a time and still
+    # be the chip that was there at the edge (contact bounce); longer, it left (docs/gpio.md).
+    chip_bounce_ms: int = Field(default=5, ge=0, le=100)
     lockout_debounce_ms: int = Field(default=50, ge=0, le=1000)
+    # The lock-out button held longer than this is stuck: betting stays closed until cleared.
+    lockout_hold_max_ms: int = Field(default=5_000, ge=500, le=60_000)
+    # A seat sensor occupied during the betting of more rounds than this is stuck: the
+    # dealer collects every wager before the deal (649a.8(b)). Its seat's wagers are refused.
+    sensor_stuck_rounds: int = Field(default=1, ge=1, le=10)
     # gpiod-poll: a press must last longer than this to be seen; it is each edge's resolution.
     poll_period_ms: int = Field(default=2, ge=1, le=20)
     simulator_socket: Path | None = None  # mock: default data_dir / "table-simulator.sock"
+
+    @model_validator(mode="after")
+    def _times_fit(self) -> Self:
+        if self.chip_bounce_ms >= self.chip_present_ms:
+            raise ValueError(
+                f"chip_bounce_ms ({self.chip_bounce_ms}) must be shorter than "
+                f"chip_present_ms ({self.chip_present_ms}): a chip that is away longer than "
+                "it takes to rest has left"
+            )
+        if self.lockout_hold_max_ms <= self.lockout_debounce_ms:
+            raise ValueError(
+                f"lockout_hold_max_ms ({self.lockout_hold_max_ms}) must be longer than "
+                f"lockout_debounce_ms ({self.lockout_debounce_ms})"
+            )
+        return self
 
 
 BackendId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
@@ -336,6 +359,7 @@ class TableConfig(Strict):
             decks=self.shuffler.decks,
             game=self.game,
             shoe=self.shoe is not None,
+            sensors=SensorRules(stuck_rounds=self.gpio.sensor_stuck_rounds),
         )
 
 

@@ -142,6 +142,6 @@ def test_help_groups_the_daemons_commands_by_role(capsys: pytest.CaptureFixture[
         cli.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())  # the verbs as a person types them
     assert "technician (group tablectl-technician): status, dealer shoe-out-of-order" in out
-    assert "devices, devices accept, shuffler count, shuffler self-test, test sensors" in out
+    assert "devices, devices accept, devices reset-link, shuffler count, shuffler self-test" in out
     assert "dealer (group tablectl-dealer): status, dealer settle, dealer deal" in out
     assert "floorperson (group tablectl-floor): status, floor validate, floor document" in out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tablectl import cli
-from tablectl.config import ConfigError, load_config
+from tablectl.config import ConfigError, TableConfig, load_config
 from tablectl.core.games import GAME_NAMES
 
 from .conftest import EXAMPLE_CONFIG, REPO
@@ -314,3 +314,51 @@ def test_the_access_block_of_the_example_is_valid_uncommented(tmp_path: Path) ->
     assert any(
         e.startswith("access.dealer.0: String should match pattern") for e in errors_of(path)
     )
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (
+            ["chip_present_ms = 50", "chip_bounce_ms = 50"],
+            "gpio: chip_bounce_ms (50) must be shorter than chip_present_ms (50): a chip "
+            "that is away longer than it takes to rest has left",
+        ),
+        (
+            ["chip_bounce_ms = -1"],
+            "gpio.chip_bounce_ms: Input should be greater than or equal to 0",
+        ),
+        (
+            ["chip_bounce_ms = 101"],
+            "gpio.chip_bounce_ms: Input should be less than or equal to 100",
+        ),
+        (
+            ["lockout_hold_max_ms = 400"],
+            "gpio.lockout_hold_max_ms: Input should be greater than or equal to 500",
+        ),
+        (
+            ["lockout_hold_max_ms = 900", "lockout_debounce_ms = 900"],
+            "gpio: lockout_hold_max_ms (900) must be longer than lockout_debounce_ms (900)",
+        ),
+        (
+            ["sensor_stuck_rounds = 0"],
+            "gpio.sensor_stuck_rounds: Input should be greater than or equal to 1",
+        ),
+        (
+            ["sensor_stuck_rounds = 11"],
+            "gpio.sensor_stuck_rounds: Input should be less than or equal to 10",
+        ),
+    ],
+)
+def test_the_lockout_and_stuck_input_times_are_bounded(
+    tmp_path: Path, lines: list[str], expected: str
+) -> None:
+    replacements = [(rf"^{line.split(' ')[0]} = .*$", line) for line in lines]
+    assert errors_of(write_variant(tmp_path, *replacements)) == [expected]
+
+
+def test_the_table_rules_carry_the_sensor_rules(example_config: TableConfig) -> None:
+    rules = example_config.model_copy(
+        update={"gpio": example_config.gpio.model_copy(update={"sensor_stuck_rounds": 3})}
+    ).rules()
+    assert rules.sensors is not None and rules.sensors.stuck_rounds == 3

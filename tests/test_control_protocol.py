@@ -26,6 +26,9 @@ from tablectl.rules.cards import parse_cards
         ({"cmd": "void"}, "reason: Field required"),
         ({"cmd": "validate", "hit_id": "3-1"}, "by: Field required"),
         ({"cmd": "new-deck", "extra": 1}, "extra: Extra inputs are not permitted"),
+        ({"cmd": "clear-fault", "seat": "3"}, "seat: Input should be a valid integer"),
+        ({"cmd": "clear-fault", "lockout": 1}, "lockout: Input should be a valid boolean"),
+        ({"cmd": "clear-fault", "seat": 3, "lockout": True}, "a seat or the lock-out, not both"),
     ],
 )
 def test_malformed_requests_get_an_error_naming_the_field(raw: Any, message: str) -> None:
@@ -115,3 +118,14 @@ def test_roles_come_from_groups_and_root_holds_them_all() -> None:
     assert policy.roles(peer(0)) == frozenset(Role)  # root
     assert policy.roles(peer(4242)) == frozenset(Role)  # the daemon's own user
     assert policy.roles(UNKNOWN_PEER) == frozenset()
+
+
+def test_clear_fault_clears_a_gpio_fault_or_names_the_stuck_input() -> None:
+    from tablectl.core.events import ClearGpioFault, ClearStuckInput
+
+    clear = parse_request({"cmd": "clear-fault", "by": "T4"})
+    assert to_input(clear, "bob") == ClearGpioFault(by="T4 (bob)")
+    seat = parse_request({"cmd": "clear-fault", "seat": 3, "by": "T4"})
+    assert to_input(seat, "bob") == ClearStuckInput(seat=3, by="T4 (bob)")
+    lockout = parse_request({"cmd": "clear-fault", "lockout": True})
+    assert to_input(lockout, "bob") == ClearStuckInput(seat=None, by="bob")

@@ -43,6 +43,7 @@ from tablectl.core.events import (
     Event,
     GpioFault,
     LockoutPressed,
+    LockoutReleased,
     NewDeckRegistered,
     PowerUp,
     ReshuffleRequested,
@@ -253,6 +254,7 @@ class Table(RuleBasedStateMachine):
         for seat in seats:
             self.feed(ChipSensed(seat=seat, present=True, since_ns=1))
         self.feed(LockoutPressed(at_ns=10))
+        self.feed(LockoutReleased(at_ns=20))  # no round opens while the button is down
         if close:
             self.feed(VoidRound(reason="shoe-jam", by="dealer"))
 

@@ -7,8 +7,14 @@ import pytest
 from tablectl.core import effects as rec
 from tablectl.core.events import (
     ClearGpioFault,
+    ClearStuckInput,
+    DealRequested,
+    Event,
     GpioFault,
+    LockoutHeld,
     LockoutPressed,
+    LockoutReleased,
+    SensorRules,
     SensorTestEnded,
     SensorTestStarted,
     ShuffleCompleted,
@@ -92,7 +98,10 @@ def test_a_walk_test_holds_the_table_and_is_journaled() -> None:
     state, _ = run([*opened()])
     with pytest.raises(Rejected, match="taking bets"):
         step(RULES, state, SensorTestStarted(test="sensors", by="tech"))
-    state, _ = run([LockoutPressed(at_ns=1), VoidRound(reason="shoe-jam")], state=state)
+    state, _ = run(
+        [LockoutPressed(at_ns=1), LockoutReleased(at_ns=2), VoidRound(reason="shoe-jam")],
+        state=state,
+    )
     state, effects = step(RULES, state, SensorTestStarted(test="sensors", by="tech"))
     assert state.sensor_test == "sensors"
     assert records(effects, rec.SensorTestStartedRecord)[0].by == "tech"
@@ -105,3 +114,146 @@ def test_a_walk_test_holds_the_table_and_is_journaled() -> None:
     (ended,) = records(effects, rec.SensorTestEndedRecord)
     assert ended.passed == [1, 2] and ended.failed == [3] and ended.resolution_ns == 1
     assert state.phase is Phase.BETTING and state.sensor_test is None
+
+
+# --- stuck inputs: the lock-out button and the seat sensors ---------------------------------
+
+
+def test_no_round_opens_while_the_lockout_is_down_and_held_past_its_time_it_is_stuck() -> None:
+    """A held button could not lock the next round out: it waits; held past
+    gpio.lockout_hold_max_ms (the shell's LockoutHeld), betting stays closed until cleared."""
+    state, _ = run([*opened(), chip(1), LockoutPressed(at_ns=10), chip(1, False)])
+    state, _ = run(
+        [settle(s1="2c7d9h"), ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state
+    )
+    assert state.phase is Phase.CLOSED and state.deck_ready and state.lockout_held
+    state, effects = step(RULES, state, LockoutHeld(since_ns=10, at_ns=5_000 * MS))
+    assert records(effects, rec.InputStuck) == [
+        rec.InputStuck(
+            input="lock-out-button",
+            seat=None,
+            cause="not-released",
+            round_id=1,
+            round_locked=False,
+            rule="649a.2(c)(2)",
+        )
+    ]
+    with pytest.raises(Rejected, match="still reads pressed"):
+        step(RULES, state, ClearStuckInput(by="T9"))
+    state, _ = step(RULES, state, LockoutReleased(at_ns=6_000 * MS))
+    assert state.phase is Phase.CLOSED  # released, but stuck until a person clears it
+    state, effects = step(RULES, state, ClearStuckInput(by="T9 (bob)"))
+    assert records(effects, rec.InputStuckCleared) == [
+        rec.InputStuckCleared(
+            input="lock-out-button", seat=None, cause="not-released", by="T9 (bob)"
+        )
+    ]
+    assert state.phase is Phase.BETTING and state.stuck_inputs == ()
+
+
+def test_a_button_stuck_while_bets_are_taken_locks_the_round_out() -> None:
+    """Should the core hear of a stuck button while bets are taken (one it never heard go
+    down), the round is locked out, as for a GPIO fault."""
+    state, _ = run([*opened(), chip(3)])
+    state, effects = step(RULES, state, LockoutHeld(since_ns=1, at_ns=5_000 * MS))
+    (stuck,) = records(effects, rec.InputStuck)
+    assert stuck.cause == "held" and stuck.round_locked
+    assert records(effects, rec.RoundLocked)[0].cause == "lockout-stuck"
+    assert state.phase is Phase.LOCKED and state.counted and state.wagers == {3: 100}
+
+
+def test_a_sensor_occupied_through_too_many_rounds_is_stuck_and_its_seat_refused() -> None:
+    """gpio.sensor_stuck_rounds (1): a chip may be there for one round's betting; the dealer
+    collects it before the deal (649a.8(b)). Still there when the next round opens: stuck."""
+    state, _ = run(
+        [*opened(), chip(2), chip(5), LockoutPressed(at_ns=10), LockoutReleased(at_ns=20)]
+    )
+    state, _ = run([chip(5, False), settle(s2="2c7d9h", s5="3c8d4h")], state=state)
+    state, effects = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.phase is Phase.BETTING and state.round_id == 2
+    (stuck,) = records(effects, rec.InputStuck)
+    assert (stuck.input, stuck.seat, stuck.cause, stuck.round_id) == (
+        "seat-sensor",
+        2,
+        "occupied-rounds",
+        2,
+    )
+    assert state.wagers == {} and not records(effects, rec.WagerAccepted)
+    state, effects = run([chip(5), chip(2, False), chip(2)], state=state)
+    assert state.wagers == {5: 100}  # the other seats play on
+    assert [(r.seat, r.reason) for r in records(effects, rec.WagerRejected)] == [
+        (2, "sensor-stuck")
+    ]
+    with pytest.raises(Rejected, match="seat 2's sensor still reads occupied"):
+        step(RULES, state, ClearStuckInput(seat=2, by="D1"))
+    with pytest.raises(Rejected, match="seat 3's sensor is not stuck; stuck inputs: seat 2"):
+        step(RULES, state, ClearStuckInput(seat=3, by="D1"))
+    state, effects = run([chip(2, False), ClearStuckInput(seat=2, by="D1"), chip(2)], state=state)
+    assert records(effects, rec.InputStuckCleared)[0].seat == 2
+    assert state.wagers == {2: 100, 5: 100}
+
+
+def test_the_rounds_a_sensor_may_stay_occupied_are_the_tables_rule() -> None:
+    rules = RULES.model_copy(update={"sensors": SensorRules(stuck_rounds=3)})
+    state, _ = run([*opened(rules), chip(4)], rules=rules)
+    for round_id in (2, 3, 4):
+        events: list[Event] = [
+            LockoutPressed(at_ns=round_id),
+            LockoutReleased(at_ns=round_id + 1),
+            settle(s4="2c7d9h"),
+            ShuffleStarted(),
+            ShuffleCompleted(card_count=52),
+        ]
+        state, effects = run(
+            events,
+            rules=rules,
+            state=state,
+        )
+        assert state.round_id == round_id
+        assert bool(records(effects, rec.InputStuck)) is (round_id == 4)
+        assert (4 in state.wagers) is (round_id < 4)
+
+
+def test_a_sensor_occupied_while_the_shoe_deals_is_stuck() -> None:
+    """649a.10(a)(2): the wagers are collected before the shoe dispenses any cards."""
+    shoe = RULES.model_copy(update={"shoe": True})
+    state, _ = run(
+        [*opened(shoe), chip(1), chip(3), LockoutPressed(at_ns=10), chip(1, False)], rules=shoe
+    )
+    state, effects = step(shoe, state, DealRequested(by="D1"))
+    assert [(s.seat, s.cause) for s in records(effects, rec.InputStuck)] == [
+        (3, "occupied-during-deal")
+    ]
+    state, effects = step(shoe, state, chip(6))  # a chip put down while the shoe deals
+    assert [(s.seat, s.cause) for s in records(effects, rec.InputStuck)] == [
+        (6, "occupied-during-deal")
+    ]
+    assert records(effects, rec.WagerRejected)[0].reason == "after-lockout"
+    assert {f.seat for f in state.stuck_inputs} == {3, 6}
+
+
+def test_a_chip_resting_on_a_stuck_seat_when_the_round_opens_is_refused_once() -> None:
+    state, _ = run([*opened(), chip(2), LockoutPressed(at_ns=10), LockoutReleased(at_ns=11)])
+    state, _ = run(
+        [settle(s2="2c7d9h"), ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state
+    )
+    assert {f.seat for f in state.stuck_inputs} == {2}
+    state, _ = run([LockoutPressed(at_ns=20), LockoutReleased(at_ns=21)], state=state)
+    state, _ = run([chip(2, False), VoidRound(reason="shoe-jam"), chip(2)], state=state)
+    assert state.phase is Phase.CLOSED and state.waiting == (2,)
+    state, effects = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert [(r.seat, r.reason) for r in records(effects, rec.WagerRejected)] == [
+        (2, "sensor-stuck")
+    ]
+    assert state.wagers == {} and state.waiting == ()
+
+
+def test_journals_from_before_never_track_the_button() -> None:
+    rules = RULES.model_copy(update={"sensors": None})
+    state, _ = run([*opened(rules), chip(1), LockoutPressed(at_ns=10)], rules=rules)
+    state, _ = run(
+        [settle(s1="2c7d9h"), ShuffleStarted(), ShuffleCompleted(card_count=52)],
+        rules=rules,
+        state=state,
+    )
+    assert not state.lockout_held and state.phase is Phase.BETTING

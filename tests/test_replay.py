@@ -14,9 +14,12 @@ from tablectl import cli
 from tablectl.control.protocol import parse_request, to_input
 from tablectl.core.events import (
     ChipSensed,
+    ClearStuckInput,
     ConfirmDocumentation,
     Event,
+    LockoutHeld,
     LockoutPressed,
+    LockoutReleased,
     NewDeckRegistered,
     PowerUp,
     ReshuffleRequested,
@@ -34,6 +37,8 @@ from tablectl.service.replay import replay
 from tablectl.store.journal import Store
 
 from .test_table_core import lir, tcp, uth
+
+JOURNALS = Path(__file__).parent / "journals"
 
 HITS: dict[str, list[Wanted]] = {
     "three-card-poker": [{1: "AsKsQs"}, {2: "9c8c7c"}, {3: "AhKhQh"}],
@@ -72,6 +77,10 @@ def session(rules: TableRules, rounds: int, seed: int) -> list[Event]:
         for hit in state.hits_pending:
             feed(ValidateHit(hit_id=hit.hit_id, by="floor"))
             feed(ConfirmDocumentation(hit_id=hit.hit_id, by="floor"))
+        for stuck in state.stuck_inputs:  # freed, then cleared by a technician
+            if stuck.seat is not None:
+                feed(ChipSensed(seat=stuck.seat, present=False, since_ns=clock))
+            feed(ClearStuckInput(seat=stuck.seat, by="tech"))
         if state.phase is Phase.CLOSED:
             roll = rng.random()
             if roll < 0.05:
@@ -93,11 +102,18 @@ def session(rules: TableRules, rounds: int, seed: int) -> list[Event]:
             for seat in undecided:
                 arrived = clock + rng.choice((-1, 0, 1)) * rng.randint(1, 1_000)
                 feed(ChipSensed(seat=seat, present=rng.random() < 0.8, since_ns=arrived))
+            feed(LockoutReleased(at_ns=clock + 1))
             continue
-        # LOCKED: a late chip, then settle (cards through the game's own deal plan) or void
+        # LOCKED: a late chip, then settle (cards through the game's own deal plan) or void;
+        # the dealer collects every chip on a sensor first (649a.8(b))
         late = [s for s in range(1, rules.seats + 1) if s not in state.wagers]
         if late:
             feed(ChipSensed(seat=late[0], present=True, since_ns=clock))
+        if rng.random() < 0.03:
+            feed(LockoutHeld(since_ns=clock, at_ns=clock + 5_000_000_000))  # a stuck button
+        if rng.random() < 0.95:  # now and then a chip stays: a stuck sensor, next round
+            for seat in sorted(state.occupied):
+                feed(ChipSensed(seat=seat, present=False, since_ns=clock))
         if rng.random() < 0.1:
             feed(VoidRound(reason="shoe-jam", by="dealer"))
             continue
@@ -126,6 +142,7 @@ def test_a_long_session_of_each_game_replays_identically(tmp_path: Path, rules: 
     types = {row.type for row in store.rows_after(0, limit=1_000_000)}
     # The session went through every part of the round, so replay checks all of it.
     assert {"wagers.counted", "wager.settled", "round.voided", "wager.rejected"} <= types
+    assert {"gpio.input_stuck", "gpio.input_stuck_cleared", "wager.withdrawn"} <= types
     assert "jackpot.validated" in types or rules.game.name == "let-it-ride"
     result = replay(store)
     assert result.identical, result.difference
@@ -202,3 +219,17 @@ def test_fields_added_later_leave_old_journals_and_state_hashes_as_they_were() -
     assert input_from_journal("shuffler_fault", {"code": "jam"}) == ShufflerFault(code="jam")
     stuck = state.model_copy(update={"shoe_fault": "jam"})
     assert TableState.model_validate_json(stuck.model_dump_json()).shoe_fault == "jam"
+
+
+@pytest.mark.parametrize("name", ["scripted", "demo"])
+def test_a_journal_written_before_issue_14_replays_identically(tmp_path: Path, name: str) -> None:
+    """Journals written by the code before the core kept the sensors' levels (its power-ups
+    carry no `sensors` rules): every input still loads, and replays to the same rows and
+    state hashes (tests/journals/README.md says how they were made)."""
+    path = tmp_path / "tablectl.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.executescript((JOURNALS / f"before-issue-14-{name}.sql").read_text())
+    store = Store(path, boot_id="check")
+    result = replay(store)
+    assert result.identical, result.difference
+    assert result.rows == store.last_seq > 40

@@ -17,6 +17,7 @@ from tablectl.core.events import (
     DeviceReportConflict,
     Event,
     LockoutPressed,
+    LockoutReleased,
     PowerUp,
     ReshuffleRequested,
     Settle,
@@ -62,8 +63,11 @@ def locked(rules: TableRules = TCP, seats: tuple[int, ...] = (2, 5)) -> TableSta
     events: list[Event] = [PowerUp(rules=rules), ShuffleStarted(), ShuffleCompleted(card_count=52)]
     events += [ChipSensed(seat=s, present=True, since_ns=1) for s in seats]
     events.append(LockoutPressed(at_ns=10))
+    # The button comes up and the dealer collects the wagers before the deal (649a.10(a)(2)).
+    events.append(LockoutReleased(at_ns=20))
+    events += [ChipSensed(seat=s, present=False, since_ns=30) for s in seats]
     state, _ = run(events, rules)
-    assert state.phase is Phase.LOCKED and state.counted
+    assert state.phase is Phase.LOCKED and state.counted and not state.occupied
     return state
 
 

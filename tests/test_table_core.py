@@ -7,12 +7,13 @@ from typing import Any, TypeVar
 import pytest
 
 from tablectl.core import effects as rec
-from tablectl.core.effects import Effect, Lamp, ReportRestingChips, RequestShuffle, SeatLamp
+from tablectl.core.effects import Effect, Lamp, RequestShuffle, SeatLamp
 from tablectl.core.events import (
     ChipSensed,
     ConfirmDocumentation,
     Event,
     LockoutPressed,
+    LockoutReleased,
     NewDeckRegistered,
     PowerUp,
     ReshuffleRequested,
@@ -105,8 +106,14 @@ def opened(rules: TableRules = RULES) -> list[Event]:
     return [PowerUp(rules=rules), ShuffleStarted(), ShuffleCompleted(card_count=52)]
 
 
+def collected(*seats: int, at_ns: int = 2_000) -> list[Event]:
+    """The button is up again and the dealer collects the wagers (649a.8(b))."""
+    return [LockoutReleased(at_ns=at_ns), *(chip(s, present=False, since_ns=at_ns) for s in seats)]
+
+
 def locked_with(*seats: int, rules: TableRules = RULES) -> TableState:
-    return run([*opened(rules), *(chip(s) for s in seats), lockout()], rules=rules)[0]
+    events = [*opened(rules), *(chip(s) for s in seats), lockout(), *collected(*seats)]
+    return run(events, rules=rules)[0]
 
 
 # --- rounds and wagers ---------------------------------------------------------------------
@@ -127,9 +134,14 @@ def test_a_counted_deck_opens_betting_and_a_chip_is_acknowledged() -> None:
     assert effects.count(RequestShuffle()) == 2
 
 
-def test_opening_a_round_recognises_chips_already_resting() -> None:
-    _, effects = run(opened())
-    assert ReportRestingChips() in effects  # placed before betting opened: before "no more bets"
+def test_a_chip_resting_before_the_round_opens_is_accepted_once_when_it_opens() -> None:
+    """Placed before betting opened, so before "no more bets": one event, when it opens."""
+    state, effects = run([PowerUp(rules=RULES), chip(2), ShuffleStarted()])
+    assert state.waiting == (2,) and not records(effects, rec.WagerRejected)
+    state, effects = run([ShuffleCompleted(card_count=52)], state=state)
+    assert state.wagers == {2: 100} and state.waiting == ()
+    assert [(r.round_id, r.seat) for r in records(effects, rec.WagerAccepted)] == [(1, 2)]
+    assert SeatLamp(seat=2, lamp=Lamp.ON) in effects
 
 
 def test_one_deck_is_shuffled_only_between_rounds() -> None:
@@ -179,9 +191,26 @@ def test_chip_after_lockout_is_rejected_and_counted() -> None:
     assert state.counters["wagers_rejected"] == 1
 
 
-def test_chip_while_closed_is_rejected() -> None:
-    _, effects = run([PowerUp(rules=RULES), chip(2)])
+def test_a_chip_lifted_before_any_round_opens_is_refused_once_when_lifted() -> None:
+    state, effects = run([PowerUp(rules=RULES), chip(2), chip(2, present=False)])
+    assert [(r.seat, r.reason) for r in records(effects, rec.WagerRejected)] == [
+        (2, "table-closed")
+    ]
+    state, effects = run([ShuffleStarted(), ShuffleCompleted(card_count=52)], state=state)
+    assert state.wagers == {} and not records(effects, rec.WagerAccepted)
+
+
+def test_a_journal_written_before_the_core_kept_the_sensors_replays_as_written() -> None:
+    """rules.sensors None (a power-up journaled before it existed): a chip sensed while
+    closed is refused at once, as it was then."""
+    journaled = PowerUp.model_validate(
+        {"rules": RULES.model_dump(mode="json", exclude={"sensors"})}
+    )
+    old_rules = journaled.rules
+    assert old_rules.sensors is None
+    state, effects = run([journaled, chip(2)], rules=old_rules)
     assert records(effects, rec.WagerRejected)[0].reason == "table-closed"
+    assert state.occupied == {} and "occupied" not in state.model_dump_json()
 
 
 def test_second_lockout_press_is_ignored() -> None:
@@ -381,6 +410,7 @@ def test_hit_history_keeps_the_last_25() -> None:
             ShuffleCompleted(card_count=52),
             chip(1),
             lockout(round_id * 10),
+            *collected(1, at_ns=round_id * 10 + 5),
             settle(s1="3h4h5h"),
             ValidateHit(hit_id=f"{round_id}-1", by="floor"),
         ]

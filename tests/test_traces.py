@@ -40,6 +40,7 @@ from tablectl.core.events import (
     DealRequested,
     Event,
     LockoutPressed,
+    LockoutReleased,
     PowerUp,
     ReshuffleRequested,
     ShuffleCompleted,
@@ -122,6 +123,8 @@ LOCKED: list[Event] = [
     ShuffleCompleted(card_count=52),
     ChipSensed(seat=2, present=True, since_ns=1),
     LockoutPressed(at_ns=10),
+    LockoutReleased(at_ns=20),
+    ChipSensed(seat=2, present=False, since_ns=30),  # collected before the deal (649a.10(a)(2))
     DealRequested(by="dealer"),
 ]
 SCENARIOS = {

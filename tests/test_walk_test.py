@@ -6,9 +6,10 @@ import asyncio
 import json
 
 import pytest
+from tablectl.drivers.gpio.table_io import SensorInput
 
 from tablectl import cli
-from tablectl.core.events import ChipSensed, LockoutPressed
+from tablectl.core.events import ChipSensed
 from tablectl.core.round import Phase
 
 from .conftest import SimulatedTable
@@ -37,7 +38,7 @@ async def test_the_sensor_walk_test_reports_each_seat_and_the_resolution(
     assert gpio is not None and gpio.test_listener is not None
     to_test, seat_3_seen = gpio.test_listener, asyncio.Event()
 
-    def listener(event: ChipSensed | LockoutPressed) -> None:
+    def listener(event: SensorInput) -> None:
         to_test(event)
         if isinstance(event, ChipSensed) and event.seat == 3:
             seat_3_seen.set()

@@ -44,6 +44,9 @@ class BackendInfo:
     polled: bool
     resolution_ns: int  # nominal: an edge's stamp is late by at most this
     kernel_sequence: bool  # lost edges are detected from sequence numbers
+    # Edges of different lines may arrive out of their stamps' order by up to this long
+    # (gpiozero's callback threads); 0: in order, one moment's edges delivered together.
+    reorder_ns: int = 0
 
 
 class GpioUnavailable(Exception):

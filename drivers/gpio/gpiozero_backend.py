@@ -4,7 +4,10 @@ gpiozero finds pins through the Pi's board revision, so it runs on a Raspberry P
 (elsewhere every pin factory fails with PinUnknownPi); `backend = "auto"` never picks it.
 Each callback is stamped where it runs and handed to the loop with call_soon_threadsafe:
 the stamp is late by the callback thread's wake-up, which is taken as its resolution, and
-there are no sequence numbers, so a lost edge cannot be seen.
+there are no sequence numbers, so a lost edge cannot be seen. The threads give no order
+between pins: an edge may reach the loop after another stamped later, by about a thread's
+wake-up. The backend says so (`reorder_ns`), and the lock-out edge is judged only once
+every edge that may have come before it has had time to arrive (docs/gpio.md).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from tablectl.drivers.gpio.backend import (
 
 # A callback thread wakes within about a millisecond of the edge on a Pi: a tie window.
 GPIOZERO_RESOLUTION_NS = 1_000_000
+# An edge stamped before another reaches the loop at most this much after it (a stamp is
+# late by up to its resolution, its hand-over by about half of it more).
+GPIOZERO_REORDER_NS = 2 * GPIOZERO_RESOLUTION_NS
 
 
 class GpiozeroBackend:
@@ -49,6 +55,7 @@ class GpiozeroBackend:
             polled=False,
             resolution_ns=GPIOZERO_RESOLUTION_NS,
             kernel_sequence=False,
+            reorder_ns=GPIOZERO_REORDER_NS,
         )
         self.last_seq: int | None = None  # gpiozero numbers nothing
         self._inputs: list[Any] = []

@@ -1,11 +1,13 @@
 """Seat sensors, seat lamps and the lock-out button, over any GPIO backend.
 
 `SeatInputs` is pure: it takes edges (drivers/gpio/backend.py) and gives the core its
-inputs -- a ChipSensed for every decided contact episode, a LockoutPressed on the button's
-leading edge naming the chips that surely arrived before it and are still settling, and a
-GpioFault when the backend's sequence numbers show that edges were lost.
+inputs -- a ChipSensed for every decided contact episode and for the verdict on each chip
+the lock-out edge left to be decided; a LockoutPressed on the button's leading edge naming
+the seats whose chip was on its sensor at the edge (docs/gpio.md, the lock-out rule); a
+LockoutReleased and, held too long, a LockoutHeld; and a GpioFault when the backend's
+sequence numbers show that edges were lost.
 `TableGpio` is the shell: it owns the backend's task, feeds SeatInputs on the loop, settles
-the debouncers with one loop timer, blinks winning lamps, and can lend the inputs to a
+the debouncers with one loop timer, blinks winning lamps, and lends the inputs to a
 technician's walk test.
 """
 
@@ -14,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from tablectl.drivers.gpio.backend import LOCKOUT, Edge, GpioBackend, Levels
-from tablectl.drivers.gpio.debounce import PressDebouncer, SeatDebouncer
+from tablectl.drivers.gpio.debounce import LockoutButton, SeatDebouncer
 
 from tablectl.config import GpioSection
 from tablectl.core.effects import Lamp
@@ -26,107 +29,219 @@ from tablectl.core.events import (
     ChipSensed,
     Event,
     GpioFault,
+    LockoutHeld,
     LockoutPressed,
-    placed_before_lockout,
+    LockoutReleased,
 )
 
 log = structlog.get_logger(__name__)
 MS = 1_000_000
 BLINK_S = 0.25  # 649a.11(c)(5)(ii): a winning seat's lamp blinks
 
+# What the sensors and the button tell the core (a walk test hears them too).
+SensorInput = ChipSensed | LockoutPressed | LockoutReleased | LockoutHeld
+GpioInput = SensorInput | GpioFault
+
+
+@dataclass
+class _Lock:
+    """A lock-out edge taken, told once no edge that may have come before it can still
+    arrive: with the next edge surely after it, at the end of its batch, or (a backend whose
+    edges may arrive out of order) once that reordering's time has passed."""
+
+    at_ns: int
+    resolution_ns: int
+    resting: set[int] = field(default_factory=set)
+    undecided: set[int] = field(default_factory=set)
+
+    def possibly_before(self, edge: Edge) -> bool:
+        """The edge may have happened at or before the press (the tie rule)."""
+        return edge.t_ns - max(1, edge.resolution_ns) < self.at_ns
+
+    def pressed(self) -> LockoutPressed:
+        return LockoutPressed(
+            at_ns=self.at_ns,
+            resolution_ns=self.resolution_ns,
+            undecided_seats=tuple(sorted(self.undecided)),
+            resting_seats=tuple(sorted(self.resting)),
+        )
+
 
 class SeatInputs:
     """Edges in, core inputs out. Pure: the time of every edge and tick is passed in."""
 
-    def __init__(self, seats: int, *, chip_present_ms: int, lockout_debounce_ms: int) -> None:
-        self._seats = [SeatDebouncer(chip_present_ms * MS) for _ in range(seats)]
-        self._press = PressDebouncer(lockout_debounce_ms * MS)
+    def __init__(
+        self,
+        seats: int,
+        *,
+        chip_present_ms: int,
+        lockout_debounce_ms: int,
+        chip_bounce_ms: int = 0,
+        lockout_hold_max_ms: int = 5_000,
+        reorder_ns: int = 0,
+    ) -> None:
+        self._seats = [
+            SeatDebouncer(chip_present_ms * MS, chip_bounce_ms * MS) for _ in range(seats)
+        ]
+        self.lockout = LockoutButton(lockout_debounce_ms * MS, lockout_hold_max_ms * MS)
+        self._reorder_ns = reorder_ns  # the backend's (BackendInfo.reorder_ns)
         self._last_seq: int | None = None
-        self.lockout_level = False
+        self._lock: _Lock | None = None  # taken, not yet told
+        self._told: _Lock | None = None  # the last one told: what it counted
         self.unknown_lines = 0
 
-    def take(self, edge: Edge) -> list[LockoutPressed | GpioFault]:
-        """One edge, in the order the backend delivered it."""
-        out: list[LockoutPressed | GpioFault] = []
-        if edge.seq is not None:
-            last = self._last_seq
-            if last is not None and edge.seq != last + 1:
-                # The kernel numbers every edge of the request: a gap is an edge lost
-                # (its buffer overflowed); going back means the order cannot be trusted.
-                what = (
-                    f"edges lost: sequence {last + 1}..{edge.seq - 1} missing"
-                    if edge.seq > last + 1
-                    else f"edge out of sequence: {edge.seq} after {last}"
-                )
-                out.append(GpioFault(reason=what, at_ns=edge.t_ns))
-            self._last_seq = edge.seq if last is None else max(last, edge.seq)
+    def take(self, edges: Sequence[Edge]) -> list[GpioInput]:
+        """A batch of edges, in the order the backend delivered them."""
+        out: list[GpioInput] = []
+        for edge in edges:
+            out += self._sequence(edge)
+            out += self._edge(edge)
+        if self._reorder_ns == 0:
+            out += self._tell_lock()
+        return out
+
+    def _sequence(self, edge: Edge) -> list[GpioInput]:
+        if edge.seq is None:
+            return []
+        last = self._last_seq
+        self._last_seq = edge.seq if last is None else max(last, edge.seq)
+        if last is None or edge.seq == last + 1:
+            return []
+        # The kernel numbers every edge of the request: a gap is an edge lost (its buffer
+        # overflowed); going back means the order cannot be trusted.
+        what = (
+            f"edges lost: sequence {last + 1}..{edge.seq - 1} missing"
+            if edge.seq > last + 1
+            else f"edge out of sequence: {edge.seq} after {last}"
+        )
+        return [GpioFault(reason=what, at_ns=edge.t_ns)]
+
+    def _edge(self, edge: Edge) -> list[GpioInput]:
+        out: list[GpioInput] = []
+        lock = self._lock
+        if lock is not None and self._reorder_ns == 0 and not lock.possibly_before(edge):
+            # Delivered in order, an edge surely after the press: nothing before it is left.
+            out += self._tell_lock()
+            lock = None
+        # What rested or left before this edge is decided first (never past a pending press).
+        out += self._decide(edge.t_ns if lock is None else min(edge.t_ns, lock.at_ns))
         if edge.line == LOCKOUT:
-            rising = edge.level and not self.lockout_level
-            self.lockout_level = edge.level
-            if rising:
-                pressed = self.lockout_edge(edge.t_ns, edge.resolution_ns)
-                if pressed is not None:
-                    out.append(pressed)
+            if self.lockout.edge(edge.level, edge.t_ns):
+                out += self._tell_lock()
+                self._lock = self._judge(edge.t_ns, edge.resolution_ns)
         elif 1 <= edge.line <= len(self._seats):
-            self.chip_edge(edge.line, edge.level, edge.t_ns)
+            out += self._chip_edge(edge)
         else:
             self.unknown_lines += 1
         return out
 
-    def chip_edge(self, seat: int, level: bool, at_ns: int) -> None:
-        self._seats[seat - 1].edge(level, at_ns)
+    def _judge(self, at_ns: int, resolution_ns: int) -> _Lock:
+        """The lock-out edge: which seats' chips were surely on their sensors then."""
+        lock = _Lock(at_ns, resolution_ns)
+        for seat, deb in enumerate(self._seats, start=1):
+            if not deb.closed_at(at_ns, resolution_ns):
+                continue
+            if deb.rested():
+                lock.resting.add(seat)
+            else:
+                lock.undecided.add(seat)
+                deb.watch(at_ns)  # decided when its contact rests, or leaves
+        return lock
 
-    def lockout_edge(self, at_ns: int, resolution_ns: int = 1) -> LockoutPressed | None:
-        """The leading edge of a press: "no more bets" as of at_ns; bounces give None."""
-        if not self._press.press(at_ns):
-            return None
-        arriving = [
-            seat
-            for seat, deb in enumerate(self._seats, start=1)
-            if (since := deb.arriving_since()) is not None
-            and placed_before_lockout(since, at_ns, resolution_ns)
-        ]
-        return LockoutPressed(
-            at_ns=at_ns, undecided_seats=tuple(arriving), resolution_ns=resolution_ns
-        )
+    def _chip_edge(self, edge: Edge) -> list[GpioInput]:
+        seat = edge.line
+        deb = self._seats[seat - 1]
+        lock = self._lock
+        if lock is not None and not edge.level and lock.possibly_before(edge):
+            # Read with the press (one poll, equal stamps): it may have left before it.
+            lock.resting.discard(seat)
+            lock.undecided.discard(seat)
+            deb.unwatch()
+        out: list[GpioInput] = []
+        told = self._told
+        if (
+            told is not None
+            and not edge.level
+            and seat in told.resting
+            and told.possibly_before(edge)
+        ):
+            # Counted at an edge it may have left before, and heard of too late to say so:
+            # the order of the edges cannot be trusted (docs/gpio.md, Order).
+            told.resting.discard(seat)
+            out.append(
+                GpioFault(
+                    reason=f"seat {seat}'s chip may have left before the lock-out edge but "
+                    "was heard of after the count: check the chips against it",
+                    at_ns=edge.t_ns,
+                )
+            )
+        verdict = deb.edge(edge.level, edge.t_ns, edge.resolution_ns)
+        if verdict is not None:
+            out.append(ChipSensed(seat=seat, present=verdict.present, since_ns=verdict.since_ns))
+        return out
 
-    def resync(self, levels: Levels, at_ns: int, seq: int | None = None) -> None:
-        """Levels read at at_ns: a seat whose level differs gets an edge then.
+    def _tell_lock(self) -> list[GpioInput]:
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return []
+        self._told = lock
+        return [lock.pressed()]
+
+    def resync(self, levels: Levels, at_ns: int, seq: int | None = None) -> list[GpioInput]:
+        """Levels read at at_ns (after lost edges, or at start-up): a line whose level
+        differs gets an edge then. No chip is judged from an edge any more.
 
         seq: the backend's last sequence number, or None to take the next edge's as given.
         """
+        out = [*self._tell_lock(), *self.settle(at_ns)]
         for seat, deb in enumerate(self._seats, start=1):
+            deb.unwatch()
             level = levels.get(seat)
             if level is not None:
                 deb.edge(level, at_ns)  # a repeated level is no edge
-        self.lockout_level = bool(levels.get(LOCKOUT, self.lockout_level))
+        level = levels.get(LOCKOUT)
+        if level is not None and self.lockout.edge(level, at_ns):
+            # Pressed when it could not be seen: the wagers recognised so far count.
+            out.append(LockoutPressed(at_ns=at_ns, resting_seats=None))
         self._last_seq = seq
+        return out
 
     def due_ns(self) -> int | None:
         due = [d for deb in self._seats if (d := deb.due_ns()) is not None]
+        if (d := self.lockout.due_ns()) is not None:
+            due.append(d)
+        if self._lock is not None:  # nothing after the press is decided before it is told
+            due = [d for d in due if d <= self._lock.at_ns]
+            due.append(self._lock.at_ns + self._reorder_ns)
         return min(due, default=None)
 
-    def settle(self, now_ns: int) -> list[ChipSensed]:
-        out = []
+    def settle(self, now_ns: int) -> list[GpioInput]:
+        """Everything decided by now: a lock-out edge no earlier edge can change any more,
+        the button released or held too long, and each seat's episodes and verdicts."""
+        out: list[GpioInput] = []
+        if self._lock is not None:
+            if now_ns >= self._lock.at_ns + self._reorder_ns:
+                out += self._tell_lock()
+            else:
+                now_ns = min(now_ns, self._lock.at_ns)  # nothing after it before it is told
+        return out + self._decide(now_ns)
+
+    def _decide(self, now_ns: int) -> list[GpioInput]:
+        out: list[GpioInput] = []
+        if (pressed := self.lockout.stuck(now_ns)) is not None:
+            out.append(LockoutHeld(since_ns=pressed, at_ns=now_ns))
+        if (up := self.lockout.released(now_ns)) is not None:
+            out.append(LockoutReleased(at_ns=up))
         for seat, deb in enumerate(self._seats, start=1):
-            decision = deb.settle(now_ns)
-            if decision is not None:
-                out.append(
-                    ChipSensed(seat=seat, present=decision.present, since_ns=decision.since_ns)
-                )
+            out += [
+                ChipSensed(seat=seat, present=d.present, since_ns=d.since_ns)
+                for d in deb.settle(now_ns)
+            ]
         return out
 
-    def resting(self) -> list[ChipSensed]:
-        """Chips that have rested past the debounce time and are still there."""
-        return [
-            ChipSensed(seat=seat, present=True, since_ns=since)
-            for seat, deb in enumerate(self._seats, start=1)
-            if (since := deb.resting_since()) is not None
-        ]
 
-
-# Who receives the inputs while a technician's walk test holds them.
-TestListener = Callable[[ChipSensed | LockoutPressed], None]
+# Who hears the inputs too while a technician's walk test runs.
+TestListener = Callable[[SensorInput], None]
 
 
 class TableGpio:
@@ -148,6 +263,9 @@ class TableGpio:
             seats,
             chip_present_ms=config.chip_present_ms,
             lockout_debounce_ms=config.lockout_debounce_ms,
+            chip_bounce_ms=config.chip_bounce_ms,
+            lockout_hold_max_ms=config.lockout_hold_max_ms,
+            reorder_ns=backend.info.reorder_ns,
         )
         self._lamps = [Lamp.OFF] * seats
         self._timer: asyncio.TimerHandle | None = None
@@ -160,9 +278,8 @@ class TableGpio:
         self.last_fault: str | None = None
 
     def start(self, levels: Levels) -> None:
-        """The lines' levels as claimed: chips resting since before start-up."""
-        self.inputs.resync(levels, self._clock_ns(), self.backend.last_seq)
-        self._schedule()
+        """The lines' levels as claimed: chips resting, or the button held, since before."""
+        self.resync(levels, self._clock_ns(), self.backend.last_seq)
 
     async def run(self) -> None:
         await self.backend.run(self)
@@ -170,42 +287,38 @@ class TableGpio:
     # --- EdgeSink: the backend delivers here, on the loop -------------------------------
 
     def edges(self, edges: Sequence[Edge]) -> None:
-        lost = False
         for edge in edges:
             self.edges_seen += 1
             self.coarsest_resolution_ns = max(self.coarsest_resolution_ns, edge.resolution_ns)
-            for event in self.inputs.take(edge):
-                if isinstance(event, GpioFault):
-                    lost = True
-                    self._fault(event)
-                else:
-                    self._deliver(event)
-        if lost:
+        events = self.inputs.take(edges)
+        for event in events:
+            self._deliver(event)
+        if any(isinstance(event, GpioFault) for event in events):
             levels = self.backend.read_levels()
             if levels is not None:
                 self.resync(levels, self._clock_ns())
         self._schedule()
 
     def fault(self, reason: str) -> None:
-        self._fault(GpioFault(reason=reason, at_ns=self._clock_ns()))
+        self._deliver(GpioFault(reason=reason, at_ns=self._clock_ns()))
 
     def resync(self, levels: Levels, t_ns: int, seq: int | None = None) -> None:
-        self.inputs.resync(levels, t_ns, seq)
+        for event in self.inputs.resync(levels, t_ns, seq):
+            self._deliver(event)
         self._schedule()
 
     # --------------------------------------------------------------------------------
 
-    def _fault(self, fault: GpioFault) -> None:
-        self.faults += 1
-        self.last_fault = fault.reason
-        log.error("gpio fault", reason=fault.reason, backend=self.backend.info.backend)
-        self._emit(fault)
-
-    def _deliver(self, event: ChipSensed | LockoutPressed) -> None:
-        if self.test_listener is not None:
+    def _deliver(self, event: GpioInput) -> None:
+        if isinstance(event, GpioFault):
+            self.faults += 1
+            self.last_fault = event.reason
+            log.error("gpio fault", reason=event.reason, backend=self.backend.info.backend)
+        elif self.test_listener is not None:
+            # The core hears them too: it keeps the sensors' levels, but a walk test's chip
+            # is never a wager and nothing is refused.
             self.test_listener(event)
-        else:
-            self._emit(event)
+        self._emit(event)
 
     def _schedule(self) -> None:
         if self._timer is not None:
@@ -217,15 +330,11 @@ class TableGpio:
             self._timer = asyncio.get_running_loop().call_later(delay_s, self.settle)
 
     def settle(self) -> None:
-        """Decide every episode that has rested by now (the timer; tests on a clock)."""
+        """Decide everything due by now (the timer; tests on a clock)."""
         self._timer = None
-        for chip in self.inputs.settle(self._clock_ns()):
-            self._deliver(chip)
+        for event in self.inputs.settle(self._clock_ns()):
+            self._deliver(event)
         self._schedule()
-
-    def report_resting(self) -> None:
-        for chip in self.inputs.resting():
-            self._deliver(chip)
 
     def set_lamp(self, seat: int, lamp: Lamp) -> None:
         self._lamps[seat - 1] = lamp

@@ -68,8 +68,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "reshuffle", help="the shuffler fault is cleared: reshuffle (649a.13(e))"
     )
     clear_fault = dealer_sub.add_parser(
-        "clear-fault", help="the sensors were checked after a GPIO fault: reopen betting"
+        "clear-fault",
+        help="the sensors were checked after a GPIO fault (or a stuck input was freed): "
+        "reopen betting",
     )
+    stuck = clear_fault.add_mutually_exclusive_group()
+    stuck.add_argument(
+        "--seat", type=int, metavar="SEAT", help="a stuck seat sensor (its chip lifted, repaired)"
+    )
+    stuck.add_argument("--lockout", action="store_true", help="a stuck lock-out button (freed)")
     for sp in (
         settle,
         deal,
@@ -134,6 +141,8 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         }
     if args.dealer_verb == "void":
         return {"cmd": "void", "reason": args.reason, **by}
+    if args.dealer_verb == "clear-fault" and (args.seat is not None or args.lockout):
+        return {"cmd": "clear-fault", "seat": args.seat, "lockout": args.lockout, **by}
     return {"cmd": args.dealer_verb, **by}
 
 

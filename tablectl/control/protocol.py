@@ -13,10 +13,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from tablectl.core.events import (
     ClearGpioFault,
+    ClearStuckInput,
     ConfirmDocumentation,
     DealRequested,
     DeviceAccepted,
@@ -100,10 +101,13 @@ class DeckRequest(_Request):
 
 
 class ClearFaultRequest(_Request):
-    """The sensors were checked after a GPIO fault: betting may reopen."""
+    """The sensors were checked after a GPIO fault: betting may reopen. With `seat` or
+    `lockout`: that stuck input was freed."""
 
     ROLES = frozenset({Role.DEALER, Role.TECHNICIAN})
     cmd: Literal["clear-fault"]
+    seat: Seat | None = None
+    lockout: StrictBool = False
 
 
 class DealRequest(_Request):
@@ -279,8 +283,12 @@ def to_input(request: _Request, peer: str) -> Event:
                 return NewDeckRegistered(by=by)
             case DeckRequest():
                 return ReshuffleRequested(by=by)
-            case ClearFaultRequest():
+            case ClearFaultRequest(seat=None, lockout=False):
                 return ClearGpioFault(by=by)
+            case ClearFaultRequest(seat=seat, lockout=lockout):
+                if seat is not None and lockout:
+                    raise RequestError("clear-fault: name a seat or the lock-out, not both")
+                return ClearStuckInput(seat=seat, by=by)
             case HitRequest(cmd="validate"):
                 return ValidateHit(hit_id=request.hit_id, by=by)
             case HitRequest():

@@ -63,11 +63,14 @@ class WagerRejected(Record):
     TYPE = "wager.rejected"
     round_id: int
     seat: int
-    reason: str  # after-lockout, table-closed
+    reason: str  # after-lockout, table-closed (a chip lifted before any round opened), sensor-stuck
     rule: str
 
 
 class WagerWithdrawn(Record):
+    """A wager no longer counts: its chip was lifted while betting, or was not on its sensor
+    at the lock-out edge, or left it before resting (docs/gpio.md, the lock-out rule)."""
+
     TYPE = "wager.withdrawn"
     round_id: int
     seat: int
@@ -119,6 +122,28 @@ class GpioFaultRecord(Record):
 class GpioFaultCleared(Record):
     TYPE = "gpio.fault_cleared"
     reason: str
+    by: str
+
+
+class InputStuck(Record):
+    """A stuck input: the lock-out button held or never released (betting stays closed), or
+    a seat's sensor occupied through too many rounds or while the cards are dealt (that
+    seat's wagers are refused). It stands until a person frees the input and clears it."""
+
+    TYPE = "gpio.input_stuck"
+    input: str  # lock-out-button, seat-sensor
+    seat: int | None
+    cause: str  # held, not-released, occupied-rounds, occupied-during-deal
+    round_id: int
+    round_locked: bool  # the round was taking bets and is locked out by this fault
+    rule: str
+
+
+class InputStuckCleared(Record):
+    TYPE = "gpio.input_stuck_cleared"
+    input: str
+    seat: int | None
+    cause: str
     by: str
 
 
@@ -444,6 +469,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         MeterContribution,
         GpioFaultRecord,
         GpioFaultCleared,
+        InputStuck,
+        InputStuckCleared,
         SensorTestStartedRecord,
         SensorTestEndedRecord,
         ShuffleStartedRecord,
@@ -513,10 +540,4 @@ class DealCards(BaseModel):
     stacks: tuple[int, ...]
 
 
-class ReportRestingChips(BaseModel):
-    """Betting opened: report chips already resting on sensors, placed before it opened."""
-
-    model_config = ConfigDict(frozen=True)
-
-
-Effect = Record | SeatLamp | RequestShuffle | DealCards | ReportRestingChips
+Effect = Record | SeatLamp | RequestShuffle | DealCards

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from tablectl.core.compat import Evolving
 from tablectl.core.games import GameConfig
@@ -43,6 +43,19 @@ class Input(Evolving, BaseModel):  # BaseModel named too, for linters
     VERSION: ClassVar[int] = 1
 
 
+class SensorRules(BaseModel):
+    """How the core watches the seat sensors for stuck inputs (the config's gpio section)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # A seat sensor occupied during the betting of more rounds than this is stuck: the
+    # dealer collects every wager before the cards are dealt (649a.8(b), 653a.8(b)).
+    stuck_rounds: int = Field(default=1, ge=1)
+
+
+RULES_REVISION = 2
+
+
 class TableRules(BaseModel):
     """What the core needs of a table's configuration: seats, decks and its game's rules."""
 
@@ -54,6 +67,15 @@ class TableRules(BaseModel):
     # An automated dealing shoe reads the cards: hands are formed from what it read, and the
     # dealer types a hand only for a shoe marked out of order (649a.13(g), 643a.13(g)).
     shoe: bool = False
+    # The core keeps each seat sensor's level and the lock-out button's, decides a chip that
+    # rests before a round opens once (when it opens, or when it is lifted) and finds stuck
+    # inputs. None only in journals written before it did (docs/gpio.md, Journals): those
+    # replay as they were written.
+    sensors: SensorRules | None = SensorRules()
+    # Which revision of the core's own rules the journal was written under, so a journal
+    # replays as it was written: 1, before issue 14 (no sensor levels; a shoe fault did not
+    # hold the table until `dealer clear-shoe`); 2 since.
+    revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
 
 
 class PowerUp(Input):
@@ -61,6 +83,16 @@ class PowerUp(Input):
 
     TYPE = "power_up"
     rules: TableRules
+
+    @model_validator(mode="before")
+    @classmethod
+    def _journaled_before_sensor_rules(cls, data: Any) -> Any:
+        # A power-up journaled before TableRules had `sensors` ran without them, under the
+        # core's first revision.
+        rules = data.get("rules") if isinstance(data, dict) else None
+        if isinstance(rules, dict) and "sensors" not in rules:
+            return {**data, "rules": {**rules, "sensors": None, "revision": 1}}
+        return data
 
 
 # --- seat sensors and the lock-out button --------------------------------------------
@@ -92,6 +124,26 @@ class LockoutPressed(Input):
     at_ns: int
     undecided_seats: tuple[int, ...] = ()
     resolution_ns: int = 1
+    # Seats whose chip was on the sensor at the edge and had rested (docs/gpio.md, the
+    # lock-out rule): with undecided_seats, the only seats that may count. A wager on any
+    # other seat was lifted before the edge and is withdrawn. None: not reported (journals
+    # written before it was, and locks without an edge): the wagers recognised so far count.
+    resting_seats: tuple[int, ...] | None = None
+
+
+class LockoutReleased(Input):
+    """The lock-out button is up again (it stayed up for lockout_debounce_ms)."""
+
+    TYPE = "lockout_released"
+    at_ns: int
+
+
+class LockoutHeld(Input):
+    """The lock-out button has stayed down past gpio.lockout_hold_max_ms: a stuck input."""
+
+    TYPE = "lockout_held"
+    since_ns: int  # the press
+    at_ns: int
 
 
 def placed_before_lockout(since_ns: int, at_ns: int, resolution_ns: int) -> bool:
@@ -328,6 +380,14 @@ class ClearGpioFault(Command):
     TYPE = "clear_gpio_fault"
 
 
+class ClearStuckInput(Command):
+    """The dealer or a technician freed a stuck input: the lock-out button (seat None), or a
+    seat's sensor. Its bets are taken again."""
+
+    TYPE = "clear_stuck_input"
+    seat: int | None = None
+
+
 class SensorTestStarted(Command):
     """A technician's walk test takes the sensors and lamps: no round opens meanwhile."""
 
@@ -362,8 +422,11 @@ Event = (
     PowerUp
     | ChipSensed
     | LockoutPressed
+    | LockoutReleased
+    | LockoutHeld
     | GpioFault
     | ClearGpioFault
+    | ClearStuckInput
     | SensorTestStarted
     | SensorTestEnded
     | ShuffleStarted
@@ -399,8 +462,11 @@ INPUT_TYPES: dict[str, type[Event]] = {
         PowerUp,
         ChipSensed,
         LockoutPressed,
+        LockoutReleased,
+        LockoutHeld,
         GpioFault,
         ClearGpioFault,
+        ClearStuckInput,
         SensorTestStarted,
         SensorTestEnded,
         ShuffleStarted,

@@ -18,7 +18,6 @@ from tablectl.core.effects import (
     DealCards,
     Effect,
     Lamp,
-    ReportRestingChips,
     RequestShuffle,
     SeatLamp,
 )
@@ -27,6 +26,7 @@ from tablectl.core.events import (
     Cards,
     ChipSensed,
     ClearGpioFault,
+    ClearStuckInput,
     ConfirmDocumentation,
     DealRequested,
     DealRequestFailed,
@@ -37,7 +37,9 @@ from tablectl.core.events import (
     DeviceReportConflict,
     Event,
     GpioFault,
+    LockoutHeld,
     LockoutPressed,
+    LockoutReleased,
     NewDeckRegistered,
     PowerUp,
     ReshuffleRequested,
@@ -99,6 +101,28 @@ class HitEntry(BaseModel):
         )
 
 
+class StuckCause(StrEnum):
+    HELD = "held"  # the lock-out button down past gpio.lockout_hold_max_ms
+    NOT_RELEASED = "not-released"  # ... and still down when the next round would open
+    OCCUPIED_ROUNDS = "occupied-rounds"  # a seat sensor occupied past gpio.sensor_stuck_rounds
+    OCCUPIED_DURING_DEAL = "occupied-during-deal"  # the wagers are collected before the deal
+
+
+class StuckInput(BaseModel):
+    """A stuck input, until a person frees it and clears it: the lock-out button (seat None;
+    betting stays closed) or one seat's sensor (that seat's wagers are refused)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seat: int | None
+    cause: StuckCause
+    round_id: int  # the round it was found in
+
+    @property
+    def input(self) -> str:
+        return "lock-out-button" if self.seat is None else "seat-sensor"
+
+
 class Deal(BaseModel):
     """The shoe's deal of the round in play: the plan's stacks and the cards read so far.
 
@@ -134,7 +158,19 @@ class RefusedEvent(BaseModel):
 
 class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     model_config = ConfigDict(frozen=True, extra="forbid")
-    LATER_FIELDS = frozenset({"shoe_fault", "events_refused", "shuffle_refused", "deal_refused"})
+    LATER_FIELDS = frozenset(
+        {
+            "shoe_fault",
+            "events_refused",
+            "shuffle_refused",
+            "deal_refused",
+            # The inputs as the core last heard them (rules.sensors).
+            "occupied",
+            "waiting",
+            "lockout_held",
+            "stuck_inputs",
+        }
+    )
 
     game: str
     phase: Phase = Phase.CLOSED
@@ -169,6 +205,13 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     events_refused: dict[str, RefusedEvent] = {}  # device -> where its event stream stopped
     shuffle_refused: str | None = None  # why the shuffler will not take SHUFFLE (asked again)
     deal_refused: str | None = None  # why the shoe did not take the last DEAL
+    # The inputs as the core last heard them (rules.sensors): seat -> the rounds whose
+    # betting its chip has been there for; chips that arrived while the table was closed,
+    # decided once (accepted when a round opens, refused when lifted first); the button.
+    occupied: dict[int, int] = {}
+    waiting: tuple[int, ...] = ()
+    lockout_held: bool = False
+    stuck_inputs: tuple[StuckInput, ...] = ()
 
     @property
     def accepting_wagers(self) -> bool:
@@ -209,7 +252,10 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
     fx: list[Effect] = []
     state = _apply(rules, game, state, event, fx)
-    state = _advance(rules, state, fx)
+    if rules.revision < 2 and state.shoe_fault is not None:
+        # The first revision kept no standing shoe fault: its journals replay as written.
+        state = state.model_copy(update={"shoe_fault": None})
+    state = _advance(rules, game, state, fx)
     return state, fx
 
 
@@ -223,17 +269,44 @@ def _apply(
             if s.phase is Phase.BETTING:
                 s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
             if s.phase is Phase.LOCKED and not s.counted:
-                s = _finish_count(game, s.model_copy(update={"undecided": ()}), fx)
+                s = _finish_count(game, _drop_undecided(s, fx), fx)
             # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
-            # was running ended with the daemon; a GPIO fault stays until a person clears it.
-            return _unverify(s).model_copy(update={"sensor_test": None, "deal_refused": None})
+            # was running ended with the daemon; a GPIO fault stays until a person clears it,
+            # and so does a stuck input. The inputs' levels are read again from the lines.
+            return _unverify(s).model_copy(
+                update={
+                    "sensor_test": None,
+                    "deal_refused": None,
+                    "occupied": {},
+                    "waiting": (),
+                    "lockout_held": False,
+                }
+            )
         case ChipSensed():
             return _chip(rules, game, s, event, fx)
         case LockoutPressed(at_ns=at_ns, undecided_seats=undecided):
+            if rules.sensors is not None:
+                s = s.model_copy(update={"lockout_held": True})
             if s.phase is not Phase.BETTING:
                 return s.model_copy(update={"counters": _count(s, "lockout_presses_ignored")})
             s = s.model_copy(update={"lockout_resolution_ns": event.resolution_ns})
-            return _lock(game, s, fx, cause="lockout-button", at_ns=at_ns, undecided=undecided)
+            return _lock(
+                game,
+                s,
+                fx,
+                cause="lockout-button",
+                at_ns=at_ns,
+                undecided=undecided,
+                resting=event.resting_seats,
+            )
+        case LockoutReleased():
+            return s.model_copy(update={"lockout_held": False})
+        case LockoutHeld():
+            # Between rounds, the round waiting to open would have no working lock-out.
+            cause = StuckCause.NOT_RELEASED if s.phase is Phase.CLOSED else StuckCause.HELD
+            return _stuck(game, s, None, cause, fx)
+        case ClearStuckInput():
+            return _clear_stuck(s, event, fx)
         case GpioFault(reason=reason):
             return _gpio_fault(game, s, reason, fx)
         case ClearGpioFault(by=by):
@@ -286,7 +359,11 @@ def _apply(
         case DeviceLinkReset():
             return _link_reset(s, event, fx)
         case DealRequested():
-            return _deal(rules, game, s, event, fx)
+            s = _deal(rules, game, s, event, fx)
+            # 649a.10(a)(2), 653a.10(a)(2): the wagers were collected before the shoe deals.
+            for seat in sorted(s.occupied):
+                s = _stuck(game, s, seat, StuckCause.OCCUPIED_DURING_DEAL, fx)
+            return s
         case DealRequestFailed(reason=reason):
             fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=reason))
             s = s.model_copy(update={"deal_refused": reason})
@@ -354,7 +431,7 @@ def _apply(
     raise AssertionError(f"unhandled input {event!r}")
 
 
-def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
+def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
     usable = (
         s.blocked is None
@@ -368,7 +445,9 @@ def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
         or s.shoe_out_of_order
         or (s.shoe_fault is None and "shoe" not in s.events_refused)
     )
-    sensors_ok = s.gpio_fault is None and s.sensor_test is None
+    # No round opens while the lock-out button is down: it could not lock that round out.
+    lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
+    sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
     ready = s.deck_ready and usable and shoe_ok and sensors_ok and not s.hits_pending
     if s.phase is Phase.CLOSED and ready:
         s = s.model_copy(
@@ -388,7 +467,7 @@ def _advance(rules: TableRules, s: TableState, fx: list[Effect]) -> TableState:
             }
         )
         fx.append(rec.RoundOpened(round_id=s.round_id))
-        fx.append(ReportRestingChips())
+        s = _chips_resting_at_open(rules, game, s, fx)
     # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
     decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
     if usable and not s.deck_ready and not s.shuffle_requested and decks_free > 0:
@@ -417,38 +496,193 @@ def _reject(game: TableGame, s: TableState, seat: int, reason: str, fx: list[Eff
     return s.model_copy(update={"counters": _count(s, "wagers_rejected")})
 
 
+def _withdraw(s: TableState, seat: int, fx: list[Effect]) -> TableState:
+    fx.append(rec.WagerWithdrawn(round_id=s.round_id, seat=seat))
+    fx.append(SeatLamp(seat=seat, lamp=Lamp.OFF))
+    return s.model_copy(update={"wagers": {k: v for k, v in s.wagers.items() if k != seat}})
+
+
 def _chip(
     rules: TableRules, game: TableGame, s: TableState, chip: ChipSensed, fx: list[Effect]
 ) -> TableState:
     seat, present = chip.seat, chip.present
     if not 1 <= seat <= rules.seats:
         return s.model_copy(update={"counters": _count(s, "unknown_seat_events")})
+    if rules.sensors is None:
+        return _chip_as_journaled_before(game, s, chip, fx)
+    s = _sensed(s, seat, present)
+    if s.sensor_test is not None:
+        return s  # a walk test's chip: never a wager, nothing to refuse
+    if present and _dealing(s):
+        # 649a.10(a)(2), 653a.10(a)(2): the wagers were collected before the shoe deals.
+        s = _stuck(game, s, seat, StuckCause.OCCUPIED_DURING_DEAL, fx)
+    if s.phase is Phase.BETTING:
+        if present and seat not in s.wagers:
+            if _seat_stuck(s, seat):
+                return _reject(game, s, seat, "sensor-stuck", fx)
+            return _accept(game, s, seat, fx, late=False)
+        if not present and seat in s.wagers:
+            return _withdraw(s, seat, fx)
+        return s
+    if s.phase is Phase.CLOSED:
+        # A chip resting before the round opens is decided once: it is a wager when the round
+        # opens (_chips_resting_at_open), or refused if it is lifted first.
+        if present:
+            return s.model_copy(update={"waiting": tuple(sorted({*s.waiting, seat}))})
+        if seat in s.waiting:
+            s = s.model_copy(update={"waiting": tuple(x for x in s.waiting if x != seat)})
+            return _reject(game, s, seat, "table-closed", fx)
+        return s
+    if seat in s.undecided:
+        return _decide_after_edge(game, s, chip, fx)
+    if present and seat not in s.wagers:
+        return _reject(game, s, seat, "after-lockout", fx)
+    return s
+
+
+def _chip_as_journaled_before(
+    game: TableGame, s: TableState, chip: ChipSensed, fx: list[Effect]
+) -> TableState:
+    """A chip as decided before the core kept the sensors' levels (rules.sensors is None):
+    journals written then replay as they were written."""
+    seat, present = chip.seat, chip.present
     if s.phase is Phase.BETTING:
         if present and seat not in s.wagers:
             return _accept(game, s, seat, fx, late=False)
         if not present and seat in s.wagers:
-            fx.append(rec.WagerWithdrawn(round_id=s.round_id, seat=seat))
-            fx.append(SeatLamp(seat=seat, lamp=Lamp.OFF))
-            return s.model_copy(update={"wagers": {k: v for k, v in s.wagers.items() if k != seat}})
+            return _withdraw(s, seat, fx)
         return s
     if s.phase is Phase.LOCKED and seat in s.undecided:
-        # The chip was on its way before the edge; its episode is decided now.
-        s = s.model_copy(update={"undecided": tuple(x for x in s.undecided if x != seat)})
-        assert s.lockout_at_ns is not None
-        if present and placed_before_lockout(
-            chip.since_ns, s.lockout_at_ns, s.lockout_resolution_ns
-        ):
-            s = _accept(game, s, seat, fx, late=True)
-            s = s.model_copy(
-                update={"decided_after_lockout": tuple(sorted({*s.decided_after_lockout, seat}))}
-            )
-        elif present:
-            s = _reject(game, s, seat, "after-lockout", fx)
-        return s if s.undecided else _finish_count(game, s, fx)
+        return _decide_after_edge(game, s, chip, fx)
     if present and seat not in s.wagers:
         reason = "after-lockout" if s.phase is Phase.LOCKED else "table-closed"
         return _reject(game, s, seat, reason, fx)
     return s
+
+
+def _sensed(s: TableState, seat: int, present: bool) -> TableState:
+    """The seat's sensor as decided: a chip that arrives while bets are taken has been there
+    for this round's betting; one that arrives otherwise, for none yet."""
+    if present == (seat in s.occupied):
+        return s
+    if present:
+        occupied = {**s.occupied, seat: 1 if s.phase is Phase.BETTING else 0}
+    else:
+        occupied = {k: v for k, v in s.occupied.items() if k != seat}
+    return s.model_copy(update={"occupied": occupied})
+
+
+def _decide_after_edge(
+    game: TableGame, s: TableState, chip: ChipSensed, fx: list[Effect]
+) -> TableState:
+    """A chip that was on its sensor at the edge but had not rested: decided now, once its
+    contact has rested or broken (docs/gpio.md, the lock-out rule)."""
+    seat = chip.seat
+    s = s.model_copy(update={"undecided": tuple(x for x in s.undecided if x != seat)})
+    assert s.lockout_at_ns is not None
+    counts = chip.present and placed_before_lockout(
+        chip.since_ns, s.lockout_at_ns, s.lockout_resolution_ns
+    )
+    if counts and seat in s.wagers:
+        pass  # the wager it already was stands: it rested
+    elif counts and not _seat_stuck(s, seat):
+        s = _accept(game, s, seat, fx, late=True)
+        s = s.model_copy(
+            update={"decided_after_lockout": tuple(sorted({*s.decided_after_lockout, seat}))}
+        )
+    elif seat in s.wagers:
+        s = _withdraw(s, seat, fx)  # it left its sensor before resting
+    elif chip.present:
+        s = _reject(game, s, seat, "sensor-stuck" if counts else "after-lockout", fx)
+    return s if s.undecided else _finish_count(game, s, fx)
+
+
+def _drop_undecided(s: TableState, fx: list[Effect]) -> TableState:
+    """Chips still to be decided from the edge cannot be confirmed any more (a fault, a
+    restart): none counts."""
+    for seat in s.undecided:
+        if seat in s.wagers:
+            s = _withdraw(s, seat, fx)
+    return s.model_copy(update={"undecided": ()})
+
+
+def _chips_resting_at_open(
+    rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
+) -> TableState:
+    """Betting opened: each chip already resting on its sensor is a wager now, decided once
+    (649a.2(c)(2): placed before "no more bets"), unless its sensor has been occupied for the
+    betting of more rounds than gpio.sensor_stuck_rounds allows."""
+    if rules.sensors is None:
+        return s
+    occupied: dict[int, int] = {}
+    for seat, rounds in sorted(s.occupied.items()):
+        occupied[seat] = rounds + 1
+        if rounds + 1 > rules.sensors.stuck_rounds:
+            s = _stuck(game, s, seat, StuckCause.OCCUPIED_ROUNDS, fx)
+        if not _seat_stuck(s, seat):
+            s = _accept(game, s, seat, fx, late=False)
+        elif seat in s.waiting:
+            s = _reject(game, s, seat, "sensor-stuck", fx)
+    return s.model_copy(update={"occupied": occupied, "waiting": ()})
+
+
+def _seat_stuck(s: TableState, seat: int) -> bool:
+    return any(f.seat == seat for f in s.stuck_inputs)
+
+
+def _stuck(
+    game: TableGame, s: TableState, seat: int | None, cause: StuckCause, fx: list[Effect]
+) -> TableState:
+    """A stuck input, journaled once. A stuck lock-out cannot prevent the recognition of a
+    late wager (649a.2(c)(2)): betting stays closed. A stuck sensor cannot tell a wager from
+    none: its seat's wagers are refused (649a.2(c)(1), and the dealer collects the wagers
+    before the deal, 649a.8(b))."""
+    if any(f.seat == seat for f in s.stuck_inputs):
+        return s
+    fault = StuckInput(seat=seat, cause=cause, round_id=s.round_id)
+    betting = seat is None and s.phase is Phase.BETTING
+    rule = game.table_wager.lockout_rule if seat is None else game.table_wager.count_rule
+    fx.append(
+        rec.InputStuck(
+            input=fault.input,
+            seat=seat,
+            cause=cause.value,
+            round_id=s.round_id,
+            round_locked=betting,
+            rule=rule,
+        )
+    )
+    s = s.model_copy(
+        update={
+            "stuck_inputs": (*s.stuck_inputs, fault),
+            "counters": _count(s, "inputs_stuck"),
+        }
+    )
+    if betting:
+        s = _lock(game, s, fx, cause="lockout-stuck", at_ns=None, undecided=())
+    return s
+
+
+def _clear_stuck(s: TableState, event: ClearStuckInput, fx: list[Effect]) -> TableState:
+    seat = event.seat
+    what = "the lock-out button" if seat is None else f"seat {seat}'s sensor"
+    fault = next((f for f in s.stuck_inputs if f.seat == seat), None)
+    if fault is None:
+        stuck = ", ".join(
+            "the lock-out button" if f.seat is None else f"seat {f.seat}" for f in s.stuck_inputs
+        )
+        raise Rejected(f"{what} is not stuck; stuck inputs: {stuck or 'none'}")
+    if seat is None and s.lockout_held:
+        raise Rejected("the lock-out button still reads pressed: free it, then clear")
+    if seat is not None and seat in s.occupied:
+        raise Rejected(
+            f"seat {seat}'s sensor still reads occupied: lift the chip or repair the sensor, "
+            "then clear"
+        )
+    fx.append(
+        rec.InputStuckCleared(input=fault.input, seat=seat, cause=fault.cause.value, by=event.by)
+    )
+    return s.model_copy(update={"stuck_inputs": tuple(f for f in s.stuck_inputs if f != fault)})
 
 
 def _lock(
@@ -459,10 +693,23 @@ def _lock(
     cause: str,
     at_ns: int | None,
     undecided: tuple[int, ...],
+    resting: tuple[int, ...] | None = None,
 ) -> TableState:
-    """No more bets (649a.8(b), 653a.8(b), 643a.8(b)): nothing placed after the edge counts."""
-    pending = tuple(sorted(set(undecided) - set(s.wagers)))
-    seats = sorted(s.wagers)
+    """No more bets (649a.8(b), 653a.8(b), 643a.8(b)): nothing placed after the edge counts.
+
+    resting: the seats whose chip was on its sensor at the edge and had rested. Given, the
+    edge decides (docs/gpio.md, the lock-out rule): a wager whose chip was not on its sensor
+    at the edge is withdrawn, and one that had not rested is decided again from the edge.
+    None (a lock without an edge, journals from before): the wagers recognised so far count.
+    """
+    if resting is None:
+        pending = tuple(sorted(set(undecided) - set(s.wagers)))
+    else:
+        pending = tuple(sorted(set(undecided)))
+        for seat in sorted(s.wagers):
+            if seat not in resting and seat not in pending:
+                s = _withdraw(s, seat, fx)
+    seats = sorted(set(s.wagers) - set(pending))
     fx.append(
         rec.RoundLocked(
             round_id=s.round_id,
@@ -492,7 +739,7 @@ def _gpio_fault(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -
         s = _lock(game, s, fx, cause="gpio-fault", at_ns=None, undecided=())
     elif s.phase is Phase.LOCKED and not s.counted:
         # The chips still resting cannot be confirmed from edges that may be lost.
-        s = _finish_count(game, s.model_copy(update={"undecided": ()}), fx)
+        s = _finish_count(game, _drop_undecided(s, fx), fx)
     return s.model_copy(update={"gpio_fault": reason, "counters": _count(s, "gpio_faults")})
 
 

@@ -67,6 +67,7 @@ class BlockCause(StrEnum):
     SHOE_FAULT = "shoe-fault"  # a shoe jam or failure to deal (649a.13(f)): the shoe is cleared
     PENDING_JACKPOT = "pending-jackpot"  # a hit waits for a floorperson (649a.11(c)(5))
     GPIO_FAULT = "gpio-fault"  # the sensors cannot be trusted until a person clears it
+    STUCK_INPUT = "stuck-input"  # a stuck lock-out button (a stuck seat sensor blocks one seat)
     DEVICE_NOT_ACCEPTED = "device-not-accepted"  # another device waits for a technician
     SENSOR_TEST = "sensor-test"  # a technician's walk test holds the sensors
     LINK_DOWN = "link-down"  # the floor link (its records come with the link controller)
@@ -84,6 +85,11 @@ def _device(record: Record) -> str:
     if isinstance(record, rec.DeviceIdentifiedRecord | rec.DeviceAcceptedRecord):
         return record.device
     return ""
+
+
+def _lockout_stuck(record: Record) -> bool:
+    """Only a stuck lock-out button blocks the table; a stuck seat sensor blocks one seat."""
+    return isinstance(record, rec.InputStuck | rec.InputStuckCleared) and record.seat is None
 
 
 def _device_refused(record: Record) -> bool:
@@ -117,6 +123,14 @@ BLOCK_RULES: tuple[BlockRule, ...] = (
     ),
     BlockRule(BlockCause.PENDING_JACKPOT, rec.JackpotHit, (rec.JackpotReleased,)),
     BlockRule(BlockCause.GPIO_FAULT, rec.GpioFaultRecord, (rec.GpioFaultCleared,)),
+    BlockRule(
+        BlockCause.STUCK_INPUT,
+        rec.InputStuck,
+        (rec.InputStuckCleared,),
+        opens=_lockout_stuck,
+        closes=_lockout_stuck,
+        key=_no_key,
+    ),
     BlockRule(
         BlockCause.DEVICE_NOT_ACCEPTED,
         rec.DeviceIdentifiedRecord,

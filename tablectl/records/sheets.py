@@ -57,6 +57,8 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.MeterContribution: (Sheet.CONTRIBUTIONS,),
     rec.GpioFaultRecord: (Sheet.DEVICE_EVENTS,),
     rec.GpioFaultCleared: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
+    rec.InputStuck: (Sheet.DEVICE_EVENTS,),
+    rec.InputStuckCleared: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.SensorTestStartedRecord: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.SensorTestEndedRecord: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.ShuffleStartedRecord: (),

@@ -28,7 +28,6 @@ from tablectl.core.effects import (
     DealCards,
     Effect,
     Lamp,
-    ReportRestingChips,
     RequestShuffle,
     SeatLamp,
 )
@@ -319,7 +318,6 @@ class Daemon:
             store.close()
             raise StartupError(f"GPIO unavailable: {exc}") from None
         self.gpio = TableGpio(cfg.gpio, backend, seats=cfg.table.seats, emit=self.post)
-        self.gpio.start(levels)
         if backend.info.polled:
             log.warning(
                 "GPIO is polled: edges are stamped at each read",
@@ -331,6 +329,8 @@ class Daemon:
                 self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
+                # Then the inputs as the lines read now: chips resting, the button held.
+                self.gpio.start(levels)
                 # The lamps say what the journal says: recognised wagers, wins to verify.
                 for seat in self.state.wagers:
                     self.gpio.set_lamp(seat, Lamp.ON)
@@ -508,8 +508,6 @@ class Daemon:
                 deal = self._tasks.create_task(
                     self._request_deal(effect.stacks), name="deal-request"
                 )
-            elif isinstance(effect, ReportRestingChips):
-                self.gpio.report_resting()
         return deal
 
     async def _request_shuffle(self) -> None:
@@ -698,6 +696,7 @@ class Daemon:
             "shuffler_fault": s.shuffler_fault,
             "shoe_fault": s.shoe_fault,
             "gpio_fault": s.gpio_fault,
+            "lockout_held": s.lockout_held,
             "sensor_test": s.sensor_test,
             "gpio": self.gpio.status(),
             "blocked": s.blocked,

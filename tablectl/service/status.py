@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tablectl.core.round import Phase, RefusedEvent, TableState
+from tablectl.core.round import Phase, RefusedEvent, StuckCause, StuckInput, TableState
 from tablectl.util.money import dollars
 
 KNOWN_DEVICES = ("shuffler", "shoe")
@@ -30,6 +30,7 @@ class Stops(StrEnum):
     ROUNDS = "rounds"  # no round opens
     DEALING = "dealing"  # the shoe does not deal
     SHUFFLING = "shuffling"  # no deck is shuffled and counted
+    SEAT = "seat"  # one seat's wagers are refused; the other seats play on
     NOTHING = "nothing"  # shown, but the table plays on (e.g. the broker: events wait)
 
 
@@ -276,6 +277,57 @@ def _gpio(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
+STUCK_WHAT = {
+    StuckCause.HELD: "held down past gpio.lockout_hold_max_ms",
+    StuckCause.NOT_RELEASED: "still down when the next round would open",
+    StuckCause.OCCUPIED_ROUNDS: "occupied through more rounds than gpio.sensor_stuck_rounds",
+    StuckCause.OCCUPIED_DURING_DEAL: "occupied while the cards were dealt",
+}
+
+
+def _stuck(s: TableState, shoe: bool) -> Iterator[_Found]:
+    """A stuck lock-out button closes betting; a stuck seat sensor refuses that seat's wagers
+    (649a.2(c)): each until a person frees the input and clears it (docs/gpio.md)."""
+    for stuck in s.stuck_inputs:
+        yield _stuck_input(stuck)
+    if (
+        s.lockout_held
+        and s.phase is Phase.CLOSED
+        and not any(f.seat is None for f in s.stuck_inputs)
+    ):
+        yield _Found(
+            FaultView(
+                what="lockout-held",
+                device="gpio",
+                cause="the lock-out button is down: it could not lock a round out",
+                stops=Stops.ROUNDS,
+                remedy="release the lock-out button",
+                command=None,
+            )
+        )
+
+
+def _stuck_input(stuck: StuckInput) -> _Found:
+    lockout = stuck.seat is None
+    name = "lock-out button" if lockout else f"seat {stuck.seat} sensor"
+    return _Found(
+        FaultView(
+            what="stuck-input",
+            device="gpio",
+            cause=f"{name} {STUCK_WHAT[stuck.cause]} (since round {stuck.round_id})",
+            stops=Stops.ROUNDS if lockout else Stops.SEAT,
+            remedy="free the button" if lockout else "lift the chip or repair the sensor",
+            command="tablectl dealer clear-fault "
+            + ("--lockout" if lockout else f"--seat {stuck.seat}")
+            + f" {WHO}",
+        ),
+        ("gpio.input_stuck",),
+        {"seat": stuck.seat, "cause": stuck.cause.value}
+        if not lockout
+        else {"cause": stuck.cause.value},
+    )
+
+
 def _people(s: TableState, shoe: bool) -> Iterator[_Found]:
     for hit in s.hits_pending:
         validate = hit.validated_by is None
@@ -330,6 +382,7 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _shuffler,
     _shoe,
     _gpio,
+    _stuck,
     _people,
 )
 

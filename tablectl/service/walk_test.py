@@ -1,9 +1,10 @@
 """The technician's walk tests: each seat's sensor and lamp, the lock-out button, the shoe.
 
 While a test runs the core holds the table (no round opens: `SensorTestStarted`), and the
-debounced inputs go to the test instead of the core, so a chip placed for the test is never
-a wager. Each step reports what the sensors saw and the coarsest edge resolution, and the
-test's result is journaled (`gpio.test_ended`).
+debounced inputs go to the test; the core hears them too, to keep the sensors' levels, but a
+chip placed for the test is never a wager and nothing is refused. Each step reports what the
+sensors saw and the coarsest edge resolution, and the test's result is journaled
+(`gpio.test_ended`).
 
 The shoe test has the shoe deal a few cards of a test deck outside any round: each card it
 reads is reported to the technician (never journaled or published: the card order stays on
@@ -38,7 +39,7 @@ from tablectl.core.events import (
     ShoeStackDealt,
 )
 from tablectl.core.round import Rejected
-from tablectl.drivers.gpio.table_io import TableGpio
+from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
 
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
@@ -53,7 +54,7 @@ class WalkTest:
     def __init__(self, gpio: TableGpio, test: str) -> None:
         self.gpio = gpio
         self.test = test
-        self.events: asyncio.Queue[ChipSensed | LockoutPressed] = asyncio.Queue()
+        self.events: asyncio.Queue[SensorInput] = asyncio.Queue()
         self.passed: list[int] = []
         self.failed: list[int] = []
         gpio.coarsest_resolution_ns = 0
