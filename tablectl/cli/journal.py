@@ -27,11 +27,13 @@ from tablectl.cli.common import (
     path_arg,
 )
 from tablectl.config import load_config
+from tablectl.store.chain import hash_v_column
 from tablectl.store.journal import JournalReader, canonical_json, journal_ts, open_read_only
 from tablectl.util.files import permission_advice
 
 FOLLOW_POLL_S = 0.5  # how often `tail -f` looks for new rows
-EXPORT_FIELDS = ("seq", "event_id", "ts", "boot_id", "type", "data", "prev_hash", "hash")
+# hash_v: the formula of hash (store/chain.py); 2 covers every column, boot_id included.
+EXPORT_FIELDS = ("seq", "event_id", "ts", "boot_id", "type", "data", "prev_hash", "hash", "hash_v")
 _RELATIVE = re.compile(r"^-?(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -112,8 +114,9 @@ def _database(args: argparse.Namespace) -> Path:
 
 
 def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
+    names = [hash_v_column(db) if f == "hash_v" else f for f in EXPORT_FIELDS]
     cur = db.execute(
-        f"SELECT {', '.join(EXPORT_FIELDS)} FROM journal WHERE {where} ORDER BY seq",  # noqa: S608 - fixed column names
+        f"SELECT {', '.join(names)} FROM journal WHERE {where} ORDER BY seq",  # noqa: S608 - fixed column names
         params,
     )
     for r in cur:

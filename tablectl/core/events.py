@@ -358,6 +358,17 @@ class ConfirmDocumentation(Command):
     hit_id: str
 
 
+class JournalRecovered(Command):
+    """A technician accepted what `tablectl journal recover` mends in a journal that failed its
+    integrity checks (store/integrity.py): the checks that failed, what was accepted and what
+    was done. The daemon refuses to start on such a journal until this is journaled."""
+
+    TYPE = "journal_recovered"
+    accepted: tuple[str, ...]
+    problems: tuple[str, ...]
+    done: tuple[str, ...]
+
+
 Event = (
     PowerUp
     | ChipSensed
@@ -391,6 +402,7 @@ Event = (
     | ReshuffleRequested
     | ValidateHit
     | ConfirmDocumentation
+    | JournalRecovered
 )
 
 INPUT_TYPES: dict[str, type[Event]] = {
@@ -428,6 +440,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ReshuffleRequested,
         ValidateHit,
         ConfirmDocumentation,
+        JournalRecovered,
     )
 }
 
