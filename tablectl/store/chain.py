@@ -194,20 +194,20 @@ def walk_rows(db: sqlite3.Connection) -> RowWalk:
     )
     for seq, event_id, ts, boot_id, type_, data, prev_hash, digest, version in cur:
         if seq != expected:
-            why = f"seq {seq} follows seq {expected - 1}: rows are missing between them"
+            why = f"it follows seq {expected - 1}: rows are missing between them"
             return RowWalk(count, formula_2_from, ChainBreak(seq, why))
         if prev_hash != prev:
-            why = f"seq {seq} does not chain to seq {seq - 1}"
+            why = "its prev_hash is not the hash of the row before"
             return RowWalk(count, formula_2_from, ChainBreak(seq, why))
         if version < newest:
-            why = f"seq {seq} is hashed with formula {version} after rows hashed with {newest}"
+            why = f"it is hashed with formula {version}, after rows hashed with {newest}"
             return RowWalk(count, formula_2_from, ChainBreak(seq, why))
         try:
             ok = row_digest(version, prev, seq, event_id, ts, boot_id, type_, data) == digest
         except ValueError as exc:
-            return RowWalk(count, formula_2_from, ChainBreak(seq, f"seq {seq}: {exc}"))
+            return RowWalk(count, formula_2_from, ChainBreak(seq, str(exc)))
         if not ok:
-            why = f"seq {seq} does not match its hash (a column was edited)"
+            why = "it does not match its hash (a column was edited)"
             return RowWalk(count, formula_2_from, ChainBreak(seq, why))
         if version >= 2 and formula_2_from is None:
             formula_2_from = seq
@@ -237,17 +237,17 @@ def walk_inputs(db: sqlite3.Connection, *, through: int | None = None) -> InputW
     prev, expected, count, stored_seen, last_row = GENESIS_HASH, 1, 0, False, 0
     for seq, ts, boot_id, type_, data, state, first, last, stored in _input_links(db, through):
         if seq != expected:
-            why = f"input {seq} follows input {expected - 1}: inputs are missing between them"
+            why = f"it follows input {expected - 1}: inputs are missing between them"
             return InputWalk(count, prev, ChainBreak(seq, why))
         digest = input_digest(prev, seq, ts, boot_id, type_, data, state, first, last)
         if stored is None and stored_seen:
-            why = f"input {seq} has no hash, after inputs that have one"
+            why = "it has no hash, after inputs that have one"
             return InputWalk(count, prev, ChainBreak(seq, why))
         if stored is not None and stored != digest:
-            why = f"input {seq} does not match its hash (a column was edited)"
+            why = "it does not match its hash (a column was edited)"
             return InputWalk(count, prev, ChainBreak(seq, why))
         if first is not None and (first <= last_row or last is None or last < first):
-            why = f"input {seq} names rows {first}..{last}, out of order"
+            why = f"it names rows {first}..{last}, out of order"
             return InputWalk(count, prev, ChainBreak(seq, why))
         stored_seen = stored_seen or stored is not None
         last_row = last if last is not None else last_row
@@ -313,13 +313,13 @@ def tail_break(db: sqlite3.Connection) -> ChainBreak | None:
         before = rows[1][7] if len(rows) > 1 else GENESIS_HASH
         expected_before = seq - 1 if len(rows) > 1 else 0
         if (len(rows) > 1 and rows[1][0] != expected_before) or prev_hash != before:
-            return ChainBreak(seq, f"the last row, seq {seq}, does not chain to the one before")
+            return ChainBreak(seq, "the last row does not chain to the one before")
         try:
             ok = row_digest(version, prev_hash, seq, event_id, ts, boot_id, type_, data) == digest
         except ValueError as exc:
-            return ChainBreak(seq, f"the last row, seq {seq}: {exc}")
+            return ChainBreak(seq, f"the last row: {exc}")
         if not ok:
-            return ChainBreak(seq, f"the last row, seq {seq}, does not match its hash")
+            return ChainBreak(seq, "the last row does not match its hash (a column was edited)")
     return None
 
 
@@ -335,5 +335,6 @@ def input_tail_break(db: sqlite3.Connection) -> ChainBreak | None:
         return None
     prev = input_hash_at(db, int(last[0]) - 1)
     if prev is None or input_digest(prev, *last[:8]) != last[8]:
-        return ChainBreak(int(last[0]), f"the last input, {last[0]}, does not match its hash")
+        why = "the last input does not match its hash (a column was edited)"
+        return ChainBreak(int(last[0]), why)
     return None

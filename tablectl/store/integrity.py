@@ -23,6 +23,7 @@ past them would hand out seqs its backends already hold.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -44,8 +45,8 @@ from tablectl.store.chain import (
     walk_inputs,
     walk_rows,
 )
-from tablectl.store.journal import JournalReader, Store
-from tablectl.store.mark import MarkReading, MarkRecord, mark_path
+from tablectl.store.journal import SCHEMA, JournalReader, Store
+from tablectl.store.mark import MarkReading, MarkRecord, mark_path, read_mark
 
 CURSOR_KEY = re.compile(r"^device\.[a-z0-9_-]+\.cursor$")
 CURSOR_VALUE = re.compile(r"^\d{1,10}:\d{1,10}$")
@@ -362,8 +363,12 @@ def _handed_problem(head: JournalHead, mark: MarkReading, vouched: bool) -> Inte
     return _problem(Check.HANDED, f"{said}: committed rows were lost; {RESTORE}")
 
 
-def _broken(check: Check, broken: ChainBreak, where: str) -> IntegrityProblem:
-    return _problem(check, f"{where} does not hold at {broken.why}; {RESTORE}")
+def _broken(check: Check, broken: ChainBreak) -> IntegrityProblem:
+    if check is Check.CHAIN:
+        lead = f"the journal does not chain at seq {broken.at}"
+    else:
+        lead = f"the inputs do not chain at input {broken.at}"
+    return _problem(check, f"{lead}: {broken.why}; {RESTORE}")
 
 
 def check_integrity(store: Store, backends: Sequence[str]) -> list[IntegrityProblem]:
@@ -371,11 +376,8 @@ def check_integrity(store: Store, backends: Sequence[str]) -> list[IntegrityProb
     last row and input, handed, acks, cursors and state. Read only; before any commit."""
     db = store._db
     found = [
-        _broken(check, broken, name)
-        for check, broken, name in (
-            (Check.CHAIN, tail_break(db), "the row chain"),
-            (Check.INPUTS, input_tail_break(db), "the input chain"),
-        )
+        _broken(check, broken)
+        for check, broken in ((Check.CHAIN, tail_break(db)), (Check.INPUTS, input_tail_break(db)))
         if broken is not None
     ]
     return found + _problems(db, store.head, store.mark(), backends, store.path)
@@ -421,6 +423,17 @@ def verify_journal(
         db.execute("ROLLBACK")
 
 
+def verify_missing(database: Path, backends: Sequence[str] | None) -> VerifyReport | None:
+    """No database at all: what the checks say of it when a mark (or a handed seq) shows
+    there was one; None when nothing says a journal was ever here."""
+    mark = read_mark(database)
+    if not mark.exists and mark.handed == 0:
+        return None
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(SCHEMA)
+        return _report(db, database, JournalHead(), mark, backends, full=True)
+
+
 def _report(
     db: sqlite3.Connection,
     database: Path,
@@ -436,9 +449,9 @@ def _report(
     row_break = rows.broken if rows else tail_break(db)
     input_break = inputs.broken if inputs else input_tail_break(db)
     if row_break is not None:
-        problems.append(_broken(Check.CHAIN, row_break, "the row chain"))
+        problems.append(_broken(Check.CHAIN, row_break))
     if input_break is not None:
-        problems.append(_broken(Check.INPUTS, input_break, "the input chain"))
+        problems.append(_broken(Check.INPUTS, input_break))
     problems += _problems(db, head, mark, backends, database)
     acked = {str(b): int(q) for b, q in db.execute("SELECT backend_id, seq FROM acks")}
     ok_detail = {

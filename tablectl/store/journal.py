@@ -507,6 +507,10 @@ class JournalReader:
     def __init__(self, path: Path, *, bound: Callable[[], int] | None = None) -> None:
         self.path = path
         self._db = open_read_only(path, check_same_thread=False)
+        if not columns(self._db, "journal"):
+            # A database without tables (a zero-length file is one) reads as an empty
+            # journal: its tables in this connection's own temporary schema.
+            self._db.executescript(SCHEMA.replace("CREATE TABLE", "CREATE TEMP TABLE"))
         self._bound = bound or self._max_seq
 
     def mark(self) -> MarkReading:
