@@ -442,25 +442,47 @@ def test_verify_beside_a_running_writer_sees_no_tampering(tmp_path: Path) -> Non
     the database's snapshot, so a commit in between is never taken for a lost tail."""
     table = make_table(tmp_path)
     store = Store(table.db, boot_id="live")
-    stop = threading.Event()
-
     state = store.get("table_state") or ""
+    stop = threading.Event()
 
     def writer() -> None:
         while not stop.is_set():
             store.commit(state, [("x", {})], None, {CURSOR: f"7:{store.last_seq}"})
 
     thread = threading.Thread(target=writer)
+    first = store.last_seq
     thread.start()
+    reports: list[VerifyReport] = []
     try:
         with contextlib.closing(JournalReader(table.db)) as reader:
-            reports = [verify_journal(reader, ["pgs"], full=False) for _ in range(30)]
+            # Until the writer has committed 20 times meanwhile (a bound, not a timing).
+            while len(reports) < 30 or store.last_seq < first + 20:
+                reports.append(verify_journal(reader, ["pgs"], full=False))
+                assert len(reports) < 10_000
     finally:
         stop.set()
         thread.join()
         store.close()
     assert all(r.ok for r in reports), [r.error for r in reports if not r.ok]
-    assert reports[-1].rows > reports[0].rows  # the writer was writing
+
+
+def test_verify_in_the_middle_of_a_commit_sees_no_tampering(tmp_path: Path) -> None:
+    """Between the mark's write and SQLite's commit, and just after it: both pass."""
+    table = make_table(tmp_path)
+    seen: dict[str, VerifyReport] = {}
+    with (
+        contextlib.closing(Store(table.db, boot_id="live")) as store,
+        contextlib.closing(JournalReader(table.db)) as reader,
+    ):
+
+        def look(point: str) -> None:
+            seen[point] = verify_journal(reader, ["pgs"], full=False)
+
+        store.fault_point = look
+        state = store.get("table_state") or ""
+        last = store.commit(state, [("x", {})], None, {CURSOR: "8:1"})[0].seq
+    assert {p: r.ok for p, r in seen.items()} == {"mark-written": True, "committed": True}
+    assert (seen["mark-written"].rows, seen["committed"].rows) == (last - 1, last)
 
 
 # --- old journals --------------------------------------------------------------------------

@@ -325,8 +325,8 @@ def _problems(
             found.append(
                 _problem(
                     Check.MARK,
-                    f"the mark {where} is {'empty' if mark.exists else 'missing'}, though "
-                    "this journal was written with one",
+                    f"the mark {where} holds no commit (deleted, or emptied), though this "
+                    "journal was written with one",
                     Accept.MARK,
                 )
             )
