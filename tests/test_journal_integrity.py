@@ -545,3 +545,20 @@ def test_an_old_journal_emptied_behind_its_handed_file_is_refused(
     assert "rows through seq 13058 were handed to a broker" in (report.error or "")
     assert report.problems[0].accept is None
     assert at_start(table) == {Check.HANDED}
+
+
+def test_a_long_key_value_is_checked_by_its_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key-value of any size commits (the mark keeps a long one by its hash) and is
+    checked like a cursor; the mark cannot give it back, so recovery refuses."""
+    table = make_table(tmp_path)
+    with contextlib.closing(Store(table.db, boot_id="b2")) as store:
+        state = store.get("table_state") or ""
+        store.commit(state, [("x", {})], None, {"device.shoe.note": "n" * 10_000})
+    assert verify(table, capsys)[0] == 0
+    table.sql("UPDATE kv SET value = ? WHERE key = 'device.shoe.note'", "m" * 10_000)
+    code, report = verify(table, capsys)
+    assert code == 1 and [p.check for p in report.problems] == [Check.CURSORS]
+    code, reply = recover(table, capsys, "cursors")
+    assert code == 1 and "holds only the hash" in str(reply["error"])

@@ -33,7 +33,7 @@ from tablectl.cli.common import (
     path_arg,
 )
 from tablectl.config import TableConfig, load_config
-from tablectl.store.chain import hash_v_column
+from tablectl.store.chain import KV_HASHED, hash_v_column
 from tablectl.store.integrity import (
     ACCEPT_DOES,
     Accept,
@@ -476,6 +476,8 @@ def _mending(store: Store, accepted: set[Accept], backends: list[str]) -> _Mendi
         for key in sorted(set(mine) | set(theirs)):
             if mine.get(key) == theirs.get(key):
                 continue
+            if theirs.get(key, "").startswith(KV_HASHED):
+                return f"{key}: the mark holds only the hash of what the last commit wrote"
             if key in theirs:
                 mending.put_back[key] = theirs[key]
             else:

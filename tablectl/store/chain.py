@@ -79,6 +79,15 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+KV_PLAIN_MAX = 80  # longer key-values are kept in the head by their hash (the mark stays small)
+KV_HASHED = "sha256:"
+
+
+def kv_seen(value: str) -> str:
+    """A key-value as the head keeps it: as it is (a device cursor), or its hash if long."""
+    return value if len(value) <= KV_PLAIN_MAX else KV_HASHED + text_hash(value)
+
+
 @dataclass(frozen=True, slots=True)
 class JournalHead:
     """What the journal holds after a commit: its last row and that row's hash, its last input
@@ -143,7 +152,7 @@ class JournalHead:
             if value is None:
                 values.pop(key, None)
             else:
-                values[key] = value
+                values[key] = kv_seen(value)
         return JournalHead(
             seq,
             hash_,
@@ -267,6 +276,7 @@ def read_head(db: sqlite3.Connection) -> JournalHead:
         input_hash = walk_inputs(db).head
     kv = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM kv")}
     state = kv.pop(TABLE_STATE, None)
+    kv = {k: kv_seen(v) for k, v in kv.items()}
     return JournalHead(
         seq=int(last[0]) if last else 0,
         hash=str(last[1]) if last else GENESIS_HASH,

@@ -317,7 +317,9 @@ def _problems(
             found.append(
                 _problem(
                     Check.MARK,
-                    f"the mark {where} holds no readable commit record (edited or damaged)",
+                    f"the mark {where} holds no readable commit record (edited or damaged): "
+                    f"whether rows past seq {head.seq} were lost cannot be told here (accept "
+                    "only a journal known whole, e.g. no backend holds a row past it)",
                     Accept.MARK,
                 )
             )
@@ -326,7 +328,9 @@ def _problems(
                 _problem(
                     Check.MARK,
                     f"the mark {where} holds no commit (deleted, or emptied), though this "
-                    "journal was written with one",
+                    f"journal was written with one: whether rows past seq {head.seq} were "
+                    "lost cannot be told here (accept only a journal known whole, e.g. no "
+                    "backend holds a row past it)",
                     Accept.MARK,
                 )
             )
