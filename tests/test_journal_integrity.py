@@ -309,6 +309,8 @@ def test_every_tamper_is_found_named_and_mended_only_where_honest(
         assert code == 1 and "cannot be recovered here" in str(reply["error"])
         return
     assert mendable == set(tamper.accept), report.problems
+    named = [(p.check, p.subject) for p in report.problems]
+    assert len(named) == len(set(named)), report.problems  # each finding said once
     code, reply = recover(table, capsys, *tamper.accept)
     if not tamper.recovers:
         assert code == 1 and "replay" in str(reply["error"]), reply

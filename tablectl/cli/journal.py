@@ -466,7 +466,9 @@ def _mending(store: Store, accepted: set[Accept], backends: list[str]) -> _Mendi
         for backend, seq in sorted(store.acks().items()):
             if backend not in backends or seq > head.seq:
                 mending.drop_acks.append(backend)
-                mending.done.append(f"dropped {backend!r}'s acknowledgement through seq {seq}")
+                mending.done.append(
+                    f"dropped the acknowledgement of backend {backend!r} through seq {seq}"
+                )
     if Accept.CURSORS in accepted:
         record = store.mark().record
         wrote = None if record is None else matching_commit(head, record)

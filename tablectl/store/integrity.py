@@ -13,8 +13,8 @@ The checks, each named in what they report:
 - cursors: each device's event cursor is the one the last commit wrote, and reads as one.
 - state: the stored table state is the state the last input left and the last commit wrote.
 
-`replay` re-runs the inputs through the core; nothing here does, so both are cheap enough
-for a start-up (the start-up check reads the last rows only; `verify` reads every row once).
+`replay` re-runs the inputs through the core; nothing here does. The start-up check reads the
+last row and input, so it stays fast on a year of rows; `verify` walks both chains once.
 
 A problem says whether `tablectl journal recover --accept WHAT` can honestly mend it (`Accept`)
 or not: rows or inputs that are gone or rewritten cannot be made up, and a table that went on
@@ -96,6 +96,7 @@ class IntegrityProblem(BaseModel):
     check: Check
     message: str
     accept: Accept | None = None  # None: nothing here can; see the message
+    subject: str | None = None  # the backend or key-value it concerns, if one
 
     def text(self) -> str:
         return f"[{self.check}] {self.message}"
@@ -128,8 +129,10 @@ class VerifyReport(BaseModel):
 # --- the checks -------------------------------------------------------------------------
 
 
-def _problem(check: Check, message: str, accept: Accept | None = None) -> IntegrityProblem:
-    return IntegrityProblem(check=check, message=message, accept=accept)
+def _problem(
+    check: Check, message: str, accept: Accept | None = None, subject: str | None = None
+) -> IntegrityProblem:
+    return IntegrityProblem(check=check, message=message, accept=accept, subject=subject)
 
 
 def _legacy(db: sqlite3.Connection) -> bool:
@@ -185,6 +188,7 @@ def _kv_problems(head: JournalHead, wrote: JournalHead) -> list[IntegrityProblem
                     f"{key} is {mine.get(key, 'missing')}; the last commit wrote "
                     f"{theirs.get(key, 'none')} (the mark)",
                     Accept.CURSORS,
+                    key,
                 )
             )
     return found
@@ -266,6 +270,7 @@ def _ack_problems(
                     f"the journal holds an acknowledgement from backend {backend!r} (through "
                     f"seq {seq}), which mqtt.backends ({listed}) does not list",
                     Accept.ACKS,
+                    backend,
                 )
             )
         elif seq > head.seq:
@@ -274,28 +279,35 @@ def _ack_problems(
                 f"seq {head.seq}"
             )
             if vouched:
-                found.append(_problem(Check.ACKS, said, Accept.ACKS))
+                found.append(_problem(Check.ACKS, said, Accept.ACKS, backend))
             else:
                 found.append(
                     _problem(
                         Check.ACKS,
                         f"{said}, and no mark shows the journal whole: rows past seq "
                         f"{head.seq} may have been lost; {RESTORE}",
+                        subject=backend,
                     )
                 )
     return found
 
 
-def _cursor_form_problems(head: JournalHead, checked: bool) -> list[IntegrityProblem]:
+def _cursor_form_problems(
+    head: JournalHead, mark: MarkReading, known: set[str | None]
+) -> list[IntegrityProblem]:
+    """A cursor that does not read as one (the daemon could not take it), unless the mark's
+    comparison already named it."""
     found = []
     for key, value in head.kv:
-        if CURSOR_KEY.match(key) and not CURSOR_VALUE.match(value):
+        if CURSOR_KEY.match(key) and not CURSOR_VALUE.match(value) and key not in known:
+            wrote = None if mark.record is None else matching_commit(head, mark.record)
             found.append(
                 _problem(
                     Check.CURSORS,
                     f"{key} is {value!r}, not a device cursor (boot:event)"
-                    + ("" if checked else f"; no mark holds the one committed: {RESTORE}"),
-                    Accept.CURSORS if checked else None,
+                    + ("" if wrote else f"; no mark holds the one committed: {RESTORE}"),
+                    Accept.CURSORS if wrote else None,
+                    key,
                 )
             )
     return found
@@ -343,7 +355,7 @@ def _problems(
     if (named := _rows_named_past_end(db, head)) is not None:
         found.append(named)
     found += _ack_problems(db, head, backends, vouched)
-    found += _cursor_form_problems(head, checked=mark.record is not None)
+    found += _cursor_form_problems(head, mark, {p.subject for p in found})
     state = _state_problem(db, head)
     if state is not None and not any(p.check is Check.STATE for p in found):
         found.append(state)
