@@ -363,27 +363,25 @@ def test_the_daemon_refuses_to_start_naming_the_check_and_the_way_on(
 ) -> None:
     table = make_table(tmp_path)
     config = load_config(table.config)
-    with socket.socket(socket.AF_UNIX) as sim:  # the simulated table preflight looks for
-        sim.bind(str(config.simulator_socket))
-        ack_past_the_end(table)
-        ran = subprocess.run(
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [str(TABLECTL), "run", "--config", str(table.config)],
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
         )
+
+    with socket.socket(socket.AF_UNIX) as sim:  # the simulated table preflight looks for
+        sim.bind(str(config.simulator_socket))
+        ack_past_the_end(table)
+        ran = run()
         assert ran.returncode == 1, ran.stderr
         assert "[acks] backend 'pgs' acknowledged through seq 999999" in ran.stderr
         assert "tablectl journal recover --by ID --accept acks" in ran.stderr
         zero_length_database(table)
-        ran = subprocess.run(
-            [str(TABLECTL), "run", "--config", str(table.config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        ran = run()
     assert ran.returncode == 1, ran.stderr
     assert "[mark] the journal ends at seq 0" in ran.stderr
     # The handed seq too: no mark vouches for this journal's end any more.
