@@ -163,8 +163,13 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
         for sim in (shuffler, shoe):
             sim.line.__init__()  # type: ignore[misc]
             sim.lies.__init__()  # type: ignore[misc]
+        runs = log.read_text().count("tablectl running")
         proc = await start()
         async with asyncio.timeout(30):
+            # Up (its start-up checks passed, SIGTERM handled), and both devices drained: a
+            # SIGTERM before it is up would end it by the signal's default, not its stop.
+            while log.read_text().count("tablectl running") == runs:  # noqa: ASYNC110 -- a log file
+                await asyncio.sleep(0.1)
             while shuffler.events or shoe.events:  # noqa: ASYNC110 -- the simulators expose lists
                 await asyncio.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
