@@ -109,6 +109,7 @@ bench: $(STAMP) mosquitto
 	$(BIN)/python bench/evaluator.py
 	$(BIN)/python bench/shoe_latency.py
 	$(BIN)/python bench/mqtt_delivery.py
+	$(BIN)/python bench/journal_mark.py
 	$(BIN)/python bench/records_export.py
 
 # Minutes: N table daemons as processes (N = 1, 10, 50, 100, 200) on one broker.

@@ -121,6 +121,10 @@ def manpage(version: str, *, date: datetime.date | None = None) -> str:
         ".I /var/lib/tablectl/tablectl.sqlite3",
         "the journal: meters, rounds and every event (group tablectl may read it)",
         ".TP",
+        ".I /var/lib/tablectl/tablectl.sqlite3.mark",
+        "the journal's mark: where its last commit left it, and the last seq handed to a "
+        "broker (journal verify checks the journal against it)",
+        ".TP",
         ".I /run/tablectl/control.sock",
         "the daemon's control socket",
         ".TP",

@@ -39,6 +39,7 @@ from tablectl.core.round import Phase
 from tablectl.rules.cards import full_deck
 from tablectl.service.daemon import Daemon
 from tablectl.service.replay import replay
+from tablectl.store.integrity import verify_journal
 from tablectl.store.journal import Store
 
 from .conftest import EXAMPLE_CONFIG
@@ -162,8 +163,13 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
         for sim in (shuffler, shoe):
             sim.line.__init__()  # type: ignore[misc]
             sim.lies.__init__()  # type: ignore[misc]
+        runs = log.read_text().count("tablectl running")
         proc = await start()
         async with asyncio.timeout(30):
+            # Up (its start-up checks passed, SIGTERM handled), and both devices drained: a
+            # SIGTERM before it is up would end it by the signal's default, not its stop.
+            while log.read_text().count("tablectl running") == runs:  # noqa: ASYNC110 -- a log file
+                await asyncio.sleep(0.1)
             while shuffler.events or shoe.events:  # noqa: ASYNC110 -- the simulators expose lists
                 await asyncio.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
@@ -182,6 +188,11 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
         assert _device_inputs(store, SHOE_INPUTS) == _expected(shoe.history, "shoe")
         assert len(shuffler.history) > 10 and len(shoe.history) > 10
         assert store.verify_chain() is None
+        # Every restart after a kill passed the start-up check (or the daemon would have
+        # exited by itself); the whole journal passes every check.
+        with contextlib.closing(store.reader()) as reader:
+            report = verify_journal(reader, ["pgs"])
+        assert report.ok, report.problems
         result = replay(store)
         assert result.identical, result.difference
         # No round opened on a completion from before its power-up.

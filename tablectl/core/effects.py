@@ -457,6 +457,17 @@ class JackpotReleased(Record):
     round_id: int
 
 
+class JournalRecoveredRecord(Record):
+    """The journal failed its integrity checks and a technician had it mended (`tablectl
+    journal recover`): what was found, what was accepted, what was done, and who."""
+
+    TYPE = "journal.recovered"
+    problems: list[str]
+    accepted: list[str]
+    done: list[str]
+    by: str
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.TYPE: cls
     for cls in (
@@ -505,6 +516,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         JackpotValidated,
         JackpotDocumented,
         JackpotReleased,
+        JournalRecoveredRecord,
     )
 }
 

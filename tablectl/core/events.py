@@ -418,6 +418,17 @@ class ConfirmDocumentation(Command):
     hit_id: str
 
 
+class JournalRecovered(Command):
+    """A technician accepted what `tablectl journal recover` mends in a journal that failed its
+    integrity checks (store/integrity.py): the checks that failed, what was accepted and what
+    was done. The daemon refuses to start on such a journal until this is journaled."""
+
+    TYPE = "journal_recovered"
+    accepted: tuple[str, ...]
+    problems: tuple[str, ...]
+    done: tuple[str, ...]
+
+
 Event = (
     PowerUp
     | ChipSensed
@@ -454,6 +465,7 @@ Event = (
     | ReshuffleRequested
     | ValidateHit
     | ConfirmDocumentation
+    | JournalRecovered
 )
 
 INPUT_TYPES: dict[str, type[Event]] = {
@@ -494,6 +506,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ReshuffleRequested,
         ValidateHit,
         ConfirmDocumentation,
+        JournalRecovered,
     )
 }
 

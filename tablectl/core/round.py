@@ -37,6 +37,7 @@ from tablectl.core.events import (
     DeviceReportConflict,
     Event,
     GpioFault,
+    JournalRecovered,
     LockoutHeld,
     LockoutPressed,
     LockoutReleased,
@@ -428,6 +429,17 @@ def _apply(
             return _unverify(s.model_copy(update={"shuffler_fault": None}))
         case ValidateHit() | ConfirmDocumentation():
             return _floor(s, event, fx)
+        case JournalRecovered(by=by):
+            # Nothing of the table changes: the journal says what was mended, and by whom.
+            fx.append(
+                rec.JournalRecoveredRecord(
+                    problems=list(event.problems),
+                    accepted=list(event.accepted),
+                    done=list(event.done),
+                    by=by,
+                )
+            )
+            return s
     raise AssertionError(f"unhandled input {event!r}")
 
 

@@ -230,6 +230,7 @@ class RecordSetBuilder:
                 data=entry.data_json,
                 prev_hash=entry.prev_hash,
                 hash=entry.hash,
+                hash_v=entry.hash_v,
             ),
         )
         stamp = self._stamp.fields(entry.seq, entry.ts)

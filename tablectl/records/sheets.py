@@ -93,6 +93,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.JackpotValidated: (Sheet.CONTROL_ACTIONS,),
     rec.JackpotDocumented: (Sheet.CONTROL_ACTIONS,),
     rec.JackpotReleased: (),
+    rec.JournalRecoveredRecord: (Sheet.CONTROL_ACTIONS,),
 }
 
 # The `by` of what the table did by itself, not a person (core/round.py voids a round the
@@ -236,6 +237,7 @@ class JournalEntryRow(Row):
     data: str  # the JSON text the hash covers
     prev_hash: str
     hash: str
+    hash_v: int = 1  # the formula of hash: 2 covers every column, boot_id included
 
 
 ROW_MODELS: dict[Sheet, type[Row]] = {

@@ -31,7 +31,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tablectl.store.journal import canonical_json, row_hash
+from tablectl.store.chain import row_digest
+from tablectl.store.journal import canonical_json
 
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
@@ -283,33 +284,27 @@ def verify_export(directory: Path, public_key: Ed25519PublicKey | None = None) -
     return Verified(problems, manifest, fingerprint(key), public_key is not None)
 
 
-def _journal_rows(path: Path, fmt: str) -> Iterator[tuple[int, str, str, str, str, str, str]]:
-    """(seq, event_id, ts, type, data text, prev_hash, hash) of an exported journal file."""
+_ExportedRow = tuple[int, int, str, str, str, str, str, str, str]
+
+
+def _journal_rows(path: Path, fmt: str) -> Iterator[_ExportedRow]:
+    """(hash_v, seq, event_id, ts, boot_id, type, data text, prev_hash, hash) of an exported
+    journal file (an export without hash_v is of formula 1 rows)."""
     with path.open(encoding="utf-8", newline="") as f:
-        if fmt == "csv":
-            for r in csv.DictReader(f):
-                yield (
-                    int(r["seq"]),
-                    r["event_id"],
-                    r["ts"],
-                    r["type"],
-                    r["data"],
-                    r["prev_hash"],
-                    r["hash"],
-                )
-        else:
-            for line in f:
-                r = json.loads(line)
-                data = r["data"]
-                yield (
-                    int(r["seq"]),
-                    r["event_id"],
-                    r["ts"],
-                    r["type"],
-                    data if isinstance(data, str) else canonical_json(data),
-                    r["prev_hash"],
-                    r["hash"],
-                )
+        rows = csv.DictReader(f) if fmt == "csv" else (json.loads(line) for line in f)
+        for r in rows:
+            data = r["data"]
+            yield (
+                int(r.get("hash_v") or 1),
+                int(r["seq"]),
+                r["event_id"],
+                r["ts"],
+                r["boot_id"],
+                r["type"],
+                data if isinstance(data, str) else canonical_json(data),
+                r["prev_hash"],
+                r["hash"],
+            )
 
 
 def _chain_problems(path: Path, fmt: str, span: JournalSpan) -> list[Problem]:
@@ -319,10 +314,11 @@ def _chain_problems(path: Path, fmt: str, span: JournalSpan) -> list[Problem]:
     expected_seq = span.first_seq
     count = 0
     try:
-        for seq, event_id, ts, type_, data, prev_hash, digest in _journal_rows(path, fmt):
+        for row in _journal_rows(path, fmt):
+            version, seq, event_id, ts, boot_id, type_, data, prev_hash, digest = row
             if seq != expected_seq or prev_hash != prev:
                 return [Problem(path.name, f"the rows do not chain at seq {seq}")]
-            if row_hash(prev_hash, seq, event_id, ts, type_, data) != digest:
+            if row_digest(version, prev_hash, seq, event_id, ts, boot_id, type_, data) != digest:
                 return [Problem(path.name, f"seq {seq} does not match its hash")]
             prev, expected_seq, count = digest, seq + 1, count + 1
     except (ValueError, KeyError, TypeError) as exc:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from tablectl.core.effects import MeterReading
 from tablectl.core.events import PowerUp, TableRules
+from tablectl.store.chain import hash_v_column
 from tablectl.store.journal import journal_ts, open_read_only
 
 
@@ -37,6 +38,7 @@ class Entry:
     prev_hash: str
     hash: str
     data: dict[str, Any]
+    hash_v: int = 1  # the formula of hash (store/chain.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,7 @@ class PowerUpInput:
     raw: dict[str, Any]
 
 
-_ENTRY_COLUMNS = "seq, event_id, ts, boot_id, type, data, prev_hash, hash"
+_ENTRY_COLUMNS = "seq, event_id, ts, boot_id, type, data, prev_hash, hash"  # and the formula
 
 
 class JournalSnapshot:
@@ -73,12 +75,22 @@ class JournalSnapshot:
     def entries(self, start_ts: str, end_ts: str) -> Iterator[Entry]:
         """Rows with start_ts <= ts < end_ts, in seq order, streamed (not all in memory)."""
         cur = self._db.execute(
-            f"SELECT {_ENTRY_COLUMNS} FROM journal WHERE ts >= ? AND ts < ? ORDER BY seq",  # noqa: S608 - fixed column names
+            f"SELECT {_ENTRY_COLUMNS}, {hash_v_column(self._db)} FROM journal "  # noqa: S608 - fixed column names
+            "WHERE ts >= ? AND ts < ? ORDER BY seq",
             (start_ts, end_ts),
         )
-        for seq, event_id, ts, boot_id, type_, data, prev_hash, digest in cur:
+        for seq, event_id, ts, boot_id, type_, data, prev_hash, digest, hash_v in cur:
             yield Entry(
-                int(seq), event_id, ts, boot_id, type_, data, prev_hash, digest, json.loads(data)
+                int(seq),
+                event_id,
+                ts,
+                boot_id,
+                type_,
+                data,
+                prev_hash,
+                digest,
+                json.loads(data),
+                int(hash_v),
             )
 
     def last_seq(self) -> int:

@@ -64,6 +64,8 @@ from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
+from tablectl.store.integrity import check_integrity
+from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
@@ -266,6 +268,11 @@ class Daemon:
             self.reader = store.reader()
         except (OSError, sqlite3.Error) as exc:
             raise StartupError(f"cannot open the journal {cfg.storage.database}: {exc}") from exc
+        # Nothing is built on a journal that does not prove it is whole (store/integrity.py).
+        if problems := check_integrity(store, cfg.mqtt.backends):
+            self.reader.close()
+            store.close()
+            raise StartupError(f"{cfg.storage.database}: {integrity_refusal(problems)}")
         saved = store.get("table_state")
         self.state = (
             TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)

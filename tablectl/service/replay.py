@@ -31,6 +31,9 @@ class JournalSource(Protocol):
     def get(self, key: str) -> str | None: ...
 
 
+STORED_STATE_DIFFERS = "the stored state differs from the replayed one"
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
     inputs: int
@@ -38,6 +41,7 @@ class ReplayResult:
     difference: str | None = None  # what differs first, or None: identical
     input_seq: int | None = None
     seq: int | None = None  # the first journal seq that differs, where one does
+    state_json: str | None = None  # the state the inputs rebuilt (journal recover --accept state)
 
     @property
     def identical(self) -> bool:
@@ -100,14 +104,18 @@ def replay(store: JournalSource) -> ReplayResult:
                 row.input_seq,
                 row.last_seq,
             )
-    saved = store.get("table_state")
-    if state is not None and saved is not None and state.model_dump_json() != saved:
-        return ReplayResult(inputs, rows, "the stored state differs from the replayed one")
+    rebuilt = None if state is None else state.model_dump_json()
     if rows != store.last_seq:
         return ReplayResult(
-            inputs, rows, f"the journal holds {store.last_seq} rows; the inputs explain {rows}"
+            inputs,
+            rows,
+            f"the journal holds {store.last_seq} rows; the inputs explain {rows}",
+            state_json=rebuilt,
         )
-    return ReplayResult(inputs, rows)
+    saved = store.get("table_state")
+    if rebuilt is not None and saved is not None and rebuilt != saved:
+        return ReplayResult(inputs, rows, STORED_STATE_DIFFERS, state_json=rebuilt)
+    return ReplayResult(inputs, rows, state_json=rebuilt)
 
 
 def _brief(entry: tuple[str, object] | None) -> str:

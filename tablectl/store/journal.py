@@ -3,22 +3,24 @@
 Each step of the core is one transaction (WAL, synchronous=FULL) holding the input, the new
 state snapshot and the journal rows it produced, so a power cut leaves either all of a step
 or none of it, and `tablectl journal replay` can rebuild the state from the inputs. The
-journal is also the MQTT outbox: rows carry a per-table `seq` that is never reused, and each
-row's hash chains to the previous one so that an edited or deleted row is detectable.
+journal is also the MQTT outbox: rows carry a per-table `seq` that is never reused. Each
+row's hash chains to the previous one and each input's to the previous input (`chain.py`),
+so an edited or deleted row or input is detectable; the mark beside the database
+(`mark.py`), written before each commit, makes a lost tail, a rollback or a replaced database
+detectable too (`integrity.py`).
 
 Group commit: steps that arrive together are written in one transaction, so they share one
 fsync (`commit_steps`); each keeps its own input, rows, state hash and key-values. Each
 backend's acknowledged seq is written without an fsync of its own: it reaches the disk with
 the next commit or checkpoint, and losing it to a power cut only means rows are sent again.
-The highest seq ever handed to a broker (`HandedMark`) is a small file beside the database,
-written before the rows are handed over, so rows sent again after a crash say `replay`.
+The highest seq ever handed to a broker (`HandedMark`) is kept in the mark, written before
+the rows are handed over, so rows sent again after a crash say `replay`.
 Readers (the relay, status, the CLI) use their own read-only connection (`JournalReader`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
@@ -29,6 +31,27 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.core.effects import RECORD_TYPES, MeterReading, Record
+from tablectl.store.chain import GENESIS_HASH as GENESIS_HASH  # imported from here before
+from tablectl.store.chain import (
+    ROW_HASH_V,
+    TABLE_STATE,
+    JournalHead,
+    columns,
+    input_digest,
+    read_head,
+    row_digest,
+    text_hash,
+    walk_rows,
+)
+from tablectl.store.chain import row_hash as row_hash
+from tablectl.store.mark import HandedMark as HandedMark
+from tablectl.store.mark import (
+    JournalMark,
+    MarkReading,
+    legacy_handed_path,
+    mark_path,
+    read_mark,
+)
 from tablectl.util.ids import uuid7
 
 SCHEMA = """
@@ -40,7 +63,8 @@ CREATE TABLE IF NOT EXISTS journal (
     type      TEXT NOT NULL,
     data      TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
-    hash      TEXT NOT NULL
+    hash      TEXT NOT NULL,
+    hash_v    INTEGER NOT NULL DEFAULT 1  -- the formula of `hash` (store/chain.py)
 );
 -- Each registered backend's end-to-end acknowledgement (docs/mqtt.md: ack/{backend_id}).
 CREATE TABLE IF NOT EXISTS acks (
@@ -61,10 +85,10 @@ CREATE TABLE IF NOT EXISTS inputs (
     data       TEXT NOT NULL,
     state_hash TEXT NOT NULL,
     first_seq  INTEGER,
-    last_seq   INTEGER
+    last_seq   INTEGER,
+    hash       TEXT  -- the input chain (store/chain.py); none on inputs from before it
 );
 """
-GENESIS_HASH = "0" * 64
 # The records that can change a meter: those whose type says which meter it leaves.
 METER_RECORDS: dict[str, type[Record]] = {
     name: cls for name, cls in RECORD_TYPES.items() if cls.meter_reading is not Record.meter_reading
@@ -81,26 +105,19 @@ class JournalRow:
     data: dict[str, Any]
 
 
-def row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data: str) -> str:
-    """A row's link in the chain: its fields (data as the stored JSON text) and the previous
-    row's hash. An export that carries both hashes can be checked against it."""
-    text = "\x1f".join((prev_hash, str(seq), event_id, ts, type_, data))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _verify_chain(db: sqlite3.Connection) -> int | None:
     """The first seq whose hash does not chain, or None when the journal is intact."""
-    prev, expected_seq = GENESIS_HASH, 1
-    cur = db.execute(
-        "SELECT seq, event_id, ts, type, data, prev_hash, hash FROM journal ORDER BY seq"
-    )
-    for seq, event_id, ts, type_, data, prev_hash, digest in cur:
-        if seq != expected_seq or prev_hash != prev:
-            return int(seq)
-        if row_hash(prev, seq, event_id, ts, type_, data) != digest:
-            return int(seq)
-        prev, expected_seq = digest, seq + 1
-    return None
+    broken = walk_rows(db).broken
+    return None if broken is None else broken.at
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Columns added since a journal was made; no row is rewritten (old rows keep formula 1
+    and inputs from before the input chain keep no hash: store/chain.py)."""
+    if "hash_v" not in columns(db, "journal"):
+        db.execute("ALTER TABLE journal ADD COLUMN hash_v INTEGER NOT NULL DEFAULT 1")
+    if "hash" not in columns(db, "inputs"):
+        db.execute("ALTER TABLE inputs ADD COLUMN hash TEXT")
 
 
 def _inputs(db: sqlite3.Connection) -> Iterator[InputRow]:
@@ -161,7 +178,7 @@ def canonical_json(data: object) -> str:
 
 
 def state_hash(state_json: str) -> str:
-    return hashlib.sha256(state_json.encode()).hexdigest()
+    return text_hash(state_json)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,11 +211,18 @@ class InputRow:
     last_seq: int | None
 
 
+def _no_fault(point: str) -> None:
+    """Where a test stops the process (kill -9) in the commit path: "mark-written" (the mark
+    announces the commit, SQLite has not committed), "committed" (both on disk)."""
+
+
 class Store:
     """One table's database.
 
     Written from one journal thread, one transaction at a time. Readers on the event loop
-    use `reader()`, a connection of their own bounded by the last durable commit.
+    use `reader()`, a connection of their own bounded by the last durable commit. Opening it
+    writes nothing a commit would: whether the journal is whole is for
+    `integrity.check_integrity` to say before anything commits on it.
     """
 
     def __init__(
@@ -222,29 +246,40 @@ class Store:
         self._synchronous = "FULL" if durable else "OFF"
         self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         self._db.executescript(SCHEMA)
+        _migrate(self._db)
         self._boot_id = boot_id
         self._clock = clock
-        last = self._db.execute(
-            "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        self._last_seq: int = int(last[0]) if last else 0
-        self._last_hash: str = str(last[1]) if last else GENESIS_HASH
-        row = self._db.execute("SELECT max(input_seq) FROM inputs").fetchone()
-        self._last_input_seq: int = int(row[0] or 0)
+        self._mark = JournalMark(mark_path(path), durable=durable)
+        self._mark.take_legacy_handed(legacy_handed_path(path))
+        self._head: JournalHead = read_head(self._db)
+        self.fault_point: Callable[[str], None] = _no_fault
         self.commits = 0  # transactions, and the steps they held: the group-commit ratio
         self.steps_committed = 0
 
     def close(self) -> None:
         self._db.close()
+        self._mark.close()
+
+    @property
+    def path(self) -> Path:
+        return self._path
 
     @property
     def last_seq(self) -> int:
-        return self._last_seq
+        return self._head.seq
+
+    @property
+    def head(self) -> JournalHead:
+        """What the database held at open, or after this store's last commit."""
+        return self._head
+
+    def mark(self) -> MarkReading:
+        return self._mark.read()
 
     def get(self, key: str) -> str | None:
         return _get(self._db, key)
 
-    def put(self, key: str, value: str) -> None:
+    def _put(self, key: str, value: str) -> None:
         self._db.execute(
             "INSERT INTO kv(key, value) VALUES(?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -265,57 +300,111 @@ class Store:
         return self.commit_steps([StepCommit(state_json, entries, step_input, kv)])[0]
 
     def commit_steps(self, steps: Sequence[StepCommit]) -> list[list[JournalRow]]:
-        """Append several steps in one transaction (one fsync); each step's rows, in order.
+        """Append several steps in one transaction (one fsync, and one of the mark); each
+        step's rows, in order.
 
         Nothing of it is visible to readers bounded by `last_seq` until it is on disk.
         """
+        return self._commit(steps)
+
+    def commit_recovery(
+        self,
+        step: StepCommit,
+        *,
+        drop_acks: Sequence[str] = (),
+        drop_kv: Sequence[str] = (),
+    ) -> list[JournalRow]:
+        """A technician's journal recovery (`tablectl journal recover`): its step, and in the
+        same transaction the acknowledgements and key-values it drops (the step's kv sets
+        those it puts back). The mark is written from this journal from now on."""
+        return self._commit([step], drop_acks=drop_acks, drop_kv=drop_kv)[0]
+
+    def set_handed(self, seq: int) -> None:
+        """A recovery's: the handed seq set back to the journal's end."""
+        self._mark.set_handed(seq)
+
+    def _commit(
+        self,
+        steps: Sequence[StepCommit],
+        *,
+        drop_acks: Sequence[str] = (),
+        drop_kv: Sequence[str] = (),
+    ) -> list[list[JournalRow]]:
         out: list[list[JournalRow]] = []
-        seq, prev = self._last_seq, self._last_hash
-        input_seq = self._last_input_seq
+        head = self._head
+        seq, prev = head.seq, head.hash
+        input_seq, input_prev = head.input_seq, head.input_hash
+        kv: dict[str, str | None] = dict.fromkeys(drop_kv)
         now = self._clock()
         ts = journal_ts(now)
         unix_ms = int(now.timestamp() * 1000)
         self._db.execute("BEGIN IMMEDIATE")
         try:
+            for key in drop_kv:
+                self._db.execute("DELETE FROM kv WHERE key = ?", (key,))
+            for backend in drop_acks:
+                self._db.execute("DELETE FROM acks WHERE backend_id = ?", (backend,))
             for step in steps:
                 rows: list[JournalRow] = []
                 for type_, data in step.entries:
                     seq += 1
                     event_id = str(uuid7(unix_ms))
                     data_json = canonical_json(data)
-                    digest = row_hash(prev, seq, event_id, ts, type_, data_json)
+                    digest = row_digest(
+                        ROW_HASH_V, prev, seq, event_id, ts, self._boot_id, type_, data_json
+                    )
+                    row = (seq, event_id, ts, self._boot_id, type_, data_json, prev, digest)
                     self._db.execute(
-                        "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (seq, event_id, ts, self._boot_id, type_, data_json, prev, digest),
+                        "INSERT INTO journal (seq, event_id, ts, boot_id, type, data, "
+                        "prev_hash, hash, hash_v) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*row, ROW_HASH_V),
                     )
                     rows.append(JournalRow(seq, event_id, ts, self._boot_id, type_, data))
                     prev = digest
                 if step.step_input is not None:
                     input_seq += 1
+                    link = (
+                        input_seq,
+                        ts,
+                        self._boot_id,
+                        step.step_input.type,
+                        canonical_json(step.step_input.data),
+                        state_hash(step.state_json),
+                        rows[0].seq if rows else None,
+                        rows[-1].seq if rows else None,
+                    )
+                    input_prev = input_digest(input_prev, *link)
                     self._db.execute(
-                        "INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            input_seq,
-                            ts,
-                            self._boot_id,
-                            step.step_input.type,
-                            canonical_json(step.step_input.data),
-                            state_hash(step.state_json),
-                            rows[0].seq if rows else None,
-                            rows[-1].seq if rows else None,
-                        ),
+                        "INSERT INTO inputs (input_seq, ts, boot_id, type, data, state_hash, "
+                        "first_seq, last_seq, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*link, input_prev),
                     )
                 for key, value in (step.kv or {}).items():
-                    self.put(key, value)
+                    self._put(key, value)
+                    kv[key] = value
                 out.append(rows)
-            if steps:
-                self.put("table_state", steps[-1].state_json)
+            state_json = steps[-1].state_json if steps else None
+            if state_json is not None:
+                self._put(TABLE_STATE, state_json)
+            after = head.after(
+                seq=seq,
+                hash_=prev,
+                input_seq=input_seq,
+                input_hash=input_prev,
+                state_json=state_json,
+                kv=kv,
+            )
+            if after != head:
+                # The mark announces the commit before it lands (mark.py): the database
+                # then holds what the mark says it had, or what it says it will.
+                self._mark.write(head, after)
+                self.fault_point("mark-written")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        self._last_seq, self._last_hash = seq, prev
-        self._last_input_seq = input_seq
+        self.fault_point("committed")
+        self._head = after
         self.commits += 1
         self.steps_committed += len(steps)
         return out
@@ -349,7 +438,7 @@ class Store:
         cur = self._db.execute(
             "SELECT seq, event_id, ts, boot_id, type, data FROM journal "
             "WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-            (seq, self._last_seq, limit),
+            (seq, self._head.seq, limit),
         )
         return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
 
@@ -366,7 +455,7 @@ class Store:
         """Backends acknowledged every row up to their seq. Acks only move forward and never
         past the journal; what was written is returned."""
         known = self.acks()
-        moved = {b: q for b, q in acks.items() if known.get(b, 0) < q <= self._last_seq}
+        moved = {b: q for b, q in acks.items() if known.get(b, 0) < q <= self._head.seq}
         if moved:
             self._write_lightly(
                 [
@@ -381,11 +470,11 @@ class Store:
         return moved
 
     def handed_mark(self) -> HandedMark:
-        return HandedMark(self._path.with_name(self._path.name + ".handed"))
+        return HandedMark(mark_path(self._path))
 
     def reader(self) -> JournalReader:
         """A read-only connection of its own that sees only what this writer has committed."""
-        return JournalReader(self._path, bound=lambda: self._last_seq)
+        return JournalReader(self._path, bound=lambda: self._head.seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,8 +505,17 @@ class JournalReader:
     """
 
     def __init__(self, path: Path, *, bound: Callable[[], int] | None = None) -> None:
+        self.path = path
         self._db = open_read_only(path, check_same_thread=False)
+        if not columns(self._db, "journal"):
+            # A database without tables (a zero-length file is one) reads as an empty
+            # journal: its tables in this connection's own temporary schema.
+            self._db.executescript(SCHEMA.replace("CREATE TABLE", "CREATE TEMP TABLE"))
         self._bound = bound or self._max_seq
+
+    def mark(self) -> MarkReading:
+        """The mark beside the database, as it is now."""
+        return read_mark(self.path)
 
     def close(self) -> None:
         self._db.close()
@@ -492,28 +590,3 @@ class JournalReader:
             params,
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), json.loads(row[2]))
-
-
-class HandedMark:
-    """The highest seq ever handed to a broker, kept in a file beside the database.
-
-    Written (no fsync) before rows go to the broker, so it survives a crash of the daemon; it
-    costs a pwrite, not a transaction behind the next commit's fsync. A power cut may lose
-    the last writes: rows re-sent then can say replay=false although a broker had them
-    (consumers deduplicate on seq either way).
-    """
-
-    WIDTH = 20  # digits: a fixed-size record, rewritten in place
-
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-        text = os.pread(self._fd, self.WIDTH, 0).decode("ascii", "replace").strip()
-        self.seq = int(text) if text.isdigit() else 0
-
-    def advance(self, seq: int) -> None:
-        if seq > self.seq:
-            os.pwrite(self._fd, str(seq).rjust(self.WIDTH).encode(), 0)
-            self.seq = seq
-
-    def close(self) -> None:
-        os.close(self._fd)

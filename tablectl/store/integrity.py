@@ -1,0 +1,526 @@
+"""Whether a journal is whole: what the daemon checks before it starts on one
+(`check_integrity`), and what `tablectl journal verify` checks in full (`verify_journal`).
+
+The checks, each named in what they report:
+
+- chain: each row hashes (by the formula it names) to its stored hash and chains to the row
+  before (store/chain.py). At start-up the last row; `verify` walks every row.
+- inputs: the input chain likewise, and no input names rows the journal no longer holds.
+- mark: the database ends where the mark says the last commit left it (store/mark.py): its
+  last row and hash, its last input and the input chain's hash there.
+- handed: no seq past the journal's end was handed to a broker.
+- acks: acknowledgements only from the backends in mqtt.backends, never past the journal.
+- cursors: each device's event cursor is the one the last commit wrote, and reads as one.
+- state: the stored table state is the state the last input left and the last commit wrote.
+
+`replay` re-runs the inputs through the core; nothing here does. The start-up check reads the
+last row and input, so it stays fast on a year of rows; `verify` walks both chains once.
+
+A problem says whether `tablectl journal recover --accept WHAT` can honestly mend it (`Accept`)
+or not: rows or inputs that are gone or rewritten cannot be made up, and a table that went on
+past them would hand out seqs its backends already hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from tablectl.store.chain import (
+    ChainBreak,
+    JournalHead,
+    RowWalk,
+    columns,
+    input_hash_at,
+    input_tail_break,
+    read_head,
+    row_hash_at,
+    tail_break,
+    walk_inputs,
+    walk_rows,
+)
+from tablectl.store.journal import SCHEMA, JournalReader, Store
+from tablectl.store.mark import MarkReading, MarkRecord, mark_path, read_mark
+
+CURSOR_KEY = re.compile(r"^device\.[a-z0-9_-]+\.cursor$")
+CURSOR_VALUE = re.compile(r"^\d{1,10}:\d{1,10}$")
+SNAPSHOT_TRIES = 50  # verify on a running daemon: reads until no commit came in between
+
+
+class Check(StrEnum):
+    CHAIN = "chain"
+    INPUTS = "inputs"
+    MARK = "mark"
+    HANDED = "handed"
+    ACKS = "acks"
+    CURSORS = "cursors"
+    STATE = "state"
+
+
+class Accept(StrEnum):
+    """What `tablectl journal recover --accept` may do, each journaled with who asked."""
+
+    MARK = "mark"
+    ACKS = "acks"
+    CURSORS = "cursors"
+    HANDED = "handed"
+    STATE = "state"
+
+
+ACCEPT_DOES: dict[Accept, str] = {
+    Accept.MARK: "write the mark again from this journal (only if both chains verify whole)",
+    Accept.ACKS: "drop acknowledgements from backends not in mqtt.backends or past the "
+    "journal's end (those backends are sent every row again)",
+    Accept.CURSORS: "put each device cursor back as the last commit wrote it (the mark)",
+    Accept.HANDED: "set the handed seq back to the journal's last seq",
+    Accept.STATE: "rebuild the stored table state by replaying the journaled inputs",
+}
+
+RESTORE = (
+    "nothing here can bring it back: put back the database that the mark names (a backup); "
+    "a table that went on from here would hand out seqs its backends already hold"
+)
+
+
+class IntegrityProblem(BaseModel):
+    """One failed check: what was found, and whether `journal recover --accept` mends it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    check: Check
+    message: str
+    accept: Accept | None = None  # None: nothing here can; see the message
+    subject: str | None = None  # the backend or key-value it concerns, if one
+
+    def text(self) -> str:
+        return f"[{self.check}] {self.message}"
+
+
+class CheckResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    check: Check
+    ok: bool
+    detail: str
+
+
+class VerifyReport(BaseModel):
+    """`tablectl journal verify --json`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    database: str
+    rows: int
+    inputs: int
+    acked: dict[str, int]
+    handed: int
+    checks: list[CheckResult]
+    problems: list[IntegrityProblem]
+    error: str | None = None  # the first problem, as every --json error says it
+
+
+# --- the checks -------------------------------------------------------------------------
+
+
+def _problem(
+    check: Check, message: str, accept: Accept | None = None, subject: str | None = None
+) -> IntegrityProblem:
+    return IntegrityProblem(check=check, message=message, accept=accept, subject=subject)
+
+
+def _legacy(db: sqlite3.Connection) -> bool:
+    """Nothing in the journal was written by a tablectl that keeps the mark: its last row is
+    of formula 1 and its last input has no stored hash (or it is empty)."""
+    if "hash_v" in columns(db, "journal"):
+        last = db.execute("SELECT hash_v FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+        if last is not None and last[0] >= 2:
+            return False
+    if "hash" in columns(db, "inputs"):
+        last = db.execute("SELECT hash FROM inputs ORDER BY input_seq DESC LIMIT 1").fetchone()
+        if last is not None and last[0] is not None:
+            return False
+    return True
+
+
+def _lost(head: JournalHead, latest: JournalHead) -> str:
+    if head.seq < latest.seq or head.input_seq < latest.input_seq:
+        found = (
+            f"the journal ends at seq {head.seq} (input {head.input_seq}); its last commit, "
+            f"as the mark announced it, ended at seq {latest.seq} (input "
+            f"{latest.input_seq}): committed rows are missing (truncated, emptied or rolled "
+            "back)"
+        )
+    else:
+        found = (
+            f"the journal's rows or inputs through seq {latest.seq} (input "
+            f"{latest.input_seq}) are not the ones the mark announced: the database was "
+            "replaced or rewritten"
+        )
+    return f"{found}; {RESTORE}"
+
+
+def _kv_problems(head: JournalHead, wrote: JournalHead) -> list[IntegrityProblem]:
+    """The rows and inputs are those of a commit the mark announced: its state and key-values
+    must be too."""
+    found = []
+    if head.state_hash != wrote.state_hash:
+        found.append(
+            _problem(
+                Check.STATE,
+                "the stored table state is not the one the last commit wrote (the mark "
+                "holds its hash)",
+                Accept.STATE,
+            )
+        )
+    mine, theirs = head.values, wrote.values
+    for key in sorted(set(mine) | set(theirs)):
+        if mine.get(key) != theirs.get(key):
+            found.append(
+                _problem(
+                    Check.CURSORS,
+                    f"{key} is {mine.get(key, 'missing')}; the last commit wrote "
+                    f"{theirs.get(key, 'none')} (the mark)",
+                    Accept.CURSORS,
+                    key,
+                )
+            )
+    return found
+
+
+def matching_commit(head: JournalHead, record: MarkRecord) -> JournalHead | None:
+    """The commit of the mark whose rows and inputs the journal holds (next first)."""
+    for wrote in (record.next, record.base):
+        if head.rows_and_inputs() == wrote.rows_and_inputs():
+            return wrote
+    return None
+
+
+def _against_mark(
+    db: sqlite3.Connection, head: JournalHead, record: MarkRecord
+) -> list[IntegrityProblem]:
+    if head in (record.base, record.next):
+        return []
+    wrote = matching_commit(head, record)
+    if wrote is not None:
+        return _kv_problems(head, wrote)
+    latest = record.next
+    if (
+        head.seq >= latest.seq
+        and head.input_seq >= latest.input_seq
+        and row_hash_at(db, latest.seq) == latest.hash
+        and input_hash_at(db, latest.input_seq) == latest.input_hash
+    ):
+        return [
+            _problem(
+                Check.MARK,
+                f"the journal goes on past the last commit its mark announced (seq "
+                f"{latest.seq}, input {latest.input_seq}) to seq {head.seq} (input "
+                f"{head.input_seq}): the mark is older than the journal (put back from a "
+                "copy, or an older tablectl wrote the journal since)",
+                Accept.MARK,
+            )
+        ]
+    return [_problem(Check.MARK, _lost(head, latest))]
+
+
+def _state_problem(db: sqlite3.Connection, head: JournalHead) -> IntegrityProblem | None:
+    last = db.execute(
+        "SELECT input_seq, state_hash FROM inputs ORDER BY input_seq DESC LIMIT 1"
+    ).fetchone()
+    if last is None or head.state_hash is None or last[1] == head.state_hash:
+        return None
+    return _problem(
+        Check.STATE,
+        f"the stored table state is not the state input {last[0]} left (its state hash)",
+        Accept.STATE,
+    )
+
+
+def _rows_named_past_end(db: sqlite3.Connection, head: JournalHead) -> IntegrityProblem | None:
+    last = db.execute(
+        "SELECT input_seq, last_seq FROM inputs WHERE last_seq IS NOT NULL "
+        "ORDER BY input_seq DESC LIMIT 1"
+    ).fetchone()
+    if last is None or last[1] <= head.seq:
+        return None
+    return _problem(
+        Check.INPUTS,
+        f"input {last[0]} journaled rows through seq {last[1]}; the journal ends at seq "
+        f"{head.seq}: rows were removed; {RESTORE}",
+    )
+
+
+def _ack_problems(
+    db: sqlite3.Connection, head: JournalHead, backends: Sequence[str] | None, vouched: bool
+) -> list[IntegrityProblem]:
+    found = []
+    for backend, seq in db.execute("SELECT backend_id, seq FROM acks ORDER BY backend_id"):
+        if backends is not None and backend not in backends:
+            listed = ", ".join(backends) or "none"
+            found.append(
+                _problem(
+                    Check.ACKS,
+                    f"the journal holds an acknowledgement from backend {backend!r} (through "
+                    f"seq {seq}), which mqtt.backends ({listed}) does not list",
+                    Accept.ACKS,
+                    backend,
+                )
+            )
+        elif seq > head.seq:
+            said = (
+                f"backend {backend!r} acknowledged through seq {seq}; the journal ends at "
+                f"seq {head.seq}"
+            )
+            if vouched:
+                found.append(_problem(Check.ACKS, said, Accept.ACKS, backend))
+            else:
+                found.append(
+                    _problem(
+                        Check.ACKS,
+                        f"{said}, and no mark shows the journal whole: rows past seq "
+                        f"{head.seq} may have been lost; {RESTORE}",
+                        subject=backend,
+                    )
+                )
+    return found
+
+
+def _cursor_form_problems(
+    head: JournalHead, mark: MarkReading, known: set[str | None]
+) -> list[IntegrityProblem]:
+    """A cursor that does not read as one (the daemon could not take it), unless the mark's
+    comparison already named it."""
+    found = []
+    for key, value in head.kv:
+        if CURSOR_KEY.match(key) and not CURSOR_VALUE.match(value) and key not in known:
+            wrote = None if mark.record is None else matching_commit(head, mark.record)
+            found.append(
+                _problem(
+                    Check.CURSORS,
+                    f"{key} is {value!r}, not a device cursor (boot:event)"
+                    + ("" if wrote else f"; no mark holds the one committed: {RESTORE}"),
+                    Accept.CURSORS if wrote else None,
+                    key,
+                )
+            )
+    return found
+
+
+def _problems(
+    db: sqlite3.Connection,
+    head: JournalHead,
+    mark: MarkReading,
+    backends: Sequence[str] | None,
+    database: Path,
+) -> list[IntegrityProblem]:
+    """Everything but the chains' walk: the mark, handed, acks, cursors and state."""
+    found: list[IntegrityProblem] = []
+    where = mark_path(database)
+    vouched = False  # a mark shows the journal ends where its last commit left it
+    if mark.record is None:
+        if mark.damaged:
+            found.append(
+                _problem(
+                    Check.MARK,
+                    f"the mark {where} holds no readable commit record (edited or damaged): "
+                    f"whether rows past seq {head.seq} were lost cannot be told here (accept "
+                    "only a journal known whole, e.g. no backend holds a row past it)",
+                    Accept.MARK,
+                )
+            )
+        elif not _legacy(db):
+            found.append(
+                _problem(
+                    Check.MARK,
+                    f"the mark {where} holds no commit (deleted, or emptied), though this "
+                    f"journal was written with one: whether rows past seq {head.seq} were "
+                    "lost cannot be told here (accept only a journal known whole, e.g. no "
+                    "backend holds a row past it)",
+                    Accept.MARK,
+                )
+            )
+    else:
+        against = _against_mark(db, head, mark.record)
+        found += against
+        vouched = not any(p.check is Check.MARK for p in against)
+    if mark.handed > head.seq:
+        found.append(_handed_problem(head, mark, vouched))
+    if (named := _rows_named_past_end(db, head)) is not None:
+        found.append(named)
+    found += _ack_problems(db, head, backends, vouched)
+    found += _cursor_form_problems(head, mark, {p.subject for p in found})
+    state = _state_problem(db, head)
+    if state is not None and not any(p.check is Check.STATE for p in found):
+        found.append(state)
+    return found
+
+
+def _handed_problem(head: JournalHead, mark: MarkReading, vouched: bool) -> IntegrityProblem:
+    """Rows past the journal's end were handed to a broker. The handed seq is written after
+    a commit, the mark before it: past what any announced commit reached, the handed seq is
+    wrong; within the commit the journal lacks, that commit landed, was sent, and is gone."""
+    said = (
+        f"rows through seq {mark.handed} were handed to a broker; the journal ends at seq "
+        f"{head.seq}"
+    )
+    if vouched and mark.record is not None and mark.handed > mark.record.next.seq:
+        return _problem(
+            Check.HANDED,
+            f"{said}, and no commit the mark announced reached it: the handed seq is wrong",
+            Accept.HANDED,
+        )
+    return _problem(Check.HANDED, f"{said}: committed rows were lost; {RESTORE}")
+
+
+def _broken(check: Check, broken: ChainBreak) -> IntegrityProblem:
+    if check is Check.CHAIN:
+        lead = f"the journal does not chain at seq {broken.at}"
+    else:
+        lead = f"the inputs do not chain at input {broken.at}"
+    return _problem(check, f"{lead}: {broken.why}; {RESTORE}")
+
+
+def check_integrity(store: Store, backends: Sequence[str]) -> list[IntegrityProblem]:
+    """What keeps the daemon from starting on this journal ([] when it may): the mark, the
+    last row and input, handed, acks, cursors and state. Read only; before any commit."""
+    db = store._db
+    found = [
+        _broken(check, broken)
+        for check, broken in ((Check.CHAIN, tail_break(db)), (Check.INPUTS, input_tail_break(db)))
+        if broken is not None
+    ]
+    return found + _problems(db, store.head, store.mark(), backends, store.path)
+
+
+def refusal(problems: Sequence[IntegrityProblem]) -> str:
+    """Why the daemon does not start, and what a technician can do: one line."""
+    found = "; ".join(p.text() for p in problems)
+    stuck = [p for p in problems if p.accept is None]
+    if stuck:
+        return (
+            f"the journal fails its integrity checks: {found}. `tablectl journal recover` "
+            f"cannot mend [{', '.join(sorted({p.check for p in stuck}))}]"
+        )
+    accepts = " ".join(f"--accept {a}" for a in sorted({p.accept for p in problems if p.accept}))
+    return (
+        f"the journal fails its integrity checks: {found}. A technician who has looked into "
+        f"it may go on with `tablectl journal recover --by ID {accepts}` (journaled, with who)"
+    )
+
+
+def verify_journal(
+    reader: JournalReader, backends: Sequence[str] | None, *, full: bool = True
+) -> VerifyReport:
+    """Every check, the chains walked whole (full=False: their last links, as at start-up).
+    backends None: which backends are registered is not known (no config)."""
+    db = reader._db
+    for _ in range(SNAPSHOT_TRIES):
+        before = reader.mark()  # handed from here: never past the snapshot taken after it
+        db.execute("BEGIN")
+        head = read_head(db)
+        after = reader.mark()
+        if after.record == before.record:
+            break
+        db.execute("ROLLBACK")  # a commit came in between: read again
+    else:
+        db.execute("BEGIN")
+        head, after = read_head(db), reader.mark()
+    mark = MarkReading(after.record, after.damaged, before.handed, after.exists)
+    try:
+        return _report(db, reader.path, head, mark, backends, full=full)
+    finally:
+        db.execute("ROLLBACK")
+
+
+def verify_missing(database: Path, backends: Sequence[str] | None) -> VerifyReport | None:
+    """No database at all: what the checks say of it when a mark (or a handed seq) shows
+    there was one; None when nothing says a journal was ever here."""
+    mark = read_mark(database)
+    if not mark.exists and mark.handed == 0:
+        return None
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(SCHEMA)
+        return _report(db, database, JournalHead(), mark, backends, full=True)
+
+
+def _report(
+    db: sqlite3.Connection,
+    database: Path,
+    head: JournalHead,
+    mark: MarkReading,
+    backends: Sequence[str] | None,
+    *,
+    full: bool,
+) -> VerifyReport:
+    problems: list[IntegrityProblem] = []
+    rows: RowWalk | None = walk_rows(db) if full else None
+    inputs = walk_inputs(db) if full else None
+    row_break = rows.broken if rows else tail_break(db)
+    input_break = inputs.broken if inputs else input_tail_break(db)
+    if row_break is not None:
+        problems.append(_broken(Check.CHAIN, row_break))
+    if input_break is not None:
+        problems.append(_broken(Check.INPUTS, input_break))
+    problems += _problems(db, head, mark, backends, database)
+    acked = {str(b): int(q) for b, q in db.execute("SELECT backend_id, seq FROM acks")}
+    ok_detail = {
+        Check.CHAIN: _chain_detail(head, rows),
+        Check.INPUTS: f"{head.input_seq} inputs chain"
+        + ("" if full else " (the last one checked)"),
+        Check.MARK: _mark_detail(head, mark),
+        Check.HANDED: f"handed to a broker through seq {mark.handed}",
+        Check.ACKS: (", ".join(f"{b} through seq {q}" for b, q in sorted(acked.items())) or "none")
+        + ("" if backends is not None else " (registered backends not checked: give --config)"),
+        Check.CURSORS: ", ".join(f"{k} {v}" for k, v in head.kv) or "none",
+        Check.STATE: "the state the last input left"
+        if head.state_hash is not None
+        else "no state stored",
+    }
+    failed = {p.check: p for p in reversed(problems)}  # the first problem of each check
+    checks = [
+        CheckResult(
+            check=check,
+            ok=check not in failed,
+            detail=failed[check].message if check in failed else ok_detail[check],
+        )
+        for check in Check
+    ]
+    return VerifyReport(
+        ok=not problems,
+        database=str(database),
+        rows=head.seq,
+        inputs=head.input_seq,
+        acked=acked,
+        handed=mark.handed,
+        checks=checks,
+        problems=problems,
+        error=problems[0].text() if problems else None,
+    )
+
+
+def _chain_detail(head: JournalHead, rows: RowWalk | None) -> str:
+    if rows is None:
+        return f"{head.seq} rows; the last one checked"
+    if rows.formula_2_from is None:
+        return f"{rows.rows} rows chain (formula 1: journaled before boot ids were covered)"
+    if rows.formula_2_from == 1:
+        return f"{rows.rows} rows chain, every column covered"
+    return (
+        f"{rows.rows} rows chain; every column covered from seq {rows.formula_2_from} "
+        "(the rows before it were journaled with formula 1, boot ids uncovered)"
+    )
+
+
+def _mark_detail(head: JournalHead, mark: MarkReading) -> str:
+    if mark.record is None:
+        return "no mark yet (journaled by a tablectl before the mark; its next commit writes one)"
+    return (
+        f"the journal ends where its last commit left it (seq {head.seq}, input {head.input_seq})"
+    )
