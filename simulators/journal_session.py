@@ -28,6 +28,7 @@ from tablectl.core.events import (
     Event,
     GpioFault,
     LockoutPressed,
+    LockoutReleased,
     NewDeckRegistered,
     PowerUp,
     ReshuffleRequested,
@@ -203,6 +204,12 @@ def play_session(
         else:
             table.advance(rng.uniform(10, 25))
             table.feed(LockoutPressed(at_ns=table.ns()))
+            table.advance(0.3)
+            table.feed(LockoutReleased(at_ns=table.ns()))
+        # The dealer collects the wagers before the cards are dealt (649a.8(b)).
+        table.advance(2)
+        for seat in seats:
+            table.feed(ChipSensed(seat=seat, present=False, since_ns=table.ns()))
         if n % 61 == 30:  # the dealer exposes a card: void (649a.13(d))
             table.advance(5)
             table.feed(VoidRound(reason="dealer-card-exposed", by="D117 (alice)"))
