@@ -117,6 +117,8 @@ class ReferenceBackend:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(client.wait_closed())  # raises when the broker goes away
                 tasks.create_task(self._consume(client))
+                if self._ask_on_gap:
+                    tasks.create_task(self._ask_while_missing(client))
         except* MqttError as group:
             raise group.exceptions[0] from None
 
@@ -133,6 +135,21 @@ class ReferenceBackend:
         self._next_ask_at = time.monotonic() + self._pause_s
         self._pause_s = min(MAX_REPLAY_PAUSE_S, self._pause_s * 2)
 
+    @property
+    def missing(self) -> bool:
+        """Rows exist past what it holds contiguously: a later one came, or the table said so
+        (`last_seq` in a reply or the birth: rows dropped at the end of a burst leave no gap
+        behind them to see)."""
+        return self.highest_seen > self.last_contiguous_seq
+
+    async def _ask_while_missing(self, client: MqttClient) -> None:
+        """Asked again once the pause is over, even if nothing more arrives."""
+        while True:
+            due_in = self._next_ask_at - time.monotonic()
+            await asyncio.sleep(max(0.05, min(self._replay_pause_s, due_in)))
+            if self.missing and time.monotonic() >= self._next_ask_at:
+                await self._ask_replay(client, "backend-gap")
+
     async def _consume(self, client: MqttClient) -> None:
         async for message in client.messages():
             if self._per_event_s and message.topic.endswith("/evt"):
@@ -142,8 +159,7 @@ class ReferenceBackend:
             if self.last_contiguous_seq > before:  # rows are coming: a replay may be too
                 self._pause_s = self._replay_pause_s
                 self._next_ask_at = time.monotonic() + self._pause_s
-            gap = self.highest_seen > self.last_contiguous_seq
-            if self._ask_on_gap and gap and time.monotonic() >= self._next_ask_at:
+            if self._ask_on_gap and self.missing and time.monotonic() >= self._next_ask_at:
                 await self._ask_replay(client, "backend-gap")
             # At the end of a burst, or every ACK_EVERY events of a long one.
             if client.messages_waiting == 0 or self.last_contiguous_seq >= self._acked + ACK_EVERY:
@@ -173,9 +189,15 @@ class ReferenceBackend:
             self.status = body
         elif sub == "birth":
             self.birth = body
+            self._exists_through(body.get("last_seq"))
         elif sub.startswith("res/"):
             self.replies.append(body)
+            self._exists_through((body.get("data") or {}).get("last_seq"))
         self.changed.set()
+
+    def _exists_through(self, last_seq: object) -> None:
+        if isinstance(last_seq, int):
+            self.highest_seen = max(self.highest_seen, last_seq)
 
     async def _ack(self, client: MqttClient) -> None:
         seq = self.last_contiguous_seq
