@@ -1,18 +1,20 @@
 """A private Mosquitto for tests, benches and the demo: free port, generated config, own process.
 
 Plain (loopback, anonymous) by default; with `secure=` it runs the shipped broker config
-(config/mosquitto/tablectl.conf: TLS with client certificates, passwords and the shipped ACL),
-only its paths and port changed, on a throwaway PKI made with openssl.
+(config/mosquitto/tablectl.conf: TLS with client certificates, each client's identity its
+certificate's common name, and the shipped ACL), only its paths and port changed, on a
+throwaway PKI made with openssl.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -56,11 +58,14 @@ class Pki:
             "server", "subjectAltName=IP:127.0.0.1,DNS:localhost"
         )
 
-    def issue(self, cn: str, extension: str | None = None) -> tuple[Path, Path]:
-        """A certificate with this common name, signed by this CA: (cert, key)."""
+    def issue(
+        self, cn: str, extension: str | None = None, *, subject: str | None = None
+    ) -> tuple[Path, Path]:
+        """A certificate with this common name (or this whole subject, named cn on disk),
+        signed by this CA: (cert, key)."""
         key, csr, cert = (self.root / f"{cn}.{ext}" for ext in ("key", "csr", "crt"))
         _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
-        _openssl("req", "-new", "-key", key, "-subj", f"/CN={cn}", "-out", csr)
+        _openssl("req", "-new", "-key", key, "-subj", subject or f"/CN={cn}", "-out", csr)
         ext = self.root / f"{cn}.ext"
         ext.write_text((extension or "basicConstraints=CA:FALSE") + "\n")
         _openssl(
@@ -73,10 +78,10 @@ class Pki:
 
 @dataclass
 class Secure:
-    """What a secure broker needs: its site (for the ACL) and who may connect, by password."""
+    """What a secure broker needs: its site and its backends (for the ACL). Who may connect
+    is whoever holds a certificate of its CA (`PrivateBroker.pki.issue`)."""
 
     site: str
-    passwords: dict[str, str] = field(default_factory=dict)  # username -> password
     backends: tuple[str, ...] = ("pgs",)
 
 
@@ -90,9 +95,19 @@ def shipped_acl(site: str, backends: tuple[str, ...]) -> str:
 
 
 class PrivateBroker:
-    """start(), stop() and start() again on the same port (a broker restart)."""
+    """start(), stop() and start() again on the same port (a broker restart); pause() and
+    resume() (SIGSTOP, SIGCONT): a broker that holds its connections and answers nothing.
 
-    def __init__(self, port: int | None = None, *, secure: Secure | None = None) -> None:
+    max_queued: messages the broker queues per subscriber behind those in flight, past which it
+    drops them silently (Mosquitto's default is 1,000; a slow backend meets it)."""
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        secure: Secure | None = None,
+        max_queued: int = 100_000,
+    ) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self._dir = Path(tempfile.mkdtemp(prefix="tablectl-mosquitto-"))
@@ -107,7 +122,7 @@ class PrivateBroker:
                 "persistence false\n"
                 "set_tcp_nodelay true\n"
                 "max_inflight_messages 100\n"
-                "max_queued_messages 100000\n"
+                f"max_queued_messages {max_queued}\n"
                 f"log_dest file {self.log}\n"
                 "user root\n"
             )
@@ -117,21 +132,12 @@ class PrivateBroker:
 
     def _secure_conf(self, secure: Secure) -> str:
         self.pki = pki = Pki(self._dir / "pki")
-        passwd = self._dir / "passwd"
-        passwd.touch()
-        for user, password in secure.passwords.items():
-            subprocess.run(
-                [find_mosquitto("mosquitto_passwd"), "-b", str(passwd), user, password],
-                check=True,
-                capture_output=True,
-            )
         acl = self._dir / "tablectl.acl"
         acl.write_text(shipped_acl(secure.site, secure.backends))
         paths = {
             "cafile": pki.ca_cert,
             "certfile": pki.server_cert,
             "keyfile": pki.server_key,
-            "password_file": passwd,
             "acl_file": acl,
         }
         lines = []
@@ -171,6 +177,7 @@ class PrivateBroker:
     def stop(self) -> None:
         if self._proc and self._proc.poll() is None:
             self._proc.terminate()
+            self._proc.send_signal(signal.SIGCONT)  # a paused broker hears it only once resumed
             try:
                 self._proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -179,6 +186,15 @@ class PrivateBroker:
         if self._proc and self._proc.stderr:
             self._proc.stderr.close()
         self._proc = None
+
+    def pause(self) -> None:
+        """The broker stops answering (SIGSTOP): connections stay open, nothing is read."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         self.stop()

@@ -190,7 +190,8 @@ class MqttSection(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
     client_id: str | None = Field(default=None, description="default tablectl-{site}-{table}")
-    # One credential per table (docs/mqtt.md, config/mosquitto/): the ACL keys on the username.
+    # The table's id (docs/mqtt.md, config/mosquitto/): the ACL keys on the username, which the
+    # shipped broker takes from the certificate's common name (it ignores these two then).
     username: str | None = None
     password: str | None = None
     keepalive_s: int = Field(default=30, ge=5, le=600)
@@ -207,6 +208,10 @@ class MqttSection(Strict):
     backlog_alarm_rows: int = Field(default=100_000, ge=1)
     backlog_alarm_hours: float = Field(default=24, gt=0)
     health_counters_interval_s: float = Field(default=60, ge=1, le=3600)
+    # A backend whose ack has not moved this long while later rows were out is sent them
+    # again from its ack (docs/mqtt.md, Delivery). Below half a second a healthy backend's
+    # once-per-burst ack would look stalled; past an hour dropped rows wait too long.
+    ack_stall_s: float = Field(default=10, ge=0.5, le=3600)
 
     @model_validator(mode="after")
     def _tls_files(self) -> Self:

@@ -27,7 +27,6 @@ from tablectl.mqtt.client import (
 
 SITE, TABLE = "pa-demo-casino", "tcp-07"
 ROOT = f"tablectl/v1/{SITE}/{TABLE}"
-PASSWORDS = {TABLE: "table-secret", "pgs": "backend-secret"}
 
 
 async def received(client: MqttClient, count: int) -> list[Message]:
@@ -151,18 +150,18 @@ async def test_the_will_goes_out_when_the_client_vanishes_and_not_after_a_discon
         assert [m.payload for m in got] == [b"online", b"online again", b"offline"]
 
 
-# --- the shipped broker config: TLS, passwords, the ACL -------------------------------------
+# --- the shipped broker config: TLS, the certificate's name as the identity, the ACL ----------
 
 
 @pytest.fixture(scope="module")
 def secure_broker() -> Iterator[PrivateBroker]:
-    with PrivateBroker(secure=Secure(SITE, PASSWORDS, backends=("pgs",))) as broker:
+    with PrivateBroker(secure=Secure(SITE, backends=("pgs",))) as broker:
         yield broker
 
 
-def tls_as(broker: PrivateBroker, who: str) -> ssl.SSLContext:
+def tls_as(broker: PrivateBroker, who: str, subject: str | None = None) -> ssl.SSLContext:
     assert broker.pki is not None
-    cert, key = broker.pki.issue(who)
+    cert, key = broker.pki.issue(who, subject=subject)
     context = ssl.create_default_context(cafile=str(broker.pki.ca_cert))
     context.load_cert_chain(str(cert), str(key))
     return context
@@ -172,7 +171,6 @@ def table_client(broker: PrivateBroker, **changes: Any) -> MqttClient:
     settings: dict[str, Any] = {
         "client_id": f"tablectl-{SITE}-{TABLE}",
         "username": TABLE,
-        "password": PASSWORDS[TABLE],
         "tls": tls_as(broker, TABLE),
         **changes,
     }
@@ -186,7 +184,6 @@ async def test_over_tls_a_publish_the_acl_denies_is_a_refusal_not_a_success(
         secure_broker.host,
         secure_broker.port,
         username="pgs",
-        password=PASSWORDS["pgs"],
         tls=tls_as(secure_broker, "pgs"),
     )
     async with (
@@ -211,9 +208,12 @@ async def test_over_tls_a_publish_the_acl_denies_is_a_refusal_not_a_success(
 async def test_refused_credentials_carry_the_connack_reason(
     secure_broker: PrivateBroker,
 ) -> None:
+    # The broker takes the certificate's common name as the username: one without a common
+    # name gives the client no identity, and the CONNACK refuses it.
+    nameless = tls_as(secure_broker, "nameless", subject="/O=tablectl")
     with pytest.raises(ConnectRefused) as refused:
-        await table_client(secure_broker, password="guess").connect()  # noqa: S106
-    # Mosquitto 2.0 says "Not authorized" (0x87) where MQTT 5 also has 0x86 for this.
+        await table_client(secure_broker, tls=nameless).connect()
+    # Mosquitto 2.0 says "Bad user name or password" (0x86); MQTT 5 also has 0x87 for this.
     assert refused.value.reason_code in (0x86, 0x87) and refused.value.permanent
 
 

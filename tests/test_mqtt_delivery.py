@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
-from tablectl.config import MqttSection
-from tablectl.core.events import ChipSensed
-from tablectl.core.round import Phase
+from tablectl.config import MqttSection, TableConfig
+from tablectl.core import effects as rec
+from tablectl.core.events import ChipSensed, DeliveryFault, DeliveryRestored
+from tablectl.core.round import Phase, TableState, step
 from tablectl.mqtt.contract import MAX_INBOUND_BYTES, TableSnapshot
 from tablectl.mqtt.relay import HealthSchedule, Relay, parse_inbound, topic_root
 from tablectl.store.journal import HandedMark, StepCommit, StepInput, Store
@@ -181,6 +182,36 @@ def test_health_goes_out_on_a_change_and_otherwise_once_per_interval() -> None:
     assert not schedule.due(("down", ()), now=61)
     assert schedule.due(("down", ()), now=62)  # the interval: counters ride along
     assert schedule.due(("down", ("audit",)), now=63)  # an alarm
+
+
+# --- a delivery fault, as the core journals it -----------------------------------------------
+
+
+def test_a_delivery_fault_is_journaled_once_per_change_and_old_states_read_as_before(
+    example_config: TableConfig,
+) -> None:
+    rules = example_config.rules()
+    state = TableState.initial(rules)
+    before = state.model_dump_json()
+    assert "delivery_fault" not in before  # a state written before the field reads the same
+    records = []
+    refused = "the broker refused a publish: Not authorized (reason code 0x87)"
+    late = "the broker did not acknowledge a publish within 15 s"
+    for event in (
+        DeliveryFault(reason=refused),
+        DeliveryFault(reason=refused),  # again after a reconnect: nothing new
+        DeliveryFault(reason=late),  # another fault: news
+        DeliveryRestored(),
+        DeliveryRestored(),
+    ):
+        state, effects = step(rules, state, event)
+        records += [e for e in effects if isinstance(e, rec.Record)]
+    assert records == [
+        rec.DeliveryFaultRecord(reason=refused),
+        rec.DeliveryFaultRecord(reason=late),
+        rec.DeliveryFaultCleared(reason=late),
+    ]
+    assert state.delivery_fault is None and "delivery_fault" not in state.model_dump_json()
 
 
 # --- no inbound message can hurt the daemon --------------------------------------------------
@@ -358,3 +389,33 @@ async def test_hostile_messages_do_not_hurt_a_running_daemon(table: SimulatedTab
     assert table.daemon.relay.counters.malformed_inbound == 1
     assert (await table.dealer(cmd="settle", hands={}))["ok"]
     await table.wait_phase(Phase.BETTING)
+
+
+async def test_a_broker_that_stops_acknowledging_is_a_delivery_fault_until_it_answers(
+    broker: PrivateBroker, tmp_path: Path
+) -> None:
+    # keepalive_s 5: a publish not acknowledged within 2.5 s is a delivery fault.
+    async with simulated_table(broker, tmp_path / "data", mqtt={"keepalive_s": 5}) as table:
+        await table.wait_phase(Phase.BETTING)
+        await table.wait_backend_caught_up()
+        broker.pause()  # it holds every connection and answers nothing
+        try:
+            await table.place_wagers(1)
+            await table.daemon.wait_until(lambda s: s.delivery_fault is not None, 15)
+            reason = "the broker did not acknowledge a publish within 2.5 s"
+            assert table.state.delivery_fault == reason
+            status = await table.dealer(cmd="status")
+            faults = status["data"]["faults"]  # type: ignore[index]
+            assert [f["cause"].split(":")[0] for f in faults if f["what"] == "delivery-fault"] == [
+                reason
+            ]
+            assert table.daemon.relay.counters.publishes_unacknowledged == 1
+        finally:
+            broker.resume()
+        # It answers again: the rows that waited arrive, and the fault clears, journaled once
+        # each (the backend receives both records too).
+        await table.daemon.wait_until(lambda s: s.delivery_fault is None, 20)
+        await table.wait_backend_caught_up(20)
+        types = [e["type"] for e in table.backend.events.values()]
+        assert types.count("delivery.fault") == 1 and types.count("delivery.fault_cleared") == 1
+        assert any(e["type"] == "wager.accepted" for e in table.backend.events.values())

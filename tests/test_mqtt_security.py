@@ -1,4 +1,5 @@
-"""A real Mosquitto with the shipped config: TLS, client certificates, passwords, the ACL."""
+"""A real Mosquitto with the shipped config: TLS, client certificates whose common name is
+the client's identity, the ACL; and what the table does when the broker will not deliver."""
 
 from __future__ import annotations
 
@@ -14,21 +15,21 @@ import pytest
 from structlog.testing import capture_logs
 from tablectl.simulators.broker import Pki, PrivateBroker, Secure
 
+from tablectl import cli
 from tablectl.config import MqttSection
 from tablectl.core.round import Phase
 from tablectl.mqtt.client import MqttClient, MqttError, PublishRefused
 from tablectl.mqtt.relay import describe_connect_error, make_client, topic_root
 
-from .conftest import simulated_table
+from .conftest import SimulatedTable, simulated_table
 
 SITE, TABLE = "pa-demo-casino", "tcp-07"
-PASSWORDS = {TABLE: "table-secret", "tcp-08": "other-table-secret", "pgs": "backend-secret"}
 
 
 @pytest.fixture
 def secure_broker() -> Iterator[PrivateBroker]:
     """A fresh broker each test: retained acks of another test's journal would be refused."""
-    with PrivateBroker(secure=Secure(SITE, PASSWORDS, backends=("pgs",))) as broker:
+    with PrivateBroker(secure=Secure(SITE, backends=("pgs",))) as broker:
         yield broker
 
 
@@ -38,19 +39,24 @@ def rogue(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(tmp_path_factory.mktemp("rogue"), name="rogue-ca")
 
 
-def tls(broker: PrivateBroker, who: str, *, ca: Path | None = None) -> ssl.SSLContext:
+def tls(
+    broker: PrivateBroker, who: str, *, ca: Path | None = None, subject: str | None = None
+) -> ssl.SSLContext:
     assert broker.pki is not None
-    cert, key = broker.pki.issue(who)
+    cert, key = broker.pki.issue(who, subject=subject)
     context = ssl.create_default_context(cafile=str(ca or broker.pki.ca_cert))
     context.load_cert_chain(str(cert), str(key))
     return context
 
 
 def client_as(broker: PrivateBroker, who: str) -> MqttClient:
-    """A client with who's own certificate and password."""
-    return MqttClient(
-        broker.host, broker.port, username=who, password=PASSWORDS[who], tls=tls(broker, who)
-    )
+    """A client with who's own certificate (its common name: who)."""
+    return MqttClient(broker.host, broker.port, username=who, tls=tls(broker, who))
+
+
+def backend_as(broker: PrivateBroker, who: str = "pgs") -> dict[str, Any]:
+    """The reference backend's arguments: its own certificate."""
+    return {"username": who, "tls": tls(broker, who)}
 
 
 def table_mqtt(broker: PrivateBroker, **changes: Any) -> dict[str, Any]:
@@ -62,7 +68,6 @@ def table_mqtt(broker: PrivateBroker, **changes: Any) -> dict[str, Any]:
         "cert_file": cert,
         "key_file": key,
         "username": TABLE,
-        "password": PASSWORDS[TABLE],
         **changes,
     }
 
@@ -70,11 +75,7 @@ def table_mqtt(broker: PrivateBroker, **changes: Any) -> dict[str, Any]:
 async def test_the_table_connects_with_its_certificate_and_reaches_its_backend(
     secure_broker: PrivateBroker, tmp_path: Path
 ) -> None:
-    backend = {
-        "username": "pgs",
-        "password": PASSWORDS["pgs"],
-        "tls": tls(secure_broker, "pgs"),
-    }
+    backend = backend_as(secure_broker)
     async with simulated_table(
         secure_broker, tmp_path / "data", mqtt=table_mqtt(secure_broker), backend=backend
     ) as table:
@@ -118,18 +119,60 @@ async def test_a_wrong_certificate_is_refused_naming_cert_file(
     assert str(cert) in line
 
 
-async def test_a_wrong_password_is_refused_naming_the_username(
+async def test_a_certificate_without_a_name_is_refused_naming_username_and_cert_file(
     secure_broker: PrivateBroker,
 ) -> None:
-    line = await refusal(mqtt(secure_broker, password="guess"))  # noqa: S106
+    assert secure_broker.pki is not None
+    cert, key = secure_broker.pki.issue("nameless", subject="/O=tablectl")
+    line = await refusal(mqtt(secure_broker, cert_file=cert, key_file=key))
     assert "the broker refused the credentials of mqtt.username tcp-07" in line
+    assert f"mqtt.cert_file {cert}" in line
+
+
+async def test_another_tables_certificate_cannot_log_in_as_this_table(
+    secure_broker: PrivateBroker,
+) -> None:
+    # tcp-08's certificate with this table's username and a password: the broker takes the
+    # name on the certificate, not the one in the CONNECT, so the client is tcp-08, and
+    # nothing of tcp-07's is open to it.
+    root = topic_root(SITE, TABLE)
+    impostor = MqttClient(
+        secure_broker.host,
+        secure_broker.port,
+        username=TABLE,
+        password="tcp-07's password",  # noqa: S106
+        tls=tls(secure_broker, "tcp-08"),
+    )
+    async with impostor:
+        for topic in ("evt", "status", "birth", "meter/progressive"):
+            with pytest.raises(PublishRefused, match="Not authorized"):
+                await impostor.publish(f"{root}/{topic}", b"{}")
+        await impostor.publish(f"{topic_root(SITE, 'tcp-08')}/status", b"{}")  # its own
+        # Mosquitto grants the subscription and delivers only what the ACL lets it read: a
+        # command to tcp-07, then one to tcp-08 from the same backend, in that order; only
+        # tcp-08's arrives.
+        await impostor.subscribe(f"{root}/cmd/+")
+        await impostor.subscribe(f"{topic_root(SITE, 'tcp-08')}/cmd/+")
+        async with client_as(secure_broker, "pgs") as pgs:
+            for table in (TABLE, "tcp-08"):
+                command = {"correlation_id": f"for-{table}"}
+                topic = f"{topic_root(SITE, table)}/cmd/resync"
+                await pgs.publish(topic, json.dumps(command).encode())
+        async with asyncio.timeout(10):
+            async for message in impostor.messages():
+                assert json.loads(message.payload) == {"correlation_id": "for-tcp-08"}
+                break
+    # The broker's own account: the impostor (the first client) was tcp-08 throughout.
+    connected = [line for line in secure_broker.log.read_text().splitlines() if " as " in line]
+    assert "u'tcp-08'" in connected[0]
+    assert not any("u'tcp-07'" in line for line in connected)
 
 
 async def test_a_client_without_rights_cannot_ack_or_command_a_table(
     secure_broker: PrivateBroker, tmp_path: Path
 ) -> None:
     root = topic_root(SITE, TABLE)
-    backend = {"username": "pgs", "password": PASSWORDS["pgs"], "tls": tls(secure_broker, "pgs")}
+    backend = backend_as(secure_broker)
     async with simulated_table(
         secure_broker, tmp_path / "data", mqtt=table_mqtt(secure_broker), backend=backend
     ) as table:
@@ -180,35 +223,92 @@ async def until(condition: Any, timeout_s: float = 10) -> None:
             await asyncio.sleep(0.02)
 
 
-async def test_a_publish_the_acl_refuses_is_a_refusal_logged_once_never_a_delivery(
-    secure_broker: PrivateBroker, tmp_path: Path
+def journaled(table: SimulatedTable, type_: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every durable row of this type in the table's journal: (seq, data)."""
+    assert table.daemon.reader is not None
+    rows = table.daemon.reader.outbox_after(0, limit=100_000)
+    return [(r.seq, json.loads(r.data_json)) for r in rows if r.type == type_]
+
+
+async def test_a_table_speaking_as_another_is_refused_and_shows_a_delivery_fault(
+    secure_broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The table logs in as another table (a mistaken mqtt.username): the broker lets it in,
-    # and its ACL refuses every publish under this table's prefix, in each PUBACK (MQTT 5).
-    mqtt = table_mqtt(secure_broker, username="tcp-08", password=PASSWORDS["tcp-08"])
-    backend = {"username": "pgs", "password": PASSWORDS["pgs"], "tls": tls(secure_broker, "pgs")}
+    # A config copied from the next table: its username and its certificate are tcp-08's. The
+    # broker knows this table as tcp-08, and its ACL refuses every publish under tcp-07's
+    # topics, each in its PUBACK (MQTT 5, 0x87): never a delivery.
+    assert secure_broker.pki is not None
+    cert, key = secure_broker.pki.issue("tcp-08")
+    wrong = table_mqtt(
+        secure_broker, username="tcp-08", cert_file=cert, key_file=key, reconnect_max_s=1
+    )
+    backend = backend_as(secure_broker)
+    data = tmp_path / "data"
     with capture_logs() as logs:
-        async with simulated_table(
-            secure_broker, tmp_path / "data", mqtt=mqtt, backend=backend
-        ) as table:
+        async with simulated_table(secure_broker, data, mqtt=wrong, backend=backend) as table:
             relay = table.daemon.relay
-            await until(lambda: relay.reconnector.counters.refusals >= 1)
-            assert relay.counters.publishes_refused >= 1
+            # Refused, retried (at mqtt.reconnect_max_s), and refused again.
+            await until(lambda: relay.counters.publishes_refused >= 3)
+            await table.daemon.wait_until(lambda s: s.delivery_fault is not None, 10)
             error = relay.stats()["last_error"]
             assert f"publish to {topic_root(SITE, TABLE)}/birth refused: Not authorized" in error
+            # Journaled once, not once per refusal.
+            ((seq, fault),) = journaled(table, "delivery.fault")
+            reason = "the broker refused a publish: Not authorized (reason code 0x87)"
+            assert fault == {"reason": reason}
+            status = (await table.dealer(cmd="status"))["data"]
+            assert isinstance(status, dict)
+            (shown,) = [f for f in status["faults"] if f["what"] == "delivery-fault"]
+            assert shown["device"] == "broker" and shown["seq"] == seq
+            assert reason in shown["cause"] and shown["stops"] == "nothing"
+            # The backlog alarm is raised for the backend the rows do not reach.
+            alarms = status["mqtt"]["backlog_alarms"]
+            assert [a["backend_id"] for a in alarms] == ["pgs"] and alarms[0]["behind_rows"] > 0
+            sock = str(table.config.storage.socket_path)
+            assert await asyncio.to_thread(cli.main, ["status", "--socket", sock]) == 0
+            out = capsys.readouterr().out
+            assert "DELIVERY FAULT [broker]" in out and "ALARM backend pgs" in out
             # Nothing reached the backend, and nothing counts as delivered.
             assert relay.acks.through == 0 and table.backend.events == {}
-            # Refused, it waits the longest backoff: no second attempt within this test.
-            assert relay.reconnector.counters.attempts == 1
-    errors = [e for e in logs if e["log_level"] == "error" and e["event"].startswith("mqtt")]
-    assert len(errors) == 1, errors
+    refusals = [e for e in logs if e["log_level"] == "error" and e["event"].startswith("mqtt")]
+    assert len(refusals) == 1, refusals  # the reconnector says it once
+
+    # Its own certificate: the broker takes the rows, the fault clears (journaled), and
+    # everything that waited arrives, the fault's rows with it.
+    async with simulated_table(
+        secure_broker, data, mqtt=table_mqtt(secure_broker), backend=backend
+    ) as table:
+        await table.daemon.wait_until(lambda s: s.delivery_fault is None, 10)
+        await table.wait_backend_caught_up()
+        ((_, cleared),) = journaled(table, "delivery.fault_cleared")
+        assert cleared == {"reason": reason}
+        types = [e["type"] for e in table.backend.events.values()]
+        assert types.count("delivery.fault") == 1 and types.count("delivery.fault_cleared") == 1
+        status = (await table.dealer(cmd="status"))["data"]
+        assert isinstance(status, dict)
+        assert all(f["what"] != "delivery-fault" for f in status["faults"])
+        assert status["mqtt"]["delivery_fault"] is None
+
+
+def test_config_check_warns_of_a_username_that_is_not_the_table_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .conftest import EXAMPLE_CONFIG
+
+    config = tmp_path / "table.toml"
+    text = EXAMPLE_CONFIG.read_text()
+    config.write_text(text.replace("port = 1883\n", 'port = 1883\nusername = "tcp-08"\n'))
+    assert cli.main(["config", "check", str(config)]) == 0  # a warning, not a failure
+    captured = capsys.readouterr()
+    assert "warning: mqtt.username 'tcp-08' is not table.table_id" in captured.err
+    # The table's own id says nothing.
+    config.write_text(text.replace("port = 1883\n", 'port = 1883\nusername = "tcp-07"\n'))
+    assert cli.main(["config", "check", str(config)]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_config_check_names_missing_or_unreadable_tls_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tablectl import cli
-
     from .conftest import EXAMPLE_CONFIG
 
     key = tmp_path / "table.key"

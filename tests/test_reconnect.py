@@ -215,3 +215,31 @@ def test_a_cancellation_swallowed_by_a_failing_connect_still_stops_the_loop() ->
         raise AssertionError("the loop ran on after being told to stop")
 
     run_virtual(main())
+
+
+class RefusingBroker:
+    """Lets every connect in, then refuses what is published in it: as an ACL refuses a
+    table that speaks as another (docs/mqtt.md, Security)."""
+
+    def __init__(self) -> None:
+        self.attempts: list[float] = []
+
+    async def connect(self) -> str:
+        self.attempts.append(asyncio.get_running_loop().time())
+        return "conn"
+
+    async def serve(self, conn: str) -> None:
+        raise Refused("publish to tablectl/v1/s/tcp-07/birth refused: Not authorized")
+
+    async def close(self, conn: str) -> None:
+        return None
+
+
+def test_a_refusal_after_every_connect_is_one_error_not_one_per_connection() -> None:
+    broker = RefusingBroker()
+    with capture_logs() as logs:
+        r = _run_against(broker, 100)
+    assert len(broker.attempts) == 4  # at 0, 30, 60, 90: the longest backoff each time
+    assert r.counters.refusals == 4
+    errors = [e for e in logs if e["log_level"] == "error"]
+    assert [e["event"] for e in errors] == ["mqtt connection lost"]

@@ -246,10 +246,11 @@ def print_status(data: dict[str, Any]) -> None:
         f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
         "acked " + (", ".join(f"{b} {q}" for b, q in sorted(mq["acked"].items())) or "-")
     )
+    why = "the delivery fault above" if mq.get("delivery_fault") else "docs/mqtt.md, retention"
     for alarm in mq["backlog_alarms"]:
         print(
             f"  ALARM backend {alarm['backend_id']} is {alarm['behind_rows']} rows behind "
-            f"(oldest unacknowledged {alarm['oldest_unacked_ts']}): see docs/mqtt.md, retention"
+            f"(oldest unacknowledged {alarm['oldest_unacked_ts']}): see {why}"
         )
     if data["counters"]:
         print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))

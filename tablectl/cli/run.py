@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 
 from tablectl.cli.common import (
@@ -67,11 +68,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from tablectl.mqtt.relay import identity_warnings
+
     path = Path(args.file) if args.file else config_path(args)
     config = load_config(path)
     game = config.game.table_game()
+    # What may be meant, but most likely is not: said, and the config still passes.
+    warnings = identity_warnings(config.mqtt, config.table.table_id)
+    for warning in warnings:
+        print(f"{path}: warning: {warning}", file=sys.stderr)
     summary = {
         "ok": True,
+        "warnings": warnings,
         "file": str(path),
         "game": game.name,
         "table": config.table.table_id,

@@ -287,6 +287,21 @@ class DealRequestFailedRecord(Record):
     reason: str
 
 
+class DeliveryFaultRecord(Record):
+    """The broker refuses this table's rows or does not acknowledge them (its ACL, another
+    table's identity, a broker that stopped answering): they wait in the journal."""
+
+    TYPE = "delivery.fault"
+    reason: str
+
+
+class DeliveryFaultCleared(Record):
+    """The broker takes this table's rows again: those that waited go out."""
+
+    TYPE = "delivery.fault_cleared"
+    reason: str  # the fault that stood
+
+
 class CardFaceUp(Record):
     """One card found face up while dealing: not used, to the discard rack (649a.13(a))."""
 
@@ -500,6 +515,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DealStarted,
         DealCompleted,
         DealRequestFailedRecord,
+        DeliveryFaultRecord,
+        DeliveryFaultCleared,
         CardFaceUp,
         DeckIrregular,
         ShoeFaultRecord,

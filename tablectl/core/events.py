@@ -295,6 +295,23 @@ class DealRequestFailed(Input):
     reason: str
 
 
+# --- delivery to the backends ---------------------------------------------------------
+
+
+class DeliveryFault(Input):
+    """The broker refuses this table's rows (its ACL: another table's identity) or does not
+    acknowledge them in time, as the MQTT relay saw it: they wait in the journal."""
+
+    TYPE = "delivery_fault"
+    reason: str
+
+
+class DeliveryRestored(Input):
+    """The broker took a row of this table's again."""
+
+    TYPE = "delivery_restored"
+
+
 # --- people: the dealer and the floorperson -------------------------------------------
 
 
@@ -455,6 +472,8 @@ Event = (
     | ShoeFault
     | ShoeRebooted
     | DealRequestFailed
+    | DeliveryFault
+    | DeliveryRestored
     | DealRequested
     | DeviceAccepted
     | ShoeOutOfOrder
@@ -496,6 +515,8 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ShoeFault,
         ShoeRebooted,
         DealRequestFailed,
+        DeliveryFault,
+        DeliveryRestored,
         DealRequested,
         DeviceAccepted,
         ShoeOutOfOrder,

@@ -30,6 +30,8 @@ from tablectl.core.events import (
     ConfirmDocumentation,
     DealRequested,
     DealRequestFailed,
+    DeliveryFault,
+    DeliveryRestored,
     DeviceAccepted,
     DeviceEventsRefused,
     DeviceIdentified,
@@ -165,6 +167,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
             "events_refused",
             "shuffle_refused",
             "deal_refused",
+            "delivery_fault",
             # The inputs as the core last heard them (rules.sensors).
             "occupied",
             "waiting",
@@ -213,6 +216,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     waiting: tuple[int, ...] = ()
     lockout_held: bool = False
     stuck_inputs: tuple[StuckInput, ...] = ()
+    delivery_fault: str | None = None  # the broker refuses our rows: they wait (docs/mqtt.md)
 
     @property
     def accepting_wagers(self) -> bool:
@@ -373,6 +377,16 @@ def _apply(
             return s
         case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
             return _shoe_dealt(game, s, event, fx)
+        case DeliveryFault(reason=reason):
+            if reason == s.delivery_fault:
+                return s  # journaled once per change, not per publish or reconnect
+            fx.append(rec.DeliveryFaultRecord(reason=reason))
+            return s.model_copy(update={"delivery_fault": reason})
+        case DeliveryRestored():
+            if s.delivery_fault is None:
+                return s
+            fx.append(rec.DeliveryFaultCleared(reason=s.delivery_fault))
+            return s.model_copy(update={"delivery_fault": None})
         case ShoeFault(code=code, at_connect=at_connect, from_status=from_status):
             if (at_connect or from_status) and s.shoe_fault == code:
                 return s  # the fault already journaled, still showing in STATUS

@@ -16,6 +16,9 @@ What it gives the relay:
   `ConnectionLost` when the connection ends first. `flush` writes what paho holds at once.
 - `connect` raises `ConnectRefused` (the CONNACK's reason code), or `MqttError` with the
   cause (TCP, TLS) when it cannot get that far; `wait_closed` raises `ConnectionLost`.
+- `max_inbox`: a consumer slower than its messages stops reading the socket while that many
+  wait, so the broker holds (and past its queue, drops) what it has not taken, as it does for
+  any slow subscriber; reading goes on once half of them are consumed.
 - One connection per client object: a reconnect is a new client (util/reconnect.py).
 
 Everything but the blocking TCP connect and TLS handshake (paho's `connect`, run in a
@@ -142,8 +145,11 @@ class MqttClient:
         tls: ssl.SSLContext | None = None,
         will: Will | None = None,
         connect_timeout_s: float = 10.0,
+        max_inbox: int | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self._max_inbox = max_inbox
+        self._reading = True  # False while max_inbox messages wait
         self._keepalive_s = keepalive_s
         self._connect_timeout_s = connect_timeout_s
         self._loop = asyncio.get_running_loop()
@@ -271,6 +277,8 @@ class MqttClient:
             raise MqttError(f"could not publish to {topic}: {paho.error_string(info.rc)}")
         acked: asyncio.Future[None] = self._loop.create_future()
         self._pubacks[info.mid] = (acked, topic)
+        if not self._reading:
+            self._read_again()  # its PUBACK comes behind what the broker queued for us
         return acked
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
@@ -288,6 +296,8 @@ class MqttClient:
             raise MqttError(f"could not subscribe to {topic}: {paho.error_string(rc)}")
         granted: asyncio.Future[list[ReasonCode]] = self._loop.create_future()
         self._subacks[mid] = (granted, topic)
+        if not self._reading:
+            self._read_again()
         self.flush()
         for code in await granted:
             if code.is_failure:
@@ -296,7 +306,16 @@ class MqttClient:
     async def messages(self) -> AsyncIterator[Message]:
         """Inbound messages, in arrival order (paho has sent their PUBACK)."""
         while True:
-            yield await self._inbox.get()
+            message = await self._inbox.get()
+            if not self._reading and self._inbox.qsize() <= (self._max_inbox or 0) // 2:
+                self._read_again()
+            yield message
+
+    def _read_again(self) -> None:
+        self._reading = True
+        if self._fd is not None:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._loop.call_soon(self._on_readable)  # what TLS may hold already decrypted
 
     @property
     def messages_waiting(self) -> int:
@@ -327,6 +346,15 @@ class MqttClient:
             return
         if p.want_write():  # PUBACKs for what arrived, a PINGREQ
             self.flush()
+        if (
+            self._max_inbox is not None
+            and self._inbox.qsize() >= self._max_inbox
+            and not self._pubacks  # an answer awaited is read, whatever queues before it
+            and not self._subacks
+            and self._fd is not None
+        ):
+            self._reading = False  # the consumer is behind: the broker keeps the rest
+            self._loop.remove_reader(self._fd)
 
     def _on_misc(self) -> None:
         """Keep-alive: paho sends PINGREQ when due and closes a connection whose PINGRESP

@@ -136,6 +136,11 @@ class Ack(Message):
 class ReplayCommand(Message):
     from_seq: StrictInt = Field(ge=1)
     correlation_id: CorrelationId
+    backend_id: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
+        default=None,
+        description="the requesting backend (registered in the table's mqtt.backends): its "
+        "replay is paced by its acknowledgements; without it, rows go out as fast as they can",
+    )
 
 
 class ResyncCommand(Message):
@@ -324,12 +329,15 @@ def asyncapi_document() -> dict[str, Any]:
             "securitySchemes": {
                 "tableCertificate": {
                     "type": "X509",
-                    "description": "the table's client certificate (mqtt.cert_file, key_file)",
+                    "description": "the table's client certificate (mqtt.cert_file, key_file), "
+                    "its common name the table id: the shipped broker takes that name as the "
+                    "username its ACL keys on (config/mosquitto/)",
                 },
                 "tablePassword": {
                     "type": "userPassword",
-                    "description": "one username and password per table (mqtt.username, "
-                    "password); the broker's ACL keys on the username (config/mosquitto/)",
+                    "description": "a username (the table id) and password (mqtt.username, "
+                    "password), for a broker that checks passwords; the shipped one takes the "
+                    "identity from the certificate instead",
                 },
             },
         },
@@ -422,8 +430,8 @@ def _mqtt_binding(spec: ChannelSpec) -> dict[str, Any]:
 
 
 def _servers() -> dict[str, Any]:
-    """Where a table connects: the site's broker (TLS, a certificate and a password per
-    table), or a plain local broker for `make demo` and simulated tables."""
+    """Where a table connects: the site's broker (TLS, a certificate per table that is its
+    identity), or a plain local broker for `make demo` and simulated tables."""
     from tablectl.config import MqttSection
 
     defaults = MqttSection()

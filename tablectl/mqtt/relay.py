@@ -3,13 +3,16 @@
 The journal is the outbox. Rows are handed to the broker at QoS 1 in seq order, up to
 `publish_window` of them awaiting their PUBACK at once, and stay outstanding until every
 registered backend has acknowledged them end to end on `ack/{backend_id}`; on every connect
-the relay sends again from the lowest acknowledgement. A row handed to a broker before goes
-out with `replay: true`, across restarts too (`HandedMark`). Inbound messages are parsed by
-the contract's models only (`contract.py`): anything else is counted, logged with its topic
-and answered with an error where it carries a correlation id. The connection is the one
-reconnect component's (util/reconnect.py) over the relay's own MQTT 5 client (client.py): a
-broker refusing our credentials, certificate or a publish (its ACL) is a refusal, retried at
-the longest backoff and logged once. See docs/mqtt.md.
+the relay sends again from the lowest acknowledgement. Rows a backend lacks are sent again
+within a connection too, paced by its acks: when its ack stalls, or when it asks
+(`redelivery.py`). A row handed to a broker before goes out with `replay: true`, across
+restarts too (`HandedMark`). Inbound messages are parsed by the contract's models only
+(`contract.py`): anything else is counted, logged with its topic and answered with an error
+where it carries a correlation id. The connection is the one reconnect component's
+(util/reconnect.py) over the relay's own MQTT 5 client (client.py): a broker refusing our
+credentials, certificate or a publish (its ACL) is a refusal, retried at the longest backoff
+and logged once. A publish refused, or not acknowledged in time, is a delivery fault: the
+daemon journals it (once per change) and status shows it. See docs/mqtt.md.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -52,6 +57,7 @@ from tablectl.mqtt.contract import (
     envelope_json,
     topic_root,
 )
+from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery
 from tablectl.store.journal import HandedMark, JournalReader, OutboxRow, Store
 from tablectl.util.backoff import Backoff
 from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
@@ -68,6 +74,31 @@ MAX_CORRELATED_BYTES = 1 << 20
 class BrokerRefused(MqttError, Permanent):
     """The broker said no to this table (credentials, certificate, ACL): waiting will not
     change its mind, so the relay retries at the longest backoff and logs it once."""
+
+
+class PublishUnacknowledged(MqttError):
+    """No PUBACK within the bound: the broker holds the connection but is not delivering."""
+
+
+def delivery_fault(exc: PublishRefused | PublishUnacknowledged) -> str:
+    """What a delivery fault says, the same each time the broker says it (journaled once)."""
+    if isinstance(exc, PublishRefused):
+        return f"the broker refused a publish: {exc.reason} (reason code 0x{exc.reason_code:02x})"
+    return str(exc)
+
+
+def identity_warnings(config: MqttSection, table_id: str) -> list[str]:
+    """What `config check` warns of: a username other than the table id is another table's
+    identity on the broker (or none), and the broker's ACL refuses every publish under this
+    table's topics (docs/mqtt.md, Security)."""
+    if config.username is not None and config.username != table_id:
+        return [
+            f"mqtt.username {config.username!r} is not table.table_id {table_id!r}: the "
+            "shipped broker ACL lets a table publish only under its own id, so every event "
+            "would be refused (with use_identity_as_username, the certificate's common name "
+            "is the username: issue it with CN = the table id)"
+        ]
+    return []
 
 
 def tls_context(config: MqttSection) -> ssl.SSLContext:
@@ -114,6 +145,13 @@ class RelayCounters:
     acks_refused: int = 0  # unknown backend, or past the journal
     commands: int = 0
     publishes_refused: int = 0  # a PUBACK that said no (the ACL): the session ends
+    publishes_unacknowledged: int = 0  # no PUBACK within the bound: the session ends
+    redelivered: int = 0  # rows sent again on one connection: heals and replays asked for
+    heals: int = 0  # replays started because a backend's ack stalled
+    replay_requests: int = 0  # cmd/replay requests taken (each answered)
+    replays_started: int = 0  # replays begun for them (at once, or once the limit allowed)
+    replays_held: int = 0  # requests held by the rate limit (folded into one, started later)
+    replays_running: int = 0  # requests a replay under way already covered
 
 
 class AckBook:
@@ -165,6 +203,7 @@ class Inbound:
     ack: tuple[str, int] | None = None
     command: str | None = None
     from_seq: int | None = None
+    requester: str | None = None  # the backend a replay request names
     reply: Reply | None = None  # an error reply, where a correlation id could be read
     error: str | None = None  # why the message was refused
 
@@ -194,8 +233,14 @@ def parse_inbound(root: str, topic: str, payload: bytes) -> Inbound:
         except ValidationError as exc:
             error = _short(exc)
             return Inbound(error=error, reply=_error_reply(kind, payload, error))
-        from_seq = command.from_seq if isinstance(command, ReplayCommand) else None
-        return Inbound(command=name, from_seq=from_seq, reply=_ok(command.correlation_id))
+        if isinstance(command, ReplayCommand):
+            return Inbound(
+                command=name,
+                from_seq=command.from_seq,
+                requester=command.backend_id,
+                reply=_ok(command.correlation_id),
+            )
+        return Inbound(command=name, reply=_ok(command.correlation_id))
     error = f"unknown command {name!r}; known: {', '.join(COMMANDS)}"
     if kind != "cmd":
         error = f"not a topic the table reads: {sub!r}"
@@ -230,9 +275,15 @@ def describe_connect_error(exc: MqttError, config: MqttSection) -> str:
             f"{config.cert_file or 'not set'}): {text}"
         )
     if isinstance(exc, ConnectRefused) and exc.reason_code in (0x86, 0x87, 0x8C):
+        certificate = (
+            f" (a broker that takes the certificate's common name as the username, as the "
+            f"shipped config does, judges mqtt.cert_file {config.cert_file})"
+            if config.cert_file
+            else ""
+        )
         return (
             f"the broker refused the credentials of mqtt.username "
-            f"{config.username or '(none)'}: {text}"
+            f"{config.username or '(none)'}{certificate}: {text}"
         )
     return text
 
@@ -260,8 +311,16 @@ class _Session:
     client: MqttClient
     inflight: asyncio.Semaphore
     meters: dict[str, MeterValue] = field(default_factory=dict)
-    refused: PublishRefused | None = None  # a PUBACK that said no: the session ends
+    # Publishes awaiting their PUBACK, oldest first: (when handed, its future).
+    pending: deque[tuple[float, asyncio.Future[None]]] = field(default_factory=deque)
+    # A PUBACK that said no, or none in time: the session ends.
+    failed: PublishRefused | PublishUnacknowledged | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def fail(self, exc: PublishRefused | PublishUnacknowledged) -> None:
+        if self.failed is None:
+            self.failed = exc
+            self.ended.set()
 
 
 class Relay:
@@ -277,7 +336,12 @@ class Relay:
         in_journal_thread: InJournalThread,
         snapshot: Callable[[], TableSnapshot],
         shuffler: Callable[[], dict[str, Any]],
+        delivery_fault: str | None = None,
+        on_delivery: Callable[[str | None], None] = lambda fault: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """delivery_fault: the one the journal says stands; on_delivery: told a new delivery
+        fault (its text) or that delivery works again (None), once per change."""
         self._config = config
         self._site, self._table = site, table
         self._boot_id = boot_id
@@ -289,12 +353,21 @@ class Relay:
         self._root = topic_root(site, table)
         self._wake = asyncio.Event()
         self._cursor = 0  # last seq handed to the broker on this connection
-        self._rewind_to: int | None = None  # a replay request, applied between batches
         self._handed: HandedMark = store.handed_mark()
         self.acks = AckBook(config.backends, store.acks())
+        self._now = clock
+        self.redelivery = Redelivery(self.acks.acked, stall_s=config.ack_stall_s, now=clock())
+        # A broker answers a PUBACK as soon as it reads the publish; one that has not within
+        # half the keep-alive is not delivering (and paho's own keep-alive would take twice
+        # the keep-alive to notice a broker that stopped answering altogether).
+        self.puback_timeout_s = config.keepalive_s / 2
+        self._delivery_fault = delivery_fault
+        self._on_delivery = on_delivery
         self._acks_arrived = asyncio.Event()
         self.counters = RelayCounters()
         self._alarmed: set[str] = set()
+        for warning in identity_warnings(config, table):
+            log.warning(warning)
         self.reconnector: Reconnector[MqttClient] = Reconnector(
             name=f"mqtt broker {config.host}:{config.port}",
             connect=self._open,
@@ -318,7 +391,8 @@ class Relay:
     # --- what status and health say --------------------------------------------------
 
     def backlog_alarms(self) -> list[BacklogAlarm]:
-        """Backends past the retention bound (rows or age of the oldest unacknowledged)."""
+        """Backends past the retention bound (rows or age of the oldest unacknowledged), and
+        every backend behind while the broker refuses or does not acknowledge our rows."""
         last = self._reader.last_seq
         now = datetime.now(UTC)
         out = []
@@ -328,8 +402,10 @@ class Relay:
                 continue
             oldest = self._reader.ts_of(acked + 1)
             age = now - datetime.fromisoformat(oldest) if oldest else timedelta(0)
-            if behind >= self._config.backlog_alarm_rows or age >= timedelta(
-                hours=self._config.backlog_alarm_hours
+            if (
+                self._delivery_fault is not None
+                or behind >= self._config.backlog_alarm_rows
+                or age >= timedelta(hours=self._config.backlog_alarm_hours)
             ):
                 out.append(
                     BacklogAlarm(backend_id=backend, behind_rows=behind, oldest_unacked_ts=oldest)
@@ -338,10 +414,14 @@ class Relay:
         for alarm in out:
             if alarm.backend_id not in self._alarmed:
                 log.error(
-                    "backlog past the retention bound: the operator decides (see docs/mqtt.md)",
+                    "backlog alarm: the broker does not deliver this table's rows"
+                    if self._delivery_fault is not None
+                    else "backlog past the retention bound: the operator decides (see "
+                    "docs/mqtt.md)",
                     backend=alarm.backend_id,
                     behind_rows=alarm.behind_rows,
                     oldest_unacked_ts=alarm.oldest_unacked_ts,
+                    delivery_fault=self._delivery_fault,
                 )
         for cleared in self._alarmed - names:
             log.warning("backlog back within the retention bound", backend=cleared)
@@ -357,6 +437,8 @@ class Relay:
             "acked_through_seq": self.acks.through,
             "acked": dict(self.acks.acked),
             "backlog_alarms": [a.model_dump() for a in self.backlog_alarms()],
+            "delivery_fault": self._delivery_fault,
+            "redelivery": self.redelivery.view(),
             "last_error": self.reconnector.last_error,
             **asdict(self.counters),
         }
@@ -417,12 +499,41 @@ class Relay:
         self.counters.connects += 1
         try:
             await self._session(client)
-        except PublishRefused:
-            self.counters.publishes_refused += 1
+        except (PublishRefused, PublishUnacknowledged) as exc:
+            if isinstance(exc, PublishRefused):
+                self.counters.publishes_refused += 1
+            else:
+                self.counters.publishes_unacknowledged += 1
+            self._delivery_is(delivery_fault(exc))
             raise
         except asyncio.CancelledError:
             await self._say_offline(client)
             raise
+
+    def _delivery_is(self, fault: str | None) -> None:
+        """A delivery fault (its text) or delivery working (None): told once per change."""
+        if fault == self._delivery_fault:
+            return
+        self._delivery_fault = fault
+        if fault is None:
+            log.info("the broker takes this table's rows again: delivery fault cleared")
+        self._on_delivery(fault)
+
+    async def _publish(
+        self, client: MqttClient, topic: str, payload: bytes, *, retain: bool = False
+    ) -> None:
+        """Publish and await the PUBACK, within the bound."""
+        try:
+            async with asyncio.timeout(self.puback_timeout_s):
+                await client.publish(topic, payload, retain=retain)
+        except TimeoutError:
+            raise self._unacknowledged(topic) from None
+
+    def _unacknowledged(self, topic: str) -> PublishUnacknowledged:
+        log.warning("no PUBACK in time", topic=topic, bound_s=self.puback_timeout_s)
+        return PublishUnacknowledged(
+            f"the broker did not acknowledge a publish within {self.puback_timeout_s:g} s"
+        )
 
     async def _say_offline(self, client: MqttClient) -> None:
         """On an orderly stop; the broker's last-will covers every other way of going."""
@@ -437,34 +548,72 @@ class Relay:
         await client.subscribe(f"{self._root}/ack/+")
         await client.subscribe(f"{self._root}/cmd/+")
         await self._publish_birth(client)
-        await client.publish(f"{self._root}/status", self._status("online"), retain=True)
-        # Everything some backend has not acknowledged goes out again, with the same ids.
-        self._cursor = self.acks.through
+        await self._publish(client, f"{self._root}/status", self._status("online"), retain=True)
+        # Everything some backend has not acknowledged goes out again, with the same ids
+        # (but not for a backend gone dormant: it asks when it is back).
+        self._cursor = self.redelivery.floor(self._handed.seq)
+        self.redelivery.session(self._cursor, self._now())
         session = _Session(client, asyncio.Semaphore(self._config.publish_window))
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._inbound(session), name="mqtt-inbound")
                 tasks.create_task(self._outbound(session), name="mqtt-outbound")
                 tasks.create_task(self._health_loop(client), name="mqtt-health")
+                tasks.create_task(self._redeliver(session), name="mqtt-redeliver")
                 tasks.create_task(self._watch(session), name="mqtt-watch")
         except* MqttError as group:
             raise group.exceptions[0] from None
 
     async def _watch(self, session: _Session) -> None:
-        """The session ends when the connection does, or when the broker refuses a row."""
+        """The session ends when the connection does, or when the broker refuses a row or
+        does not acknowledge one in time."""
         closed = asyncio.create_task(session.client.wait_closed())
-        refused = asyncio.create_task(session.ended.wait())
+        failed = asyncio.create_task(session.ended.wait())
         try:
-            await asyncio.wait((closed, refused), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((closed, failed), return_when=asyncio.FIRST_COMPLETED)
         finally:
             closed.cancel()
-            refused.cancel()
-        if session.refused is not None:
+            failed.cancel()
+        if session.failed is not None:
             if closed.done() and not closed.cancelled():
                 closed.exception()  # read: the refusal is the news
-            raise session.refused
+            raise session.failed
         await closed  # raises why the connection was lost
         raise MqttError("the connection ended")
+
+    async def _redeliver(self, session: _Session) -> None:
+        """The stall rule and the held replay requests (redelivery.py), and the PUBACK bound
+        on the rows in flight, checked a few times per stall time and per bound."""
+        period = min(1.0, self._config.ack_stall_s / 4, self.puback_timeout_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            now = self._now()
+            changes = self.redelivery.tick(now)
+            for change in changes:
+                if isinstance(change, Dormant):
+                    log.warning(
+                        "backend's ack stayed put through every heal: sending it nothing more "
+                        "until it acknowledges or asks (its rows stay in the journal)",
+                        backend=change.backend,
+                    )
+                    continue
+                self.counters.heals += change.heal
+                self.counters.replays_started += not change.heal
+                log.info(
+                    "backend's ack stalled: sending its rows again"
+                    if change.heal
+                    else "replay asked for: sending rows again",
+                    backend=change.requester or "(not named)",
+                    after_seq=change.after,
+                    through_seq=change.until,
+                )
+            if changes:
+                self.wake()
+            pending = session.pending
+            while pending and pending[0][1].done():
+                pending.popleft()
+            if pending and now - pending[0][0] >= self.puback_timeout_s:
+                session.fail(self._unacknowledged("evt"))
 
     def birth(self) -> Birth:
         snapshot = self._snapshot()
@@ -476,9 +625,12 @@ class Relay:
 
     async def _publish_birth(self, client: MqttClient) -> None:
         birth = self.birth()
-        await client.publish(f"{self._root}/birth", birth.model_dump_json().encode(), retain=True)
+        await self._publish(
+            client, f"{self._root}/birth", birth.model_dump_json().encode(), retain=True
+        )
         for meter in birth.meters:
-            await client.publish(
+            await self._publish(
+                client,
                 f"{self._root}/meter/{meter.meter_id}",
                 meter.model_dump_json().encode(),
                 retain=True,
@@ -487,35 +639,61 @@ class Relay:
     # --- outbound: the journal, in order, the pipe kept full ---------------------------
 
     async def _outbound(self, session: _Session) -> None:
+        """New rows first, then rows a backend lacks (a heal or a replay asked for)."""
         window = self._config.publish_window
         while True:
             self._wake.clear()
-            if self._rewind_to is not None:
-                self._cursor, self._rewind_to = min(self._cursor, self._rewind_to), None
-            rows = self._reader.outbox_after(self._cursor, limit=window)
-            if not rows:
+            sent = await self._send_new(session, window)
+            sent += await self._send_again(session, window)
+            if not sent:
                 await self._wake.wait()
-                continue
-            # Written before the rows leave, so a crash cannot make a re-send look new.
-            handed_before = self._handed.seq
-            self._handed.advance(rows[-1].seq)
-            for row in rows:
-                await session.inflight.acquire()
-                self._hand(session, row, replay=row.seq <= handed_before)
-            self._cursor = rows[-1].seq
-            # The latest reading of each meter these rows changed, retained for signs.
-            for meter in session.meters.values():
-                await session.inflight.acquire()
-                self._send(
-                    session,
-                    f"{self._root}/meter/{meter.meter_id}",
-                    meter.model_dump_json().encode(),
-                    retain=True,
-                )
-            session.meters.clear()
-            session.client.flush()
 
-    def _hand(self, session: _Session, row: OutboxRow, *, replay: bool) -> None:
+    async def _send_new(self, session: _Session, window: int) -> int:
+        rows = self._reader.outbox_after(self._cursor, limit=window)
+        if not rows:
+            return 0
+        # Written before the rows leave, so a crash cannot make a re-send look new.
+        handed_before = self._handed.seq
+        self._handed.advance(rows[-1].seq)
+        for row in rows:
+            await session.inflight.acquire()
+            self._hand(session, row, replay=row.seq <= handed_before)
+        self._cursor = rows[-1].seq
+        self.redelivery.handed_through(self._cursor)
+        # The latest reading of each meter these rows changed, retained for signs.
+        for meter in session.meters.values():
+            await session.inflight.acquire()
+            self._send(
+                session,
+                f"{self._root}/meter/{meter.meter_id}",
+                meter.model_dump_json().encode(),
+                retain=True,
+            )
+        session.meters.clear()
+        session.client.flush()
+        return len(rows)
+
+    async def _send_again(self, session: _Session, window: int) -> int:
+        """Rows handed before on this connection, again (the retained meters stay as the
+        newest rows left them)."""
+        batch = self.redelivery.next_batch(window)
+        if batch is None:
+            return 0
+        after, count = batch
+        rows = self._reader.outbox_after(after, limit=count)
+        if not rows:
+            return 0
+        for row in rows:
+            await session.inflight.acquire()
+            self._hand(session, row, replay=True, meters=False)
+        self.redelivery.sent(after, rows[-1].seq)
+        self.counters.redelivered += len(rows)
+        session.client.flush()
+        return len(rows)
+
+    def _hand(
+        self, session: _Session, row: OutboxRow, *, replay: bool, meters: bool = True
+    ) -> None:
         payload = envelope_json(
             type_=row.type,
             event_id=row.event_id,
@@ -527,9 +705,11 @@ class Relay:
             replay=replay,
             data_json=row.data_json,
         )
-        self._send(session, f"{self._root}/evt", payload)
+        self._send(session, f"{self._root}/evt", payload, evt=True)
         self.counters.published += 1
         self.counters.replayed += replay
+        if not meters:
+            return
         try:
             reading = row.meter_reading()
         except ValidationError as exc:  # the row went out; only the retained meter waits
@@ -540,21 +720,31 @@ class Relay:
                 meter_id=reading.meter_id, amount_cents=reading.meter_cents, seq=row.seq, ts=row.ts
             )
 
-    def _send(self, session: _Session, topic: str, payload: bytes, *, retain: bool = False) -> None:
+    def _send(
+        self,
+        session: _Session,
+        topic: str,
+        payload: bytes,
+        *,
+        retain: bool = False,
+        evt: bool = False,
+    ) -> None:
         """Hand one message to paho now (it keeps call order); its PUBACK frees a slot."""
         puback = session.client.publish_nowait(topic, payload, retain=retain)
-        puback.add_done_callback(functools.partial(self._acked, session))
+        session.pending.append((self._now(), puback))
+        puback.add_done_callback(functools.partial(self._acked, session, evt))
 
-    @staticmethod
-    def _acked(session: _Session, puback: asyncio.Future[None]) -> None:
+    def _acked(self, session: _Session, evt: bool, puback: asyncio.Future[None]) -> None:
         session.inflight.release()
         if puback.cancelled():
             return
         refused = puback.exception()  # a lost connection is the watcher's to report
-        if isinstance(refused, PublishRefused) and session.refused is None:
+        if refused is None:
+            if evt and self._delivery_fault is not None:
+                self._delivery_is(None)  # a row got through: the broker delivers again
+        elif isinstance(refused, PublishRefused):
             # Not published: the row stays outstanding and goes again on the next connect.
-            session.refused = refused
-            session.ended.set()
+            session.fail(refused)
 
     # --- health ---------------------------------------------------------------------
 
@@ -566,8 +756,8 @@ class Relay:
             alarms = self.backlog_alarms()
             health = self.health(alarms=alarms)
             if schedule.due((health.shuffler, tuple(a.backend_id for a in alarms)), loop.time()):
-                await client.publish(
-                    f"{self._root}/health", health.model_dump_json().encode(), retain=True
+                await self._publish(
+                    client, f"{self._root}/health", health.model_dump_json().encode(), retain=True
                 )
             await asyncio.sleep(1)
 
@@ -593,21 +783,41 @@ class Relay:
             else:
                 self.counters.acks += 1
                 self._acks_arrived.set()
+                if self.redelivery.waits_on(backend):
+                    self.wake()  # its paced replay may send the next rows
         else:
             self.counters.commands += 1
+        reply = msg.reply
         if msg.command == "replay":
             assert msg.from_seq is not None
-            self._rewind_to = msg.from_seq - 1
-            self.wake()
+            refused = self._replay_asked(msg.requester, msg.from_seq)
+            if refused is not None and reply is not None:
+                reply = reply.model_copy(update={"status": "error", "error": refused})
         elif msg.command == "resync" and client is not None:
             await self._publish_birth(client)
-        if msg.reply is not None and client is not None:
-            reply = msg.reply
+        if reply is not None and client is not None:
             if reply.status == "ok":
                 data = ReplyData(last_seq=self._reader.last_seq, from_seq=msg.from_seq)
                 reply = reply.model_copy(update={"data": data})
             name = topic.rsplit("/", 1)[-1]
-            await client.publish(f"{self._root}/res/{name}", reply.model_dump_json().encode())
+            await self._publish(
+                client, f"{self._root}/res/{name}", reply.model_dump_json().encode()
+            )
+
+    def _replay_asked(self, requester: str | None, from_seq: int) -> str | None:
+        """A replay request, rate-limited per backend (redelivery.py); why it is refused."""
+        if requester is not None and requester not in self.acks.acked:
+            return f"backend {requester!r} is not registered (mqtt.backends: {self.acks.backends})"
+        self.counters.replay_requests += 1
+        asked = self.redelivery.request(requester or ANONYMOUS, from_seq, self._now())
+        if asked is Asked.STARTED:
+            self.counters.replays_started += 1
+            self.wake()
+        elif asked is Asked.HELD:
+            self.counters.replays_held += 1
+        else:
+            self.counters.replays_running += 1
+        return None
 
     async def _save_acks(self) -> None:
         """Acks coalesce into one light write at a time, in the journal thread."""

@@ -34,6 +34,8 @@ from tablectl.core.effects import (
 from tablectl.core.events import (
     DealRequested,
     DealRequestFailed,
+    DeliveryFault,
+    DeliveryRestored,
     DeviceLinkReset,
     Event,
     PowerUp,
@@ -317,6 +319,11 @@ class Daemon:
             in_journal_thread=self.in_journal_thread,
             snapshot=self.snapshot,
             shuffler=self.shuffler.health,
+            delivery_fault=self.state.delivery_fault,
+            # The core journals a delivery fault and its end, as every other fault.
+            on_delivery=lambda fault: self.post(
+                DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
+            ),
         )
         control = ControlServer(cfg.storage.socket_path, self, cfg.access)
         try:

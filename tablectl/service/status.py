@@ -376,6 +376,26 @@ def _people(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
+def _delivery(s: TableState, shoe: bool) -> Iterator[_Found]:
+    if s.delivery_fault is not None:
+        yield _Found(
+            FaultView(
+                what="delivery-fault",
+                device="broker",
+                cause=f"{s.delivery_fault}: no backend receives this table's events; they "
+                "wait in the journal, nothing is lost",
+                stops=Stops.NOTHING,
+                remedy="check that the table's certificate (its common name), mqtt.username "
+                "and the broker's ACL all name this table (`tablectl config check` warns of a "
+                "username that does not), and that the broker answers; the relay tries again "
+                "by itself and the fault clears once the broker takes a row",
+                command=None,
+            ),
+            ("delivery.fault",),
+            {"reason": s.delivery_fault},
+        )
+
+
 # Each maps the core's state to the faults it holds; a new kind of fault is one more here.
 _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _deck,
@@ -384,6 +404,7 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _gpio,
     _stuck,
     _people,
+    _delivery,
 )
 
 

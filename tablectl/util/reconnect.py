@@ -66,6 +66,9 @@ class Reconnector(Generic[C]):
     last_error: str | None = None
     next_attempt_at: float | None = None  # loop time of the scheduled attempt
     _last_kind: str | None = None  # "refused" or "network": what the last failure was
+    # The last refusal, kept across a connection that it ended (a broker that lets us in and
+    # refuses what we publish): the same refusal again is not news.
+    _last_refusal: str | None = None
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -118,6 +121,11 @@ class Reconnector(Generic[C]):
         self.last_error = None if exc is None else f"{type(exc).__name__}: {exc}"
         # News once: a refusal is an error someone must fix, a network failure a warning;
         # their repeats are not news.
+        if refused:
+            changed = changed and self.last_error != self._last_refusal
+            self._last_refusal = self.last_error
+        else:
+            self._last_refusal = None
         level = (log.error if refused else log.warning) if changed else log.debug
         level(f"{self.name} {what}", error=self.last_error, retry_in_s=round(delay, 3))
         self._last_kind = kind

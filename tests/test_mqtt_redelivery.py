@@ -1,0 +1,323 @@
+"""Rows the broker dropped reach the backends again without a reconnect, paced and bounded.
+
+The rules (tablectl/mqtt/redelivery.py) on a virtual clock; then the relay against a private
+Mosquitto whose queue per subscriber is small, with a backend slower than the table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+from tablectl.simulators.broker import PrivateBroker
+
+from tablectl.core.events import ChipSensed
+from tablectl.core.round import Phase
+from tablectl.mqtt.redelivery import (
+    ANONYMOUS,
+    FRUITLESS_HEALS,
+    REPLAY_INTERVAL_S,
+    Asked,
+    Dormant,
+    Redelivery,
+    Started,
+)
+from tablectl.mqtt.relay import topic_root
+
+from .conftest import SimulatedTable, simulated_table
+
+# --- the rules, on a virtual clock ------------------------------------------------------------
+
+
+def drain(r: Redelivery, limit: int = 1000) -> list[tuple[int, int]]:
+    """Everything the rules let go now, as the relay would send it: [(after, through)]."""
+    out = []
+    while (batch := r.next_batch(limit)) is not None:
+        after, count = batch
+        r.sent(after, after + count)
+        out.append((after, after + count))
+    return out
+
+
+def test_a_stalled_ack_heals_from_the_ack_paced_by_the_backends_acks() -> None:
+    acked = {"pgs": 100}
+    r = Redelivery(acked, stall_s=5, window=50)
+    r.session(cursor=100, now=0)
+    r.handed_through(400)  # rows 101..400 went to the broker, seen out at the check at 1 s
+    assert r.tick(1) == [] and r.tick(5.9) == [] and drain(r) == []  # not stalled yet
+    assert r.tick(6) == [Started("pgs", after=100, until=400, heal=True)]
+    assert drain(r) == [(100, 150)]  # at most the window past its ack
+    acked["pgs"] = 150  # it took them ...
+    assert drain(r) == [(150, 200)]  # ... so the next ones go
+    acked["pgs"] = 390  # the later rows it held make its ack jump
+    assert drain(r) == [(390, 400)]  # and what it holds is not sent again
+    assert r.replays == {}
+    acked["pgs"] = 400
+    assert r.tick(100) == []  # caught up: nothing stalls
+
+
+def test_a_backend_that_acknowledges_is_never_healed() -> None:
+    acked = {"pgs": 0}
+    r = Redelivery(acked, stall_s=5)
+    r.session(cursor=0, now=0)
+    for second in range(1, 600):
+        r.handed_through(second * 10)
+        acked["pgs"] = second * 10 - 5  # slower than the table, but moving
+        assert r.tick(second) == []
+    assert r.view()["pgs"]["heals"] == 0
+
+
+def test_nothing_published_past_an_ack_is_not_a_stall() -> None:
+    acked = {"pgs": 40, "audit": 40}
+    r = Redelivery(acked, stall_s=5)
+    r.session(cursor=40, now=0)
+    assert all(r.tick(t) == [] for t in range(1, 3600, 7))  # an idle table for an hour
+
+
+def test_a_backend_that_stays_silent_through_every_heal_is_sent_nothing_more() -> None:
+    acked = {"pgs": 0, "audit": 0}
+    r = Redelivery(acked, stall_s=5, window=50)
+    r.session(cursor=0, now=0)
+    heals: list[Started] = []
+    dormant: list[Dormant] = []
+    resent = 0
+    # Hours of a busy table: pgs keeps up, audit is offline.
+    for second in range(1, 6 * 3600):
+        r.handed_through(second * 30)
+        acked["pgs"] = second * 30
+        for change in r.tick(second):
+            if isinstance(change, Dormant):
+                dormant.append(change)
+            else:
+                heals.append(change)
+        resent += sum(through - after for after, through in drain(r))
+    assert [h.requester for h in heals] == ["audit"] * FRUITLESS_HEALS
+    assert dormant == [Dormant("audit")] and r.dormant("audit")
+    assert resent == 50 * FRUITLESS_HEALS  # one window per heal, then nothing for hours
+    # A new connection starts from the lowest ack of the backends still listening.
+    assert r.floor(handed_mark=99_999) == acked["pgs"]
+    # It comes back and acknowledges: it is watched again, and healed if it stalls again.
+    acked["audit"] = 10
+    assert r.tick(30_000) == [] and not r.dormant("audit")
+    assert r.tick(30_006) == [Started("audit", after=10, until=r.handed, heal=True)]
+
+
+def test_every_backend_dormant_starts_a_connection_after_the_last_row_handed() -> None:
+    acked = {"audit": 0}
+    r = Redelivery(acked, stall_s=1, window=10)
+    r.session(cursor=0, now=0)
+    r.handed_through(500)
+    for second in range(1, 60):
+        r.tick(second)
+        drain(r)
+    assert r.dormant("audit") and r.floor(handed_mark=500) == 500
+
+
+def test_replay_requests_are_rate_limited_per_backend() -> None:
+    acked = {"pgs": 0, "link": 0}
+    r = Redelivery(acked, stall_s=600, window=50)
+    r.session(cursor=0, now=0)
+    r.handed_through(1000)
+    assert r.request("pgs", from_seq=101, now=0) is Asked.STARTED
+    # The same rows again, or later ones, while that replay runs: it goes on, not restarted.
+    assert r.request("pgs", from_seq=101, now=0.1) is Asked.RUNNING
+    assert r.request("pgs", from_seq=500, now=0.2) is Asked.RUNNING
+    # Earlier rows: a new replay, but not before the interval; the lowest request is kept.
+    assert r.request("pgs", from_seq=51, now=0.3) is Asked.HELD
+    assert r.request("pgs", from_seq=21, now=0.4) is Asked.HELD
+    assert r.request("pgs", from_seq=61, now=0.5) is Asked.HELD
+    # Another backend has its own limit.
+    assert r.request("link", from_seq=1, now=0.5) is Asked.STARTED
+    assert r.tick(0.9) == []
+    assert r.tick(REPLAY_INTERVAL_S) == [Started("pgs", after=20, until=1000, heal=False)]
+    # A backend asking a thousand times a second starts one replay a second.
+    started = 0
+    for i in range(10_000):
+        now = 2 + i / 1000
+        started += r.request("pgs", from_seq=1 + i % 7, now=now) is Asked.STARTED
+        started += len(r.tick(now))
+        r.replays.pop("pgs", None)  # as if each replay ended at once: the worst case
+    assert started <= 10 / REPLAY_INTERVAL_S + 1
+
+
+def test_a_request_that_names_no_backend_is_sent_at_full_speed_under_its_own_limit() -> None:
+    r = Redelivery({"pgs": 0}, stall_s=600, window=50)
+    r.session(cursor=0, now=0)
+    r.handed_through(300)
+    assert r.request(ANONYMOUS, from_seq=1, now=0) is Asked.STARTED
+    assert drain(r, limit=256) == [(0, 256), (256, 300)]  # no ack paces it
+    assert r.request(ANONYMOUS, from_seq=1, now=0.5) is Asked.HELD
+
+
+def test_rows_resent_once_serve_every_backend_that_lacked_them() -> None:
+    acked = {"pgs": 10, "audit": 10}
+    r = Redelivery(acked, stall_s=5, window=100)
+    r.session(cursor=10, now=0)
+    r.handed_through(60)
+    assert r.tick(1) == []
+    assert len(r.tick(6)) == 2  # both stalled at the same ack
+    assert drain(r) == [(10, 60)]  # one copy for both
+
+
+# --- the relay, against a broker that drops ------------------------------------------------
+
+
+@pytest.fixture
+async def small_queue_broker() -> AsyncIterator[PrivateBroker]:
+    """100 messages in flight and 100 queued per subscriber: past that, Mosquitto drops."""
+    with PrivateBroker(max_queued=100) as broker:
+        yield broker
+
+
+async def burst(table: SimulatedTable, events: int) -> int:
+    """Chips placed and lifted, all at once: one journal row each. The last seq."""
+    store = table.daemon.store
+    assert store is not None
+    now = time.monotonic_ns()
+    steps = store.steps_committed
+    for i in range(events):
+        seat = 1 + i // 2 % table.config.table.seats
+        table.daemon.post(ChipSensed(seat=seat, present=i % 2 == 0, since_ns=now + i))
+    await table.daemon.wait_until(lambda _: store.steps_committed - steps >= events, 30)
+    return store.last_seq
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 (the relay's rules have no event to wait on)
+            await asyncio.sleep(0.02)
+
+
+def copies_first(table: SimulatedTable) -> set[int]:
+    """Rows whose first copy at the backend was a re-send: the broker dropped the original."""
+    first: dict[int, bool] = {}
+    for seq, replay in table.backend.deliveries:
+        first.setdefault(seq, replay)
+    return {seq for seq, replay in first.items() if replay}
+
+
+# The relay alone (the backend never asks but at its connect), or the backend asking on each
+# gap (the relay's stall time too long to play a part).
+@pytest.mark.parametrize(
+    ("backend_asks", "ack_stall_s"), [(False, 0.5), (True, 60)], ids=["relay-alone", "backend-asks"]
+)
+async def test_rows_the_broker_drops_reach_a_slow_backend_without_a_reconnect(
+    small_queue_broker: PrivateBroker, tmp_path: Path, backend_asks: bool, ack_stall_s: float
+) -> None:
+    # The backend takes a millisecond per event and reads no faster: the table journals
+    # thousands of rows in a second, and the broker drops what does not fit its queue.
+    async with simulated_table(
+        small_queue_broker,
+        tmp_path / "data",
+        mqtt={"ack_stall_s": ack_stall_s},
+        backend={"per_event_s": 0.001, "ask_on_gap": backend_asks},
+    ) as table:
+        await table.wait_phase(Phase.BETTING)
+        await table.wait_backend_caught_up()
+        started = time.monotonic()
+        last = await burst(table, 2000)
+        await table.backend.wait_for(lambda: table.backend.last_contiguous_seq >= last, 120)
+        took = time.monotonic() - started
+        relay = table.daemon.relay
+        print(f"\n{backend_asks=}: {last} rows through in {took:.2f} s; {relay.counters}")
+        assert set(table.backend.events) == set(range(1, last + 1))
+        assert copies_first(table), "the broker dropped nothing: the test proves nothing"
+        assert relay.counters.redelivered > 0
+        if backend_asks:  # on a gap, named: paced by its acks
+            assert relay.counters.heals == 0 and table.backend.replays_asked > 1
+        else:
+            assert relay.counters.heals > 0 and table.backend.replays_asked == 1  # at connect
+        # Healed on one connection: neither side reconnected.
+        assert relay.counters.connects == 1 and table.backend.connects == 1
+        # Paced by the backend's acks, not the whole tail again and again.
+        assert relay.counters.redelivered < 3 * last
+
+
+async def test_an_offline_backend_is_healed_a_few_times_then_sent_nothing(
+    broker: PrivateBroker, tmp_path: Path
+) -> None:
+    # "audit" is registered but never connects (its ack stays put); "pgs" keeps up.
+    async with simulated_table(
+        broker, tmp_path / "data", mqtt={"backends": ["pgs", "audit"], "ack_stall_s": 0.5}
+    ) as table:
+        relay = table.daemon.relay
+        await table.wait_phase(Phase.BETTING)
+        await table.wait_backend_caught_up()
+        before = relay.counters.redelivered  # pgs's own replay at its connect, if any
+        await burst(table, 300)
+        await table.wait_backend_caught_up()
+        await until(lambda: relay.redelivery.dormant("audit"), 30)
+        view = relay.redelivery.view()
+        assert view["audit"]["heals"] == FRUITLESS_HEALS and view["audit"]["state"] == "dormant"
+        assert view["pgs"]["state"] == "ok"
+        redelivered = relay.counters.redelivered
+        assert 0 < redelivered - before <= FRUITLESS_HEALS * 100  # a window per heal, no more
+        # The table plays on: new rows reach pgs, and audit is sent nothing again, however
+        # many stall times the relay looks.
+        last = await burst(table, 300)
+        await table.wait_backend_caught_up()
+        checks = relay.redelivery.checks  # four a stall time (0.5 s): four stall times more
+        await until(lambda: relay.redelivery.checks >= checks + 16, 30)
+        assert relay.redelivery.view()["audit"]["heals"] == FRUITLESS_HEALS
+        assert relay.counters.redelivered == redelivered
+        assert relay.acks.acked["pgs"] == last and relay.acks.acked["audit"] == 0
+        # Its rows stay in the journal; the retention alarm is the operator's signal.
+        status = await table.dealer(cmd="status")
+        mqtt: Any = status["data"]["mqtt"]  # type: ignore[index]
+        assert mqtt["redelivery"]["audit"]["state"] == "dormant"
+
+
+async def test_replay_requests_are_rate_limited_per_backend_on_a_running_table(
+    broker: PrivateBroker, tmp_path: Path
+) -> None:
+    async with simulated_table(broker, tmp_path / "data") as table:
+        await table.wait_phase(Phase.BETTING)
+        await burst(table, 200)
+        await table.wait_backend_caught_up()
+        relay = table.daemon.relay
+        counters = relay.counters
+        started, redelivered = counters.replays_started, counters.redelivered
+        requests = counters.replay_requests
+        root = topic_root(table.config.table.site_id, table.config.table.table_id)
+        loop = asyncio.get_running_loop()
+        async with aiomqtt.Client(broker.host, broker.port) as pgs:
+            await pgs.subscribe(f"{root}/res/replay", qos=1)
+            first = loop.time()
+            for i in range(50):  # every row, fifty times over, as fast as it can ask
+                command = {"from_seq": 1, "correlation_id": f"c{i}", "backend_id": "pgs"}
+                await pgs.publish(f"{root}/cmd/replay", json.dumps(command), qos=1)
+            replies = []
+            async with asyncio.timeout(10):
+                async for message in pgs.messages:
+                    replies.append(json.loads(message.payload))
+                    if len(replies) == 50:
+                        break
+            asking_s = loop.time() - first
+        view = relay.redelivery.view
+        await until(lambda: view()["pgs"]["replaying"] is None and view()["pgs"]["held"] is None)
+        await table.wait_backend_caught_up()
+        assert all(r["status"] == "ok" for r in replies)  # each answered; none refused
+        assert counters.replay_requests == requests + 50
+        # At most one replay begins per interval (a request inside it is held and folded
+        # into the next), however many come: never fifty.
+        begun = counters.replays_started - started
+        assert 1 <= begun <= 2 + asking_s / REPLAY_INTERVAL_S
+        assert table.daemon.store is not None
+        rows = table.daemon.store.last_seq
+        assert counters.redelivered - redelivered == begun * rows  # each re-sends every row
+        # A backend the table does not know is refused.
+        async with aiomqtt.Client(broker.host, broker.port) as stranger:
+            await stranger.subscribe(f"{root}/res/replay", qos=1)
+            command = {"from_seq": 1, "correlation_id": "s1", "backend_id": "stranger"}
+            await stranger.publish(f"{root}/cmd/replay", json.dumps(command), qos=1)
+            async with asyncio.timeout(10):
+                async for message in stranger.messages:
+                    reply = json.loads(message.payload)
+                    break
+        assert reply["status"] == "error" and "'stranger' is not registered" in reply["error"]
