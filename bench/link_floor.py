@@ -46,7 +46,7 @@ from tablectl.simulators.postgres import PrivatePostgres
 from tablectl.link import ledger
 from tablectl.link.config import load_link_config
 from tablectl.link.contract import LinkState
-from tablectl.mqtt.relay import SOCKET_OPTIONS
+from tablectl.mqtt.client import SOCKET_OPTIONS
 from tablectl.util import logs
 
 TICKS = os.sysconf("SC_CLK_TCK")

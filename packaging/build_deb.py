@@ -206,7 +206,22 @@ def shlib_depends(objects: list[Path], work: Path) -> list[str]:
         (debian / "control").write_text(
             "Source: tablectl\n\nPackage: tablectl\nArchitecture: any\n"
         )
-        out = output("dpkg-shlibdeps", "-O", "-e", *objects, cwd=Path(tmp))
+        # Wheels vendor the libraries their extensions need (pillow.libs, psycopg_binary.libs,
+        # found through $ORIGIN): -l shows dpkg-shlibdeps where they are; they belong to no
+        # Debian package, so they carry no dependency information of their own, and what
+        # they need is found from them in turn (they are among the objects).
+        vendored = sorted(
+            {f"-l{obj.parent}" for obj in objects if obj.parent.name.endswith(".libs")}
+        )
+        out = output(
+            "dpkg-shlibdeps",
+            "-O",
+            "--ignore-missing-info",
+            *vendored,
+            "-e",
+            *objects,
+            cwd=Path(tmp),
+        )
     for line in out.splitlines():
         if line.startswith("shlibs:Depends="):
             return [dep.strip() for dep in line.split("=", 1)[1].split(",") if dep.strip()]

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import aiomqtt
 from pydantic import ValidationError
 
 from tablectl.core.effects import JackpotValidated, Record
@@ -38,8 +37,8 @@ from tablectl.link.contract import (
     state_topic,
     table_topic,
 )
+from tablectl.mqtt.client import MqttClient, MqttError, Will
 from tablectl.mqtt.contract import envelope_json
-from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call
 from tablectl.util.ids import uuid7
 from tablectl.util.money import dollars
 
@@ -83,7 +82,7 @@ class LightTable:
     connected: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _client: Client | None = None
+    _client: MqttClient | None = None
     _boot_id: str = field(default_factory=lambda: str(uuid7()))
     _claims: int = 0
 
@@ -192,26 +191,19 @@ class LightTable:
         while True:
             try:
                 await self._session(send)
-            except aiomqtt.MqttError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from None
-                await asyncio.sleep(0.2 + random.random() * 0.3)
+            except* MqttError:
+                pass
+            await asyncio.sleep(0.2 + random.random() * 0.3)
 
     async def _session(self, send: bool) -> None:
         status = table_topic(self.site, self.table, "status")
         offline = json.dumps({"status": "offline", "boot_id": self._boot_id}).encode()
-        async with Client(
+        async with MqttClient(
             self.host,
             self.port,
-            identifier=f"floor-{self.site}-{self.table}",
-            will=aiomqtt.Will(status, offline, qos=1, retain=True),
-            socket_options=SOCKET_OPTIONS,
-            max_inflight_messages=0,
+            client_id=f"floor-{self.site}-{self.table}",
+            will=Will(status, offline, retain=True),
         ) as client:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise asyncio.CancelledError
             for topic in (
                 table_topic(self.site, self.table, f"ack/{self.backend_id}"),
                 table_topic(self.site, self.table, "cmd/replay"),
@@ -219,9 +211,9 @@ class LightTable:
                 state_topic(self.link_id),
                 answers_topic(self.link_id, self.site, self.table),
             ):
-                await mqtt_call(client.subscribe(topic, qos=1))
+                await client.subscribe(topic)
             online = json.dumps({"status": "online", "boot_id": self._boot_id}).encode()
-            await mqtt_call(client.publish(status, online, qos=1, retain=True))
+            await client.publish(status, online, retain=True)
             self._client = client
             self.sent_through = self.acked  # every (re)connect: again from the lowest ack
             self.connected.set()
@@ -229,8 +221,9 @@ class LightTable:
                 async with asyncio.TaskGroup() as tasks:
                     if send:
                         tasks.create_task(self._sender(), name=f"floor-send-{self.table}")
-                    async for message in client.messages:
-                        self._receive(str(message.topic), message.payload, message.retain)
+                    tasks.create_task(client.wait_closed())  # a lost connection ends the session
+                    async for message in client.messages():
+                        self._receive(message.topic, message.payload, message.retain)
             finally:
                 self._client = None
                 self.connected.clear()

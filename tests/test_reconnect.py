@@ -160,7 +160,7 @@ class Broker:
         return None
 
 
-def _run_against(broker: Broker, seconds: float) -> Reconnector[str]:
+def _run_against(broker: Peer, seconds: float) -> Reconnector[str]:
     return _run(broker, seconds, name="mqtt", initial_s=0.5, max_s=30.0)
 
 

@@ -126,7 +126,8 @@ async def test_a_round_played_from_another_terminal(tmp_path: Path, broker: Priv
         assert code == 0, out
         assert "round.settled" in out
         code, out = await tablectl("status", "--config", str(config))
-        assert "JACKPOT PENDING 1-2" in out and "JACKPOT PENDING 1-5" in out, out
+        assert "`tablectl floor validate 1-2 --by ID`" in out, out
+        assert "`tablectl floor validate 1-5 --by ID`" in out, out
         for verb, hit in (("validate", "1-2"), ("validate", "1-5"), ("document", "1-2")):
             code, out = await tablectl("floor", verb, hit, "--config", str(config), "--by", "F042")
             assert code == 0, out

@@ -18,14 +18,12 @@ import contextlib
 import json
 import math
 import signal
-import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import aiomqtt
 import psycopg
 import structlog
 from pydantic import ValidationError
@@ -44,8 +42,8 @@ from tablectl.link.contract import (
     table_topic,
 )
 from tablectl.link.ledger import Connection, LedgerError, LinkRow
+from tablectl.mqtt.client import MqttClient, MqttError, tls_context
 from tablectl.mqtt.contract import Status
-from tablectl.mqtt.relay import SOCKET_OPTIONS, Client, mqtt_call
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
 
@@ -141,7 +139,7 @@ class Controller:
         self.streams: dict[str, TableStream] = {}
         self.link_of: dict[str, str] = {}
         self.counters = Counters()
-        self.client: Client | None = None
+        self.client: MqttClient | None = None
         self.ready = asyncio.Event()
         self.ledger_error: str | None = "not connected yet"
         self.last_states: dict[str, LinkState] = {}
@@ -182,27 +180,16 @@ class Controller:
 
     # --- MQTT ------------------------------------------------------------------------------
 
-    def _make_client(self) -> Client:
+    def _make_client(self) -> MqttClient:
         m = self.config.mqtt
-        tls = None
-        if m.tls:
-            tls = aiomqtt.TLSParameters(
-                ca_certs=str(m.ca_file) if m.ca_file else None,
-                certfile=str(m.cert_file) if m.cert_file else None,
-                keyfile=str(m.key_file) if m.key_file else None,
-                cert_reqs=ssl.CERT_REQUIRED,
-            )
-        return Client(
+        return MqttClient(
             m.host,
             m.port,
-            identifier=m.client_id or f"tablectl-link-{self.id}",
+            client_id=m.client_id or f"tablectl-link-{self.id}",
             username=m.username,
             password=m.password,
-            keepalive=m.keepalive_s,
-            tls_params=tls,
-            socket_options=SOCKET_OPTIONS,
-            max_inflight_messages=0,  # acks go out many at once
-            max_queued_incoming_messages=0,
+            keepalive_s=m.keepalive_s,
+            tls=tls_context(m.ca_file, m.cert_file, m.key_file) if m.tls else None,
         )
 
     async def _mqtt_loop(self) -> None:
@@ -210,13 +197,10 @@ class Controller:
         while True:
             try:
                 async with self._make_client() as client:
-                    task = asyncio.current_task()
-                    if task is not None and task.cancelling():
-                        raise asyncio.CancelledError  # swallowed by 3.11's wait_for in connect
                     for site in self.sites:
                         for leaf in ("evt", "status"):
-                            await mqtt_call(client.subscribe(table_topic(site, "+", leaf), qos=1))
-                    await mqtt_call(client.subscribe(f"{LINK_PREFIX}/+/state", qos=1))
+                            await client.subscribe(table_topic(site, "+", leaf))
+                    await client.subscribe(f"{LINK_PREFIX}/+/state")
                     self.client = client
                     self._published_parameters.clear()
                     self._mqtt_up.set()
@@ -224,15 +208,19 @@ class Controller:
                     backoff.reset()
                     log.info("link controller connected to the broker", controller=self.id)
                     received = 0
-                    async for message in client.messages:
-                        self._receive(str(message.topic), message.payload, message.retain)
-                        received += 1
-                        if received % YIELD_EVERY == 0:
-                            # aiomqtt's queue hands messages over without suspending while it
-                            # holds any: without this, a flood would starve the writer (no
-                            # commits, no acks, more resends: a collapse).
-                            await asyncio.sleep(0)
-            except aiomqtt.MqttError as exc:
+                    async with asyncio.TaskGroup() as session:
+                        # The connection's end (a ConnectionLost) ends the session too.
+                        session.create_task(client.wait_closed())
+                        async for message in client.messages():
+                            self._receive(message.topic, message.payload, message.retain)
+                            received += 1
+                            if received % YIELD_EVERY == 0:
+                                # The inbox hands messages over without suspending while it
+                                # holds any: without this, a flood would starve the writer (no
+                                # commits, no acks, more resends: a collapse).
+                                await asyncio.sleep(0)
+            except* MqttError as group:
+                exc = group.exceptions[0]
                 level = log.warning if backoff.first_failure else log.debug
                 level("link controller: broker connection lost", error=str(exc))
             finally:
@@ -333,7 +321,7 @@ class Controller:
         try:
             client.publish_nowait(topic, payload, retain=retain)
             client.flush()
-        except aiomqtt.MqttError:
+        except MqttError:
             pass  # disconnected: the next connection publishes it all again
 
     def _publish_ack(self, stream: TableStream) -> None:
@@ -458,9 +446,9 @@ class Controller:
         client = self.client
         if client is not None:
             # The tables' retained statuses again, now that their streams exist (link up/down).
-            with contextlib.suppress(aiomqtt.MqttError):
+            with contextlib.suppress(MqttError):
                 for site in self.sites:
-                    await mqtt_call(client.subscribe(table_topic(site, "+", "status"), qos=1))
+                    await client.subscribe(table_topic(site, "+", "status"))
         for link_id, row in self.links.items():
             self._publish_parameters(row)
             for ref in sorted(r for r, lk in self.link_of.items() if lk == link_id):

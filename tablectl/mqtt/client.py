@@ -34,6 +34,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -53,6 +54,7 @@ __all__ = [
     "Refused",
     "SubscribeRefused",
     "Will",
+    "tls_context",
 ]
 
 # Nagle's algorithm holds a small publish back until the previous one is acknowledged by TCP;
@@ -63,6 +65,17 @@ SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 # CONNACK reason codes that a later attempt may not meet again: the broker is busy or
 # restarting, not saying no to us (MQTT 5.0, 3.2.2.2).
 TRANSIENT_CONNACK = frozenset({0x88, 0x89, 0x97, 0x9F})
+
+
+def tls_context(
+    ca_file: Path | None, cert_file: Path | None = None, key_file: Path | None = None
+) -> ssl.SSLContext:
+    """Verify the broker (ca_file, else the system CAs, and its host name) and show it our
+    certificate, when there is one."""
+    context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    if cert_file:
+        context.load_cert_chain(str(cert_file), str(key_file) if key_file else None)
+    return context
 
 
 class MqttError(Exception):

@@ -38,6 +38,7 @@ from tablectl.mqtt.client import (
     PublishRefused,
     Will,
 )
+from tablectl.mqtt.client import tls_context as client_tls_context
 from tablectl.mqtt.contract import (
     COMMAND_MODELS,
     COMMANDS,
@@ -104,12 +105,7 @@ def identity_warnings(config: MqttSection, table_id: str) -> list[str]:
 def tls_context(config: MqttSection) -> ssl.SSLContext:
     """Verify the broker (mqtt.ca_file, else the system CAs, and its host name) and show it
     this table's certificate."""
-    context = ssl.create_default_context(cafile=str(config.ca_file) if config.ca_file else None)
-    if config.cert_file:
-        context.load_cert_chain(
-            str(config.cert_file), str(config.key_file) if config.key_file else None
-        )
-    return context
+    return client_tls_context(config.ca_file, config.cert_file, config.key_file)
 
 
 def make_client(config: MqttSection, *, site: str, table: str, will: bytes) -> MqttClient:
