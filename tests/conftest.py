@@ -24,8 +24,8 @@ from tablectl.config import TableConfig, load_config
 from tablectl.control import client as control
 from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event
-from tablectl.core.meters import LocalMeter
 from tablectl.core.round import Phase, TableState
+from tablectl.rules.meters import LocalMeter
 from tablectl.service.daemon import Daemon
 from tablectl.util import logs
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import parse_cards
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import Hand, operator_paytable
 from tablectl.rules.settlement import (
     LirRules,

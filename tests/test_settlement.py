@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import parse_cards
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import Hand, operator_paytable
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout
 from tablectl.rules.settlement import (

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from tablectl.config import load_config
 from tablectl.core.games.base import RoundCards, TableSettlement
-from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card, full_deck, parse_cards
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import operator_paytable
 from tablectl.rules.settlement import (
     LirRules,

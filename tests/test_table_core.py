@@ -25,9 +25,9 @@ from tablectl.core.events import (
     ValidateHit,
     VoidRound,
 )
-from tablectl.core.meters import LocalMeter
 from tablectl.core.round import HIT_HISTORY, Phase, Rejected, TableState, step
 from tablectl.rules.cards import parse_cards
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import Hand
 from tablectl.rules.progressive import settlement_order
 

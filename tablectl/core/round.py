@@ -67,7 +67,7 @@ from tablectl.core.events import (
     placed_before_lockout,
 )
 from tablectl.core.games.base import DECK_SIZE, DealPlan, Hit, RoundCards, TableGame, form_hands
-from tablectl.core.meters import LocalMeter, MeterState
+from tablectl.rules.meters import LocalMeter, MeterState
 
 HIT_HISTORY = 25  # hits kept in the state for status and the birth message
 

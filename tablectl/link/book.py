@@ -19,7 +19,6 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from tablectl.core.effects import JackpotValidated
-from tablectl.core.meters import LocalMeter
 from tablectl.link.contract import (
     UNITS_PER_CENT,
     Award,
@@ -28,6 +27,7 @@ from tablectl.link.contract import (
     LinkContribution,
     LinkDefinition,
 )
+from tablectl.rules.meters import LocalMeter
 
 EventKind = Literal[
     "link.created",

@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic.json_schema import models_json_schema
 
 from tablectl.core.effects import JackpotValidated, Record
-from tablectl.core.meters import CARRY_DENOMINATOR
 from tablectl.mqtt.contract import ID_PATTERN, TOPIC_PREFIX, Envelope, Message
+from tablectl.rules.meters import CARRY_DENOMINATOR
 
 LINK_CONTRACT_VERSION = 1
 LINK_PREFIX = f"tablectl/link/v{LINK_CONTRACT_VERSION}"

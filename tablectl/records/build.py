@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 
 from tablectl.core import effects as rec
 from tablectl.core.events import TableRules
-from tablectl.core.meters import CARRY_DENOMINATOR
 from tablectl.records.sheets import (
     AUTOMATIC_BY,
     ROUTES,
@@ -39,6 +38,7 @@ from tablectl.records.sheets import (
     specific_row,
 )
 from tablectl.records.source import Entry, MeterAt, PowerUpInput
+from tablectl.rules.meters import CARRY_DENOMINATOR
 
 # Control actions every round has: listed in full in the files, summed up in the PDF.
 ROUTINE_ACTIONS = frozenset({rec.RoundSettled.TYPE, rec.DealStarted.TYPE})

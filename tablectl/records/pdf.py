@@ -36,9 +36,9 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from tablectl.core.meters import CARRY_DENOMINATOR
 from tablectl.records.build import Event, Summary
 from tablectl.records.signing import Manifest
+from tablectl.rules.meters import CARRY_DENOMINATOR
 from tablectl.util.money import dollars
 
 PAGE = landscape(letter)

@@ -1,7 +1,7 @@
 """Progressive payouts with Envy Bonuses, settled in turn against a meter ledger. Pure.
 
 Hits are paid in turn, each at the meter as it stands then (649a.12(e)(4), 653a.12(d)(4)).
-The meter itself is a ledger (tablectl.core.meters): settlement asks it to pay a share.
+The meter itself is a ledger (tablectl.rules.meters): settlement asks it to pay a share.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from tablectl.core.meters import MeterLedger
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import three_card_classes
+from tablectl.rules.meters import MeterLedger
 from tablectl.rules.paytables import PAYTABLES, TCP, TCP_ENVY_CENTS, Hand, PayKind, Paytable
 
 L = TypeVar("L", bound=MeterLedger)

@@ -14,9 +14,9 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Generic, Protocol, TypeVar
 
-from tablectl.core.meters import MeterLedger
 from tablectl.rules.cards import Card
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
+from tablectl.rules.meters import MeterLedger
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout
 from tablectl.rules.settlement.common import SettlementRefused
 from tablectl.util.money import dollars

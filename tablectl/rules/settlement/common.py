@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
-from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import five_card_classes_of_value
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import Hand, Pay, PayKind, Paytable
 from tablectl.rules.poker import CATEGORY_SHIFT, FiveCardCategory
 from tablectl.rules.progressive import EnvyBonus, ProgressivePayout, settlement_order

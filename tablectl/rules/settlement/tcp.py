@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import six_card_bonus_classes, three_card_classes
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import PAYTABLES, TCP, TCP_ENVY_CENTS
 from tablectl.rules.poker import DEALER_QUALIFIES_TCP, three_card_value
 from tablectl.rules.progressive import settle_tcp_progressive

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from tablectl.core.meters import LocalMeter
 from tablectl.rules.cards import Card
 from tablectl.rules.hands import five_card_classes, five_card_classes_of_value
+from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import (
     PAYTABLES,
     UTH,
