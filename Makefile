@@ -51,8 +51,11 @@ chromium:
 
 # What the package tests need from Debian (tests/test_deb.py, tests/test_cli_docs.py): lintian
 # judges the package, dpkg-dev's dpkg-shlibdeps and binutils' strip build it, graphviz draws
-# docs/architecture.svg, groff checks the man page. Installed as mosquitto is.
-DEBIAN_TOOLS := lintian dpkg-dev binutils graphviz groff-base
+# docs/architecture.svg, groff checks the man page; Pillow is compiled for the package
+# against Debian's zlib and libjpeg (their -dev packages and the Python headers); libpq5 is
+# the PostgreSQL client library psycopg loads. Installed as mosquitto is.
+DEBIAN_TOOLS := lintian dpkg-dev binutils graphviz groff-base python3-dev \
+	zlib1g-dev libjpeg62-turbo-dev libpq5
 debian-tools:
 	@missing=""; for pkg in $(DEBIAN_TOOLS); do \
 		dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "ok installed" || missing="$$missing $$pkg"; \

@@ -55,9 +55,19 @@ UNUSED_PACKAGES = (
     "pkg_resources",
     "_distutils_hack",
     "distutils-precedence.pth",
+    # reportlab's sample fonts: the report uses the PDF standard fonts, which need no file;
+    # these carry licences Debian flags (lintian: license-problem-font-adobe-*).
+    "reportlab/fonts/*.pfb",
+    "reportlab/fonts/*.afm",
+    "reportlab/fonts/*.ttf",
+    "reportlab/fonts/*.sfd",
 )
-# pyusb finds libusb with ctypes at run time (usb/backend/libusb1.py): no ELF header says so.
-RUNTIME_LIBRARIES = ("libusb-1.0-0",)
+# Built from source against Debian's libraries: the PyPI wheels embed their own copies
+# (pillow.libs: libjpeg, libtiff, freetype ...; lintian: embedded-library).
+FROM_SOURCE = ("pillow",)
+# Found with ctypes at run time, so no ELF header says so: pyusb's libusb
+# (usb/backend/libusb1.py) and psycopg's libpq (psycopg/pq/_pq_ctypes.py).
+RUNTIME_LIBRARIES = ("libusb-1.0-0", "libpq5")
 SYSTEM_DEPENDS = ("systemd", "udev", "init-system-helpers (>= 1.54~)")
 
 
@@ -130,6 +140,8 @@ def install_into(venv: Path, builder: Path, wheel: Path) -> str:
         "--quiet",
         "--no-compile",
         "--no-warn-script-location",
+        "--no-binary",
+        ",".join(FROM_SOURCE),
         wheel,
     )
     version = output(

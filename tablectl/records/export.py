@@ -155,7 +155,7 @@ def _export(request: ExportRequest, key: Ed25519PrivateKey) -> Exported:
         )
 
     if "pdf" in request.formats:
-        from tablectl.records.pdf import write_report  # matplotlib and reportlab: only here
+        from tablectl.records.pdf import write_report  # reportlab: only here
 
         # The report shows what the manifest will say of the other files.
         write_report(request.out / REPORT_PDF, summary, manifest(listed), request.zone)

@@ -1,10 +1,11 @@
 """The record set as a PDF a person reads: a summary, the meter over time, and the tables.
 
 reportlab lays out the document (paginated tables whose header row repeats on every page, a
-running footer with "page N of M"); matplotlib draws the chart of each meter over time, with
-the hits marked. Two maintained libraries, each doing what it does best: matplotlib alone
-cannot paginate a long table, and reportlab's own charts cannot read a time axis. Amounts are
-shown in dollars here and only here; the CSV and JSON-lines files keep integer cents.
+running footer with "page N of M") and draws the chart of each meter over time, with the hits
+marked, as vector graphics (reportlab.graphics shapes on a time axis whose ticks fall on round
+local times, `time_ticks`). One library: the package a table PC installs carries no plotting
+stack (matplotlib and numpy embed their own copies of system libraries). Amounts are shown in
+dollars here and only here; the CSV and JSON-lines files keep integer cents.
 
 Contributions are summed per local day (each one is in contributions.csv); the control
 actions every round has (settling, dealing) are counted per person, the others listed.
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from reportlab.graphics.shapes import Drawing, Line, Polygon, PolyLine, Rect, String
 from reportlab.lib import colors
 from reportlab.lib.enums import TA_RIGHT
 from reportlab.lib.pagesizes import landscape, letter
@@ -28,7 +30,6 @@ from reportlab.pdfgen.canvas import Canvas
 from reportlab.platypus import (
     CondPageBreak,
     Flowable,
-    Image,
     Paragraph,
     SimpleDocTemplate,
     Spacer,
@@ -231,60 +232,86 @@ def meter_chart(
     zone: ZoneInfo,
     start: datetime,
     end: datetime,
-    size_in: tuple[float, float],
+    width: float,
+    height: float,
     *,
     known_until: datetime,
-) -> bytes:
+) -> Drawing:
     """Each meter's amount over the period (a step at each change, drawn on to the period's
-    end or known_until, when it was read), hits marked: a PNG."""
-    import matplotlib
+    end or known_until, when it was read), hits marked: a vector drawing (points)."""
+    palette = [colors.HexColor(c) for c in ("#1f6feb", "#8250df", "#bf8700", "#1a7f37")]
+    drawing = Drawing(width, height)
+    left, right, bottom, top = 62.0, width - 8, 34.0, height - 8
+    t0, t1 = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
+    series: list[tuple[str, list[tuple[float, int]]]] = []
+    for meter in summary.meters:
+        # The meter as it stood from the period's start (its opening amount) to its end.
+        points = [(start.timestamp(), meter.opening_cents)]
+        points += [(t.timestamp(), c) for t, c in summary.meter_points.get(meter.meter_id, [])]
+        points.append((max(points[-1][0], min(end, known_until).timestamp()), points[-1][1]))
+        series.append((meter.meter_id, points))
+    hits = [h for h in summary.hits if not h.paid_from_table_inventory]
+    cents = [c for _, pts in series for _, c in pts] + [h.meter_before_cents for h in hits]
+    low, high = (min(cents), max(cents)) if cents else (0, 100)
+    pad = max((high - low) // 10, 100)
+    low, high = max(low - pad, 0), high + pad
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    def x(t: float) -> float:
+        return left + (min(max(t, t0), t1) - t0) / (t1 - t0) * (right - left)
 
-    fig, ax = plt.subplots(figsize=size_in, dpi=200)
-    try:
-        palette = ["#1f6feb", "#8250df", "#bf8700", "#1a7f37"]
-        for i, meter in enumerate(summary.meters):
-            # The meter as it stood from the period's start (its opening amount) to its end.
-            points = summary.meter_points.get(meter.meter_id, [])
-            xs = [start.timestamp(), *(t.timestamp() for t, _ in points)]
-            ys = [meter.opening_cents / 100, *(c / 100 for _, c in points)]
-            xs.append(max(xs[-1], min(end, known_until).timestamp()))
-            ys.append(ys[-1])
-            ax.step(xs, ys, where="post", lw=1.2, color=palette[i % 4], label=meter.meter_id)
-        hits = [h for h in summary.hits if not h.paid_from_table_inventory]
-        if hits:
-            ax.scatter(
-                [datetime.fromisoformat(h.ts_utc).timestamp() for h in hits],
-                [h.meter_before_cents / 100 for h in hits],
-                marker="v",
-                s=36,
-                color="#b42318",
-                zorder=3,
-                label="hit paid from the meter",
+    def y(c: int) -> float:
+        return bottom + (c - low) / (high - low) * (top - bottom)
+
+    grid = colors.HexColor("#e3e8ee")
+    label = {"fontName": "Helvetica", "fontSize": 7, "fillColor": MUTED}
+    for i in range(5):  # amount gridlines, labelled in dollars
+        c = low + (high - low) * i // 4
+        drawing.add(Line(left, y(c), right, y(c), strokeColor=grid, strokeWidth=0.6))
+        drawing.add(String(left - 4, y(c) - 2.5, dollars(c), textAnchor="end", **label))
+    for t, text in time_ticks(start, end, zone):
+        drawing.add(Line(x(t), bottom, x(t), top, strokeColor=grid, strokeWidth=0.6))
+        for n, part in enumerate(text.split("\n")):
+            drawing.add(String(x(t), bottom - 10 - 8 * n, part, textAnchor="middle", **label))
+    drawing.add(Line(left, bottom, right, bottom, strokeColor=MUTED, strokeWidth=0.8))
+    drawing.add(
+        String(
+            left, 2, f"local time ({zone.key}); amounts on the meter", fontSize=7, fillColor=MUTED
+        )
+    )
+    for i, (meter_id, points) in enumerate(series):
+        steps: list[float] = []
+        for n, (t, c) in enumerate(points):
+            if n:  # a step: along at the old amount, then up or down to the new one
+                steps += [x(t), y(points[n - 1][1])]
+            steps += [x(t), y(c)]
+        colour = palette[i % len(palette)]
+        drawing.add(PolyLine(steps, strokeColor=colour, strokeWidth=1.2))
+        key_x = right - 130 * (len(series) + bool(hits) - i)  # the key, under the axis
+        drawing.add(Line(key_x, 4.5, key_x + 16, 4.5, strokeColor=colour))
+        drawing.add(String(key_x + 20, 2, meter_id, fontSize=7, fillColor=INK))
+    for h in hits:
+        hx, hy = x(datetime.fromisoformat(h.ts_utc).timestamp()), y(h.meter_before_cents)
+        drawing.add(
+            Polygon([hx - 3, hy + 5, hx + 3, hy + 5, hx, hy], fillColor=ALERT, strokeWidth=0)
+        )
+    if hits:
+        key_x = right - 130
+        marker = [key_x + 5, 8, key_x + 11, 8, key_x + 8, 3]
+        drawing.add(Polygon(marker, fillColor=ALERT, strokeWidth=0))
+        drawing.add(String(key_x + 20, 2, "hit paid from the meter", fontSize=7, fillColor=INK))
+    if not series:
+        drawing.add(
+            String(
+                width / 2,
+                height / 2,
+                "no meter in this period",
+                textAnchor="middle",
+                fontSize=9,
+                fillColor=MUTED,
             )
-        ticks = time_ticks(start, end, zone)
-        ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
-        ax.set_xlim(start.timestamp(), end.timestamp())
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"${v:,.2f}"))
-        ax.tick_params(axis="y", labelsize=8)
-        ax.set_ylabel("meter", fontsize=9)
-        ax.set_xlabel(f"local time ({zone.key})", fontsize=9)
-        ax.grid(True, color="#e3e8ee", lw=0.6)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        if summary.meters:
-            ax.legend(loc="lower right", frameon=False, fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "no meter in this period", transform=ax.transAxes, ha="center")
-        fig.tight_layout()
-        out = io.BytesIO()
-        fig.savefig(out, format="png")
-        return out.getvalue()
-    finally:
-        plt.close(fig)
+        )
+    drawing.add(Rect(0, 0, width, height, fillColor=None, strokeColor=None))
+    return drawing
 
 
 def _local(ts_utc: str | None, zone: ZoneInfo) -> str:
@@ -304,7 +331,7 @@ def _events(events: Sequence[Event], *, who: bool = False) -> list[list[str]]:
     return out
 
 
-def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: bytes) -> list[Flowable]:
+def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing) -> list[Flowable]:
     period = manifest.period
     start = datetime.fromisoformat(period.start_local)
     end = datetime.fromisoformat(period.end_local)
@@ -359,7 +386,7 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: bytes) -
             ]
         ),
         Spacer(1, 10),
-        Image(io.BytesIO(chart), width=WIDTH, height=WIDTH * CHART_ASPECT),
+        chart,
     ]
     meter_rows = [
         [
@@ -623,7 +650,7 @@ def write_report(path: Path, summary: Summary, manifest: Manifest, zone: ZoneInf
     start = datetime.fromisoformat(manifest.period.start_utc)
     end = datetime.fromisoformat(manifest.period.end_utc)
     read = datetime.fromisoformat(manifest.generated_utc)
-    chart = meter_chart(summary, zone, start, end, (10, 10 * CHART_ASPECT), known_until=read)
+    chart = meter_chart(summary, zone, start, end, WIDTH, WIDTH * CHART_ASPECT, known_until=read)
     pages = None
     for target in (io.BytesIO(), str(path)):
         doc = SimpleDocTemplate(
