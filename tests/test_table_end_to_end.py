@@ -217,6 +217,35 @@ async def test_status_cli_reads_the_running_daemon(table: SimulatedTable, capsys
     assert "no deck is waiting" in capsys.readouterr().err  # type: ignore[attr-defined]
 
 
+async def test_game_pace_is_published_retained_and_shown_by_status(
+    table: SimulatedTable, capsys: object
+) -> None:
+    await table.wait_phase(Phase.BETTING)
+    await table.place_wagers(3)
+    await table.lock()
+    reply = await table.dealer(cmd="settle", hands={"3": "2h5d9c"})
+    assert reply["ok"], reply
+    await table.wait_phase(Phase.BETTING)
+    assert table.daemon.pace is not None
+    table.daemon.pace.refresh()
+    root = topic_root(table.config.table.site_id, table.config.table.table_id)
+    host, port = table.config.mqtt.host, table.config.mqtt.port
+    async with aiomqtt.Client(host, port) as client:
+        await client.subscribe(f"{root}/pace", qos=1)
+        async with asyncio.timeout(10):
+            async for message in client.messages:
+                pace = json.loads(message.payload)  # retained: the latest, or the next one
+                if pace["rolling"]["rounds"] == 1:
+                    break
+    assert pace["rolling"]["hands"] == 1 and pace["shifts"], pace
+    code = await asyncio.to_thread(
+        cli.main, ["status", "--socket", str(table.config.storage.socket_path)]
+    )
+    assert code == 0
+    text = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert "pace (last 60 min): " in text and " rounds/h, " in text and "; shift from " in text
+
+
 async def test_malformed_mqtt_commands_are_counted_and_survived(table: SimulatedTable) -> None:
     await table.wait_phase(Phase.BETTING)
     root = topic_root(table.config.table.site_id, table.config.table.table_id)

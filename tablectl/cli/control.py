@@ -252,8 +252,33 @@ def print_status(data: dict[str, Any]) -> None:
             f"  ALARM backend {alarm['backend_id']} is {alarm['behind_rows']} rows behind "
             f"(oldest unacknowledged {alarm['oldest_unacked_ts']}): see {why}"
         )
+    if data.get("pace"):
+        print("  " + pace_line(data["pace"]))
     if data["counters"]:
         print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
+
+
+def pace_line(pace: dict[str, Any]) -> str:
+    """Game pace as status shows it: the rolling period, the shift now running, and the time
+    the table stood blocked in the rolling period (`tablectl pace` has the whole picture)."""
+
+    def rate(figures: dict[str, Any], what: str) -> str:
+        value = figures[f"{what}_per_hour"]
+        return "-" if value is None else f"{value:.1f}"
+
+    rolling = pace["rolling"]
+    minutes = round(rolling["hours"] * 60)
+    line = (
+        f"pace (last {minutes} min): {rate(rolling, 'rounds')} rounds/h, "
+        f"{rate(rolling, 'hands')} hands/h, blocked {rolling['blocked_ms'] // 1000} s"
+    )
+    if pace.get("shift_figures"):
+        shift = pace["shift_figures"]
+        line += (
+            f"; shift from {pace['shift']}: {shift['rounds']} rounds, "
+            f"{rate(shift, 'rounds')} rounds/h, {rate(shift, 'hands')} hands/h"
+        )
+    return line + f" (as of {pace['ts']})"
 
 
 def print_faults(found: list[FaultView], indent: str = "  ") -> None:

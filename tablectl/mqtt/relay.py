@@ -348,6 +348,9 @@ class Relay:
         self._shuffler = shuffler
         self._root = topic_root(site, table)
         self._wake = asyncio.Event()
+        # The latest game pace (retained on `pace`): published on each connect and change.
+        self._pace: bytes | None = None
+        self._pace_changed = asyncio.Event()
         self._cursor = 0  # last seq handed to the broker on this connection
         self._handed: HandedMark = store.handed_mark()
         self.acks = AckBook(config.backends, store.acks())
@@ -555,6 +558,7 @@ class Relay:
                 tasks.create_task(self._inbound(session), name="mqtt-inbound")
                 tasks.create_task(self._outbound(session), name="mqtt-outbound")
                 tasks.create_task(self._health_loop(client), name="mqtt-health")
+                tasks.create_task(self._pace_loop(client), name="mqtt-pace")
                 tasks.create_task(self._redeliver(session), name="mqtt-redeliver")
                 tasks.create_task(self._watch(session), name="mqtt-watch")
         except* MqttError as group:
@@ -756,6 +760,19 @@ class Relay:
                     client, f"{self._root}/health", health.model_dump_json().encode(), retain=True
                 )
             await asyncio.sleep(1)
+
+    def publish_pace(self, payload: bytes) -> None:
+        """The table's game pace (service/pace.py, at most once a minute): retained on `pace`,
+        now if connected, else on the next connect."""
+        self._pace = payload
+        self._pace_changed.set()
+
+    async def _pace_loop(self, client: MqttClient) -> None:
+        while True:
+            self._pace_changed.clear()
+            if self._pace is not None:
+                await self._publish(client, f"{self._root}/pace", self._pace, retain=True)
+            await self._pace_changed.wait()
 
     # --- inbound ----------------------------------------------------------------------
 

@@ -425,3 +425,20 @@ def compute_pace(
         rolling=_figures(facts, end - rolling, end),
         shifts=shifts,
     )
+
+
+def current_pace(
+    rows_between: Callable[[datetime, datetime], Iterable[JournalRowLike]],
+    now: datetime,
+    zone: ZoneInfo,
+    shift_starts: Sequence[time],
+    rolling: timedelta = DEFAULT_ROLLING,
+) -> Pace:
+    """Pace as of now, as the table publishes it: the window is the shift now running (so
+    `shifts` holds it), with the rolling period before now. rows_between(a, b): the journal
+    rows with a <= ts < b, in journal order."""
+    start = shifts_between(now - timedelta(days=1), now, zone, shift_starts)[-1].start
+    rows = rows_between(pace_reads_from(start, now, zone, shift_starts, rolling), now)
+    return compute_pace(
+        rows, start=start, end=now, zone=zone, shift_starts=shift_starts, rolling=rolling
+    )

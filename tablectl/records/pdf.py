@@ -17,10 +17,10 @@ import io
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from reportlab.graphics.shapes import Drawing, Line, Polygon, PolyLine, Rect, String
+from reportlab.graphics.shapes import Drawing, Line, Polygon, PolyLine, String
 from reportlab.lib import colors
 from reportlab.lib.enums import TA_RIGHT
 from reportlab.lib.pagesizes import landscape, letter
@@ -263,15 +263,18 @@ def meter_chart(
         return bottom + (c - low) / (high - low) * (top - bottom)
 
     grid = colors.HexColor("#e3e8ee")
-    label = {"fontName": "Helvetica", "fontSize": 7, "fillColor": MUTED}
+
+    def label(x_: float, y_: float, text: str, anchor: Literal["middle", "end"]) -> String:
+        return String(x_, y_, text, textAnchor=anchor, fontSize=7, fillColor=MUTED)
+
     for i in range(5):  # amount gridlines, labelled in dollars
         c = low + (high - low) * i // 4
         drawing.add(Line(left, y(c), right, y(c), strokeColor=grid, strokeWidth=0.6))
-        drawing.add(String(left - 4, y(c) - 2.5, dollars(c), textAnchor="end", **label))
+        drawing.add(label(left - 4, y(c) - 2.5, dollars(c), "end"))
     for t, text in time_ticks(start, end, zone):
         drawing.add(Line(x(t), bottom, x(t), top, strokeColor=grid, strokeWidth=0.6))
         for n, part in enumerate(text.split("\n")):
-            drawing.add(String(x(t), bottom - 10 - 8 * n, part, textAnchor="middle", **label))
+            drawing.add(label(x(t), bottom - 10 - 8 * n, part, "middle"))
     drawing.add(Line(left, bottom, right, bottom, strokeColor=MUTED, strokeWidth=0.8))
     drawing.add(
         String(
@@ -310,7 +313,6 @@ def meter_chart(
                 fillColor=MUTED,
             )
         )
-    drawing.add(Rect(0, 0, width, height, fillColor=None, strokeColor=None))
     return drawing
 
 

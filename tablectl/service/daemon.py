@@ -63,6 +63,7 @@ from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.pace import PaceReporter
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
@@ -173,6 +174,7 @@ class Daemon:
         self.reader: JournalReader | None = None
         self.state: TableState | None = None
         self.shoe: Shoe | None = None
+        self.pace: PaceReporter | None = None  # game pace, from the journal once a minute
         self._devices: dict[str, Shuffler | Shoe] = {}
         self._traces: dict[str, TraceWriter] = {}
         self._shuffle_asker: asyncio.Task[None] | None = None
@@ -325,6 +327,11 @@ class Daemon:
                 DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
             ),
         )
+        self.pace = PaceReporter(
+            cfg.storage.database,
+            cfg.records,
+            lambda pace: self.relay.publish_pace(pace.model_dump_json().encode()),
+        )
         control = ControlServer(cfg.storage.socket_path, self, cfg.access)
         try:
             backend, levels = await self._open_gpio()
@@ -358,6 +365,7 @@ class Daemon:
                 if self.shoe is not None:
                     tasks.create_task(self.shoe.run(), name="shoe")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
+                tasks.create_task(self.pace.run(), name="pace")
                 tasks.create_task(self._watchdog(), name="watchdog")
                 # Ready once the journal is open and commands are taken; devices and the
                 # broker come and go, and STATUS= says how they are (_report_links).
@@ -737,4 +745,18 @@ class Daemon:
             "shoe": self._device_status("shoe", s.shoe_fault),
             "mqtt": self.relay.stats(),
             "faults": [f.model_dump(mode="json") for f in self.faults()],
+            "pace": self._pace_status(),
+        }
+
+    def _pace_status(self) -> dict[str, Any] | None:
+        """The rolling period and the shift now running, as last computed (service/pace.py)."""
+        pace = None if self.pace is None else self.pace.latest
+        if pace is None:
+            return None
+        shift = pace.shifts[-1] if pace.shifts else None
+        return {
+            "ts": pace.ts,
+            "rolling": pace.rolling.model_dump(mode="json"),
+            "shift": None if shift is None else shift.shift,
+            "shift_figures": None if shift is None else shift.figures.model_dump(mode="json"),
         }
