@@ -3,12 +3,17 @@
 The edge is driven from a worker thread (as gpiozero's callbacks arrive) and timed twice:
 - queued: the lock-out event is in the table's single FIFO queue. From here on no chip can
   be recognised, since every later chip event is behind it in the same queue;
-- closed: the core's state says no more wagers are accepted. This also waits for whatever
-  step was being committed (SQLite synchronous=FULL, about a millisecond) when the edge came.
+- closed: the core's state says no more wagers are accepted. The core steps an input while
+  the commit before it is still being written (service/daemon.py, _consume): a lock-out
+  waits neither for a commit (SQLite synchronous=FULL, about a millisecond) nor for its
+  after-commit work.
+Each run is done idle and under load: chip events posted into the table's queue (the one
+the GPIO posts to) at --chips-per-s, paced, each stepped and journaled as a real one.
 The baseline, in the same run, is the bare thread -> event-loop hand-off
-(call_soon_threadsafe), so the figures compare across machines as ratios.
+(call_soon_threadsafe), so the figures compare across machines as ratios; min / median / max
+over --runs.
 
-Run: .venv/bin/python bench/lockout_latency.py [--samples N]
+Run: .venv/bin/python bench/lockout_latency.py [--samples N] [--runs R] [--chips-per-s C]
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.effects import Effect
-from tablectl.core.events import Event, LockoutPressed, Settle
+from tablectl.core.events import ChipSensed, Event, LockoutPressed, Settle
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.util import logs
@@ -58,7 +63,20 @@ async def baseline(samples: int) -> list[float]:
     return out
 
 
-async def lockout(samples: int) -> tuple[list[float], list[float]]:
+async def chip_load(daemon: Daemon, per_s: int, seats: int) -> None:
+    """ChipSensed events at per_s, paced in 10 ms slices: a chip arriving or leaving."""
+    loop = asyncio.get_running_loop()
+    start, sent = loop.time(), 0
+    while True:
+        due = int((loop.time() - start) * per_s)
+        for i in range(sent, due):
+            seat = 1 + i % seats
+            daemon.post(ChipSensed(seat=seat, present=bool(i // seats % 2), since_ns=0))
+        sent = due
+        await asyncio.sleep(0.01)
+
+
+async def lockout(samples: int, chips_per_s: int = 0) -> tuple[list[float], list[float]]:
     # No broker is needed for the measurement, but the relay is part of the daemon's load.
     with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
@@ -89,6 +107,11 @@ async def lockout(samples: int) -> tuple[list[float], list[float]]:
         daemon.observers.append(observe)
         task = asyncio.create_task(daemon.run())
         await daemon.ready.wait()
+        load = (
+            asyncio.create_task(chip_load(daemon, chips_per_s, cfg.table.seats))
+            if chips_per_s
+            else None
+        )
         closed: list[float] = []
         queued: list[float] = []
         for _ in range(samples):
@@ -106,34 +129,50 @@ async def lockout(samples: int) -> tuple[list[float], list[float]]:
             queued.append((queued_at[-1] - t0) / 1000)
             await asyncio.sleep(cfg.gpio.lockout_debounce_ms / 1000)
             await daemon.submit(Settle(hands={}))
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for running in (load, task):
+            if running is not None:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
         sim.close()
         return queued, closed
 
 
-async def main(samples: int) -> None:
-    base = await baseline(samples)
-    queued, lock = await lockout(samples)
-    print(f"samples: {samples}")
-    for name, values in (
-        ("thread hand-off (baseline)", base),
-        ("lock-out edge -> queued", queued),
-        ("lock-out edge -> closed", lock),
-    ):
-        p50, p99 = percentile(values, 50), percentile(values, 99)
-        mean = statistics.fmean(values)
-        print(f"{name:<28} p50 {p50:8.1f} us   p99 {p99:8.1f} us   mean {mean:8.1f} us")
-    for name, values in (("queued", queued), ("closed", lock)):
-        r50 = percentile(values, 50) / percentile(base, 50)
-        r99 = percentile(values, 99) / percentile(base, 99)
-        print(f"ratio {name} / baseline       p50 {r50:8.1f} x    p99 {r99:8.1f} x")
+def spread(values: list[float]) -> str:
+    return (
+        f"min {min(values):8.2f}  median {statistics.median(values):8.2f}  max {max(values):8.2f}"
+    )
+
+
+async def main(samples: int, runs: int, chips_per_s: int) -> None:
+    figures: dict[str, list[float]] = {}
+
+    def keep(name: str, value: float) -> None:
+        figures.setdefault(name, []).append(value)
+
+    for _ in range(runs):
+        base = await baseline(samples)
+        keep("baseline p50 us", percentile(base, 50))
+        keep("baseline p99 us", percentile(base, 99))
+        for label, load in (("idle", 0), (f"{chips_per_s} chips/s", chips_per_s)):
+            queued, closed = await lockout(samples, load)
+            for name, values in (("queued", queued), ("closed", closed)):
+                keep(f"{label}: edge -> {name} p50 us", percentile(values, 50))
+                keep(f"{label}: edge -> {name} p99 us", percentile(values, 99))
+                keep(
+                    f"{label}: edge -> {name} p99 / baseline p99",
+                    percentile(values, 99) / percentile(base, 99),
+                )
+    print(f"samples per run: {samples}, runs: {runs}")
+    for name, values in figures.items():
+        print(f"{name:<48} {spread(values)}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--chips-per-s", type=int, default=1000)
     args = parser.parse_args()
     logs.configure("ERROR")
-    asyncio.run(main(args.samples))
+    asyncio.run(main(args.samples, args.runs, args.chips_per_s))

@@ -77,6 +77,9 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 # At most this many queued inputs share one commit (a burst's first waits for no more).
 MAX_STEPS_PER_COMMIT = 512
+# Batches stepped ahead of the one being written: enough that a lock-out never waits for a
+# commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
+COMMITS_IN_FLIGHT = 4
 
 
 class StartupError(Exception):
@@ -139,6 +142,16 @@ class _Stepped:
     effects: list[Effect]
     commit: StepCommit
     refusal: Rejected | None = None  # a device report the core refused: only its cursor moves
+
+
+@dataclass
+class _Batch:
+    """Inputs stepped together and the commit that makes them durable, under way."""
+
+    stepped: list[_Stepped]
+    refused: list[tuple[_Submission, Rejected]]
+    state: TableState  # the state after the batch: what others read once it is on disk
+    written: asyncio.Future[list[list[JournalRow]]]
 
 
 @dataclass
@@ -436,57 +449,81 @@ class Daemon:
         return await asyncio.get_running_loop().run_in_executor(self._journal_thread, work)
 
     async def _consume(self) -> None:
+        """Step each batch of inputs as it comes and hand its commit to the journal thread
+        without waiting for it: a lock-out edge is stepped while the commit before it is still
+        being written, never behind it or its after-commit work. Commits stay in order (one
+        journal thread), and a step's effects, replies and device acknowledgements wait for
+        its own commit (_finish_commits)."""
         assert self.store is not None and self.state is not None
         store = self.store
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+        loop = asyncio.get_running_loop()
+        committing: asyncio.Queue[_Batch] = asyncio.Queue(maxsize=COMMITS_IN_FLIGHT)
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._finish_commits(committing), name="table-commits")
             state = self.state
-            stepped: list[_Stepped] = []
-            refused: list[tuple[_Submission, Rejected]] = []
-            for sub in batch:
-                report = sub.report
-                kv = dict(sub.kv or {})
-                if report is not None and report.cursor_value is not None:
-                    kv[report.cursor_key] = report.cursor_value
-                try:
-                    new_state, effects = step(self.rules, state, sub.event)
-                except Rejected as exc:
-                    if report is None:
-                        refused.append((sub, exc))
-                        continue
-                    # A device's report is never lost or taken twice: its cursor moves anyway.
-                    log.warning("device report refused", device=report.device, error=str(exc))
-                    commit = StepCommit(state.model_dump_json(), [], None, kv)
-                    stepped.append(_Stepped(sub, [], commit, refusal=exc))
-                    continue
-                for observer in self.observers:
-                    observer(sub.event, new_state, effects)
-                state = new_state
-                # Every input is journaled with what it produced (and the device's cursor), so
-                # the state can be replayed and the report is taken once.
-                commit = StepCommit(
-                    new_state.model_dump_json(),
-                    journal_entries(effects),
-                    journal_input(sub.event),
-                    kv or None,
+            while True:
+                batch = [await self._queue.get()]
+                while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                state, stepped, refused = self._step_batch(state, batch)
+                written = loop.run_in_executor(
+                    self._journal_thread,
+                    functools.partial(store.commit_steps, [s.commit for s in stepped]),
                 )
-                stepped.append(_Stepped(sub, effects, commit))
-            # In the journal thread: the loop keeps taking edges while this one fsyncs.
-            committed = await self.in_journal_thread(
-                functools.partial(store.commit_steps, [s.commit for s in stepped])
+                await committing.put(_Batch(stepped, refused, state, written))
+
+    def _step_batch(
+        self, state: TableState, batch: list[_Submission]
+    ) -> tuple[TableState, list[_Stepped], list[tuple[_Submission, Rejected]]]:
+        """The core's steps for a batch: the state after it, each step with its commit, and
+        the commands the core refused."""
+        stepped: list[_Stepped] = []
+        refused: list[tuple[_Submission, Rejected]] = []
+        for sub in batch:
+            report = sub.report
+            kv = dict(sub.kv or {})
+            if report is not None and report.cursor_value is not None:
+                kv[report.cursor_key] = report.cursor_value
+            try:
+                new_state, effects = step(self.rules, state, sub.event)
+            except Rejected as exc:
+                if report is None:
+                    refused.append((sub, exc))
+                    continue
+                # A device's report is never lost or taken twice: its cursor moves anyway.
+                log.warning("device report refused", device=report.device, error=str(exc))
+                commit = StepCommit(state.model_dump_json(), [], None, kv)
+                stepped.append(_Stepped(sub, [], commit, refusal=exc))
+                continue
+            for observer in self.observers:
+                observer(sub.event, new_state, effects)
+            state = new_state
+            # Every input is journaled with what it produced (and the device's cursor), so
+            # the state can be replayed and the report is taken once.
+            commit = StepCommit(
+                new_state.model_dump_json(),
+                journal_entries(effects),
+                journal_input(sub.event),
+                kv or None,
             )
+            stepped.append(_Stepped(sub, effects, commit))
+        return state, stepped, refused
+
+    async def _finish_commits(self, committing: asyncio.Queue[_Batch]) -> None:
+        """Each batch once on disk, in order: the state others read, then the effects."""
+        while True:
+            batch = await committing.get()
+            committed = await batch.written
             if any(committed):
                 # Durable: the relay hands the rows to the broker first, rather than waiting
                 # behind the lamps, replies and log lines below (docs/mqtt.md, Performance).
                 self.relay.wake()
                 await asyncio.sleep(0)
-            self.state = state
-            for item, rows in zip(stepped, committed, strict=True):
+            self.state = batch.state
+            for item, rows in zip(batch.stepped, committed, strict=True):
                 self._after_commit(item, rows)
-            self.steps_done += sum(1 for item in stepped if item.refusal is None)
-            for sub, refusal in refused:
+            self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
+            for sub, refusal in batch.refused:
                 sub.answer(error=refusal)
             self._stepped.set()
 
