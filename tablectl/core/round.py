@@ -293,6 +293,8 @@ def _apply(
             if rules.sensors is not None:
                 s = s.model_copy(update={"lockout_held": True})
             if s.phase is not Phase.BETTING:
+                if s.sensor_test is not None:
+                    return s  # the technician's test press (service/walk_test.py), not play
                 return s.model_copy(update={"counters": _count(s, "lockout_presses_ignored")})
             s = s.model_copy(update={"lockout_resolution_ns": event.resolution_ns})
             return _lock(

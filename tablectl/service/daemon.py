@@ -178,6 +178,8 @@ class Daemon:
         self.inputs_dropped_while_stopping = 0
         self.started_at = time.time()
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
+        # Batches stepped and being committed, oldest first (_consume -> _finish_commits).
+        self._committing: asyncio.Queue[_Batch] = asyncio.Queue(maxsize=COMMITS_IN_FLIGHT)
         # Every database write happens here, one at a time, in order.
         self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
         self._tasks: asyncio.TaskGroup | None = None
@@ -372,6 +374,7 @@ class Daemon:
                     self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
                 tasks.create_task(self._consume(), name="table-core")
+                tasks.create_task(self._finish_commits(), name="table-commits")
                 tasks.create_task(self.gpio.run(), name="gpio")
                 tasks.create_task(control.serve(), name="control-socket")
                 tasks.create_task(self.shuffler.run(), name="shuffler")
@@ -457,20 +460,17 @@ class Daemon:
         assert self.store is not None and self.state is not None
         store = self.store
         loop = asyncio.get_running_loop()
-        committing: asyncio.Queue[_Batch] = asyncio.Queue(maxsize=COMMITS_IN_FLIGHT)
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._finish_commits(committing), name="table-commits")
-            state = self.state
-            while True:
-                batch = [await self._queue.get()]
-                while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
-                    batch.append(self._queue.get_nowait())
-                state, stepped, refused = self._step_batch(state, batch)
-                written = loop.run_in_executor(
-                    self._journal_thread,
-                    functools.partial(store.commit_steps, [s.commit for s in stepped]),
-                )
-                await committing.put(_Batch(stepped, refused, state, written))
+        state = self.state
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            state, stepped, refused = self._step_batch(state, batch)
+            written = loop.run_in_executor(
+                self._journal_thread,
+                functools.partial(store.commit_steps, [s.commit for s in stepped]),
+            )
+            await self._committing.put(_Batch(stepped, refused, state, written))
 
     def _step_batch(
         self, state: TableState, batch: list[_Submission]
@@ -509,10 +509,11 @@ class Daemon:
             stepped.append(_Stepped(sub, effects, commit))
         return state, stepped, refused
 
-    async def _finish_commits(self, committing: asyncio.Queue[_Batch]) -> None:
-        """Each batch once on disk, in order: the state others read, then the effects."""
+    async def _finish_commits(self) -> None:
+        """Each batch once on disk, in order: the state others read, then the effects. A
+        task of the daemon's own group, beside _consume: a stop cancels both at once."""
         while True:
-            batch = await committing.get()
+            batch = await self._committing.get()
             committed = await batch.written
             if any(committed):
                 # Durable: the relay hands the rows to the broker first, rather than waiting
