@@ -643,13 +643,12 @@ def _behind_the_first_errors(
         taken = {loc for e in exc.errors() if (loc := _removable(raw, e)) and loc not in removed}
         if not taken:
             break
-        for loc in taken:
+        for loc in sorted(taken, key=len):  # a table taken out takes its keys with it
             parent: object = raw
             for key in loc[:-1]:
-                assert isinstance(parent, dict)  # _raw_loc walks dicts only
-                parent = parent[key]
-            assert isinstance(parent, dict)
-            del parent[loc[-1]]
+                parent = parent.get(key) if isinstance(parent, dict) else None
+            if isinstance(parent, dict):
+                parent.pop(loc[-1], None)
         removed |= taken
         try:
             model.model_validate(raw)
@@ -686,8 +685,10 @@ def _raw_loc(raw: object, loc: tuple[int | str, ...]) -> tuple[object, ...] | No
     for part in loc:
         if not isinstance(node, dict):
             break
+        if keys == ["game"] and part in MAX_SEATS and part not in node:
+            continue  # the union's tag
         if part not in node:
-            continue  # a union tag (game.<name>) or a missing key
+            return None  # a key the file lacks: nothing to take out
         keys.append(part)
         node = node[part]
     return tuple(keys) or None
