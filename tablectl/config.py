@@ -722,11 +722,11 @@ def _too_deep(text: str) -> str:
             stripped = line.strip()
             header = re.fullmatch(r"\[\[?\s*([^\]\s]+)\s*\]\]?\s*(#.*)?", stripped)
             if header:
-                table = [header[1]]
+                table = [re.sub(r"[\"']", "", header[1])]
                 continue
             assignment = re.match(r"\s*([A-Za-z0-9_.\"'-]+?)\s*=", line)
             if assignment:
-                key = ".".join([*table, assignment[1].strip("\"'")])
+                key = ".".join([*table, re.sub(r"[\"']", "", assignment[1])])
         i = 0
         while i < len(line):
             char = line[i]

@@ -92,23 +92,30 @@ class Nested:
         return f"Nested({self.depth})"
 
 
+def _tables(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
 def toml_text(doc: dict[str, object]) -> str:
-    """Tables as [headers] (nested ones dotted), everything else inline."""
+    """Tables as [headers] and arrays of tables as [[headers]] (as the shipped files write
+    them), everything else inline."""
     lines: list[str] = []
 
-    def table(prefix: str, body: dict[str, object]) -> None:
-        if prefix:
-            lines.append(f"[{prefix}]")
-        subtables = []
+    def table(header: str, prefix: str, body: dict[str, typing.Any]) -> None:
+        if header:
+            lines.append(header)
         for key, value in body.items():
-            if isinstance(value, dict):
-                subtables.append((key, value))
-            else:
+            if not isinstance(value, dict) and not _tables(value):
                 lines.append(f'"{key}" = {_toml_value(value)}')
-        for key, value in subtables:
-            table(f'{prefix}."{key}"' if prefix else f'"{key}"', value)
+        for key, value in body.items():
+            name = f'{prefix}."{key}"' if prefix else f'"{key}"'
+            if isinstance(value, dict):
+                table(f"[{name}]", name, value)
+            elif _tables(value):
+                for item in value:
+                    table(f"[[{name}]]", name, item)
 
-    table("", doc)
+    table("", "", doc)
     return "\n".join(lines) + "\n"
 
 
