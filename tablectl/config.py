@@ -87,6 +87,16 @@ def _socket_path(path: Path) -> Path:
 
 # A file or directory the daemon opens or creates.
 FsPath = Annotated[Path, AfterValidator(_usable_path)]
+
+
+def _in_a_directory(path: Path) -> Path:
+    if not path.parent.is_dir():
+        raise ValueError(f"{str(path.parent)[:80]!r} is not a directory: create it first")
+    return path
+
+
+# A file the daemon creates at start (a trace): its directory must be there.
+NewFile = Annotated[Path, AfterValidator(_usable_path), AfterValidator(_in_a_directory)]
 DataDir = Annotated[Path, AfterValidator(lambda p: _usable_path(p, _DATA_DIR_MAX_BYTES))]
 # A Unix socket the daemon binds or connects to: the AF_UNIX limit, as the path is written
 # (bind() takes it as given, relative or not).
@@ -161,7 +171,7 @@ class DeviceSection(Strict):
     response_timeout_ms: int = Field(default=250, ge=50, le=5000)
     retries: int = Field(default=3, ge=0, le=10)
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
-    trace_file: FsPath | None = Field(
+    trace_file: NewFile | None = Field(
         default=None, description="record the link's bytes and the core inputs (a field trace)"
     )
 

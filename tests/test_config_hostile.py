@@ -17,6 +17,7 @@ import math
 import os
 import signal
 import socket
+import subprocess
 import tempfile
 import tomllib
 import typing
@@ -319,6 +320,7 @@ async def _run_daemon(config: Path, cfg: TableConfig) -> tuple[int, str]:
         "--config",
         str(config),
         env={**os.environ, "NOTIFY_SOCKET": str(notify_path)},
+        cwd=config.parent,  # a relative path the config names lands here
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -442,3 +444,23 @@ def test_the_known_crashes_are_config_errors(
     code, err = _check(path)
     assert code == 2, err
     assert any(entry.strip().startswith(field) for entry in err.splitlines()[1:]), err
+
+
+def test_run_refuses_a_bad_config_before_it_starts_anything(tmp_path: Path) -> None:
+    """`run` on a config check refuses: exit 2 naming the field, no data directory made."""
+    text = (REPO / "config" / "simulated-table.toml").read_text()
+    data_dir = tmp_path / "data"
+    text = text.replace('data_dir = "/tmp/tablectl-sim"', f'data_dir = "{data_dir}"')
+    text = text.replace("[mqtt]\n", "[mqtt]\nbacklog_alarm_hours = inf\n")
+    config = tmp_path / "table.toml"
+    config.write_text(text)
+    run = subprocess.run(
+        [str(TABLECTL), "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "mqtt.backlog_alarm_hours: Input should be a finite number" in run.stderr
+    assert not data_dir.exists()
