@@ -6,6 +6,7 @@ field and cites the rule, so `tablectl config check` tells a technician exactly 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Self, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import serial
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -23,6 +25,7 @@ from pydantic import (
     PlainValidator,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -36,6 +39,116 @@ _NO_CONFIG_HINT = (
     "give --config FILE, set TABLECTL_CONFIG, or start from an example in "
     "/usr/share/doc/tablectl/examples/ (or config/ in the source)"
 )
+
+# What a config may say is bounded so that a file `config check` accepts never crashes `run`
+# (issue 16): no number reaches timedelta, asyncio or termios that overflows them, no path or
+# string reaches the OS with a NUL in it or longer than the kernel takes. One type per kind.
+
+# A duration or rate as a TOML float: inf and nan are refused (timedelta(hours=inf) and
+# asyncio.timeout(nan) raise); each field adds its own ge/le.
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+# Linux: PATH_MAX 4096 bytes with the NUL, NAME_MAX 255 per component. sun_path holds 108
+# bytes with its terminating NUL, so a Unix socket's path has 107 (unix(7)).
+PATH_MAX_BYTES = 4095
+NAME_MAX_BYTES = 255
+UNIX_SOCKET_PATH_MAX_BYTES = 107
+# Room kept under PATH_MAX for the names the daemon puts in data_dir (tablectl.sqlite3-wal...).
+_DATA_DIR_MAX_BYTES = PATH_MAX_BYTES - NAME_MAX_BYTES - 1
+
+
+def _path_problem(text: str, most: int = PATH_MAX_BYTES) -> str | None:
+    """Why the OS would refuse this path (a NUL, too long), or None."""
+    if "\0" in text:
+        return "contains a NUL character, which no path can hold"
+    size = len(os.fsencode(text))
+    if size > most:
+        return f"is {size:,} bytes long; at most {most:,}"
+    longest = max((len(os.fsencode(part)) for part in text.split("/")), default=0)
+    if longest > NAME_MAX_BYTES:
+        return f"has a name of {longest} bytes between slashes; at most {NAME_MAX_BYTES}"
+    return None
+
+
+def _usable_path(path: Path, most: int = PATH_MAX_BYTES) -> Path:
+    problem = _path_problem(str(path), most)
+    if problem:
+        raise ValueError(
+            f"{str(path)[:80]!r}... {problem}"
+            if len(str(path)) > 80
+            else f"{str(path)!r} {problem}"
+        )
+    return path
+
+
+def _socket_path(path: Path) -> Path:
+    return _usable_path(path, UNIX_SOCKET_PATH_MAX_BYTES)
+
+
+# A file or directory the daemon opens or creates.
+FsPath = Annotated[Path, AfterValidator(_usable_path)]
+
+
+def _in_a_directory(path: Path) -> Path:
+    if not path.parent.is_dir():
+        raise ValueError(f"{str(path.parent)[:80]!r} is not a directory: create it first")
+    return path
+
+
+# A file the daemon creates at start (a trace): its directory must be there.
+NewFile = Annotated[Path, AfterValidator(_usable_path), AfterValidator(_in_a_directory)]
+DataDir = Annotated[Path, AfterValidator(lambda p: _usable_path(p, _DATA_DIR_MAX_BYTES))]
+# A Unix socket the daemon binds or connects to: the AF_UNIX limit, as the path is written
+# (bind() takes it as given, relative or not).
+UnixSocketPath = Annotated[Path, AfterValidator(_socket_path)]
+
+
+def socket_path_problem(path: Path) -> str | None:
+    """Why bind() would refuse this Unix socket path, or None (for resolved defaults)."""
+    return _path_problem(str(path), UNIX_SOCKET_PATH_MAX_BYTES)
+
+
+# Serial line speed. pyserial's Serial.BAUDRATES are the standard rates termios names, 50 to
+# 4,000,000 on Linux; pyserial also sets any rate between (termios2 BOTHER), so every whole
+# number in that range is accepted; beyond it the kernel's speed_t overflows (10**21 crashed).
+BAUDRATE_MIN = min(serial.Serial.BAUDRATES)
+BAUDRATE_MAX = max(serial.Serial.BAUDRATES)
+BaudRate = Annotated[int, Field(ge=BAUDRATE_MIN, le=BAUDRATE_MAX)]
+
+
+def host_name(text: str) -> str:
+    """A host name or address as getaddrinfo takes it (it raises on NUL or a 64-byte label)."""
+    if "\0" in text:
+        raise ValueError("contains a NUL character, which no host name can hold")
+    try:
+        ipaddress.ip_address(text)
+        return text
+    except ValueError:
+        pass
+    try:
+        encoded = text.encode("idna")
+    except UnicodeError:
+        raise ValueError(
+            f"{text[:80]!r} is not a host name: labels of 1 to 63 characters between dots"
+        ) from None
+    if not 1 <= len(encoded) <= 253:
+        raise ValueError("a host name is 1 to 253 characters")
+    return text
+
+
+Host = Annotated[str, AfterValidator(host_name)]
+
+
+def _mqtt_text(text: str) -> str:
+    """An MQTT UTF-8 string: no U+0000 (MQTT 5 1.5.4), at most 65,535 bytes (its length prefix)."""
+    if "\0" in text:
+        raise ValueError("contains a NUL character, which MQTT strings cannot (MQTT 5 1.5.4)")
+    if len(text.encode()) > 65_535:
+        raise ValueError("longer than an MQTT string's 65,535 bytes")
+    return text
+
+
+MqttText = Annotated[str, AfterValidator(_mqtt_text)]
 
 
 class TableSection(Strict):
@@ -52,13 +165,13 @@ class DeviceSection(Strict):
         min_length=1,
         description="a serial device, usb:VVVV:PPPP[:SERIAL], socket://HOST:PORT (a simulator)",
     )
-    baudrate: int = Field(default=115200, gt=0)
+    baudrate: BaudRate = 115200
     address: int = Field(default=1, ge=0, le=255)
     poll_interval_ms: int = Field(default=150, ge=100, le=200)
     response_timeout_ms: int = Field(default=250, ge=50, le=5000)
     retries: int = Field(default=3, ge=0, le=10)
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
-    trace_file: Path | None = Field(
+    trace_file: NewFile | None = Field(
         default=None, description="record the link's bytes and the core inputs (a field trace)"
     )
 
@@ -67,6 +180,9 @@ class DeviceSection(Strict):
     def _port_parses(cls, port: str) -> str:
         from tablectl.drivers.registry import check_port
 
+        problem = _path_problem(port)  # a device path, and no URL holds a NUL either
+        if problem:
+            raise ValueError(f"{port[:80]!r} {problem}")
         check_port(port)
         return port
 
@@ -152,7 +268,9 @@ class GpioSection(Strict):
     sensor_stuck_rounds: int = Field(default=1, ge=1, le=10)
     # gpiod-poll: a press must last longer than this to be seen; it is each edge's resolution.
     poll_period_ms: int = Field(default=2, ge=1, le=20)
-    simulator_socket: Path | None = None  # mock: default data_dir / "table-simulator.sock"
+    simulator_socket: UnixSocketPath | None = (
+        None  # mock: default data_dir / "table-simulator.sock"
+    )
 
     @model_validator(mode="after")
     def _times_fit(self) -> Self:
@@ -176,6 +294,7 @@ BackendId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
 def _readable_file(path: Path | None) -> Path | None:
     if path is None:
         return None
+    _usable_path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist (or is not a file)")
     if not os.access(path, os.R_OK):
@@ -187,31 +306,33 @@ ReadableFile = Annotated[Path | None, AfterValidator(_readable_file)]
 
 
 class MqttSection(Strict):
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
-    client_id: str | None = Field(default=None, description="default tablectl-{site}-{table}")
+    client_id: MqttText | None = Field(default=None, description="default tablectl-{site}-{table}")
     # The table's id (docs/mqtt.md, config/mosquitto/): the ACL keys on the username, which the
     # shipped broker takes from the certificate's common name (it ignores these two then).
-    username: str | None = None
-    password: str | None = None
+    username: MqttText | None = None
+    password: MqttText | None = None
     keepalive_s: int = Field(default=30, ge=5, le=600)
     tls: bool = False
     ca_file: ReadableFile = None  # the CA that signed the broker's certificate (default: system)
     cert_file: ReadableFile = None  # this table's client certificate ...
     key_file: ReadableFile = None  # ... and its private key
-    reconnect_max_s: float = Field(default=30, ge=1, le=600)
+    reconnect_max_s: FiniteFloat = Field(default=30, ge=1, le=600)
     # QoS 1 publishes in flight to the broker at once: deep enough to keep the pipe full.
     publish_window: int = Field(default=256, ge=1, le=10_000)
     # The backends that acknowledge on ack/{backend_id}; a row is outstanding until all have.
     backends: list[BackendId] = Field(default=["pgs"], min_length=1)
     # The retention bound: past it, status, health and the log raise an alarm.
-    backlog_alarm_rows: int = Field(default=100_000, ge=1)
-    backlog_alarm_hours: float = Field(default=24, gt=0)
-    health_counters_interval_s: float = Field(default=60, ge=1, le=3600)
+    # At most a billion rows or a year: past that the bound no longer bounds anything (and
+    # timedelta(hours=1e300) overflowed the relay).
+    backlog_alarm_rows: int = Field(default=100_000, ge=1, le=1_000_000_000)
+    backlog_alarm_hours: FiniteFloat = Field(default=24, gt=0, le=366 * 24)
+    health_counters_interval_s: FiniteFloat = Field(default=60, ge=1, le=3600)
     # A backend whose ack has not moved this long while later rows were out is sent them
     # again from its ack (docs/mqtt.md, Delivery). Below half a second a healthy backend's
     # once-per-burst ack would look stalled; past an hour dropped rows wait too long.
-    ack_stall_s: float = Field(default=10, ge=0.5, le=3600)
+    ack_stall_s: FiniteFloat = Field(default=10, ge=0.5, le=3600)
 
     @model_validator(mode="after")
     def _tls_files(self) -> Self:
@@ -227,8 +348,22 @@ class MqttSection(Strict):
 
 
 class StorageSection(Strict):
-    data_dir: Path
-    control_socket: Path | None = None  # default: data_dir / "control.sock"
+    data_dir: DataDir
+    # Default: data_dir / "control.sock"; either way within the AF_UNIX limit.
+    control_socket: UnixSocketPath | None = Field(default=None, validate_default=True)
+
+    @field_validator("control_socket")
+    @classmethod
+    def _default_socket_fits(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        data_dir = info.data.get("data_dir")
+        if path is None and data_dir is not None:
+            problem = socket_path_problem(data_dir / "control.sock")
+            if problem:
+                raise ValueError(
+                    f"unset, it is data_dir/control.sock, which {problem} (a Unix socket's "
+                    "path): set control_socket to a shorter path"
+                )
+        return path
 
     @property
     def socket_path(self) -> Path:
@@ -258,7 +393,7 @@ class AccessSection(Strict):
     dealer: tuple[GroupName, ...] = ("tablectl-dealer",)
     floorperson: tuple[GroupName, ...] = ("tablectl-floor",)
     # A client must send its request within this time; then it is disconnected.
-    request_timeout_s: float = Field(default=5, gt=0, le=60)
+    request_timeout_s: FiniteFloat = Field(default=5, ge=0.1, le=60)
     # Open control connections at most; past it the longest-waiting idle one is dropped.
     max_connections: int = Field(default=64, ge=4, le=512)
     max_watchers: int = Field(default=8, ge=1, le=64)
@@ -278,7 +413,7 @@ def _time_zone(name: str | None) -> str | None:
         return None
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
         raise ValueError(
             f"{name!r} is not a time zone name of the IANA database, e.g. America/New_York"
         ) from None
@@ -311,7 +446,7 @@ class RecordsSection(Strict):
         default=[time(6), time(14), time(22)], min_length=1, max_length=24
     )
     # The table's Ed25519 key that signs each export; default: data_dir/records-signing.key.
-    signing_key: Path | None = None
+    signing_key: FsPath | None = None
     pace_rolling_minutes: int = Field(default=60, ge=5, le=24 * 60)
 
     @field_validator("shift_starts")
@@ -338,6 +473,13 @@ class TableConfig(Strict):
     @model_validator(mode="after")
     def _sections_agree(self) -> Self:
         problems = cross_section_problems(self.table, self.game, self.gpio)
+        if self.gpio.backend == "mock" and self.gpio.simulator_socket is None:
+            problem = socket_path_problem(self.simulator_socket)
+            if problem:
+                problems.append(
+                    f"gpio.simulator_socket: unset, it is storage.data_dir/table-simulator.sock, "
+                    f"which {problem} (a Unix socket's path): set it to a shorter path"
+                )
         if problems:
             raise ValueError("\n".join(problems))  # one line each in `config check`
         return self
@@ -430,12 +572,20 @@ class ConfigError(Exception):
         self.errors = errors
 
 
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """A field as the file names it: gpio.seat_sensor_pins[3], link[0].level[1].title."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else part
+    return path
+
+
 def _describe(err: dict[str, object]) -> list[str]:
     """One line per problem: its field path and what to do."""
-    parts = [str(part) for part in err["loc"]]  # type: ignore[attr-defined]
+    parts = list(err["loc"])  # type: ignore[call-overload]
     if parts[:1] == ["game"] and parts[1:2] and parts[1] in MAX_SEATS:
         del parts[1]  # the union's tag: the file says game.progressive, not game.<name>...
-    loc = ".".join(parts)
+    loc = field_path(tuple(parts))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key (not part of the configuration schema)"
@@ -455,8 +605,10 @@ M = TypeVar("M", bound=BaseModel)
 def load_toml_model(path: Path, model: type[M]) -> M:
     """Read a TOML file and validate it as `model` (a table's config, the link controller's);
     raises ConfigError listing every problem, each naming its field."""
+    text = ""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
     except PermissionError as exc:
         raise ConfigError(path, [f"cannot read: {permission_advice(path)}"]) from exc
     except FileNotFoundError as exc:
@@ -470,12 +622,144 @@ def load_toml_model(path: Path, model: type[M]) -> M:
     except ValueError as exc:  # e.g. a NUL byte in the path
         raise ConfigError(path, [f"cannot read: {exc}"]) from exc
     except RecursionError:
-        raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
+        raise ConfigError(path, [_too_deep(text)]) from None
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         errors = [line for e in exc.errors() for line in _describe(dict(e))]
-        errors += [p for p in _cross_checks_of_what_is_valid(raw) if p not in errors]
+        valid_part, more = _behind_the_first_errors(raw, model, exc)
+        errors += [p for p in more if p not in errors]
+        if model is TableConfig:
+            errors += [p for p in _cross_checks_of_what_is_valid(valid_part) if p not in errors]
         raise ConfigError(path, errors) from exc
     except RecursionError:
         raise ConfigError(path, ["a value is nested too deeply"]) from None
+
+
+def _behind_the_first_errors(
+    raw: object, model: type[BaseModel], exc: ValidationError
+) -> tuple[object, list[str]]:
+    """The problems pydantic does not reach while a section has a bad field (a section's own
+    cross-field rules run only once its fields are valid): each bad field is taken out (its
+    default stands in) and the rest validated again, so `config check` lists every problem
+    at once. A problem that names a field taken out is not the file's, and is not listed.
+    Returns the file without its bad fields, and the problems found."""
+    if not isinstance(raw, dict):
+        return raw, []
+    raw = _copy_tree(raw)
+    removed: set[tuple[object, ...]] = set()
+    found: list[str] = []
+    for _ in range(_MAX_REVALIDATIONS):
+        taken = {loc for e in exc.errors() if (loc := _removable(raw, e)) and loc not in removed}
+        if not taken:
+            break
+        for loc in sorted(taken, key=len):  # a table taken out takes its keys with it
+            parent: object = raw
+            for key in loc[:-1]:
+                parent = parent.get(key) if isinstance(parent, dict) else None
+            if isinstance(parent, dict):
+                parent.pop(loc[-1], None)
+        removed |= taken
+        try:
+            model.model_validate(raw)
+            break
+        except ValidationError as again:
+            exc = again
+        except RecursionError:
+            break
+        names = {str(loc[-1]) for loc in removed}
+        for error in exc.errors():
+            if error["type"] == "missing" and _raw_loc(raw, error["loc"]) in removed:
+                continue
+            lines = _describe(dict(error))
+            if not any(re.search(rf"\b{re.escape(n)}\b", line) for n in names for line in lines):
+                found += [line for line in lines if line not in found]
+    return raw, found
+
+
+_MAX_REVALIDATIONS = 4
+
+
+def _copy_tree(value: object) -> object:
+    """Dicts copied (they are pruned); other values shared."""
+    if isinstance(value, dict):
+        return {k: _copy_tree(v) for k, v in value.items()}
+    return value
+
+
+def _raw_loc(raw: object, loc: tuple[int | str, ...]) -> tuple[object, ...] | None:
+    """An error's location as keys of the parsed file (the game's union tag dropped), up to
+    the last table key: a bad list element takes its whole list out."""
+    keys: list[object] = []
+    node = raw
+    for part in loc:
+        if not isinstance(node, dict):
+            break
+        if keys == ["game"] and part in MAX_SEATS and part not in node:
+            continue  # the union's tag
+        if part not in node:
+            return None  # a key the file lacks: nothing to take out
+        keys.append(part)
+        node = node[part]
+    return tuple(keys) or None
+
+
+def _removable(raw: object, error: Mapping[str, object]) -> tuple[object, ...] | None:
+    """Where to take a bad field out; None for a section's own rule (its table stays)."""
+    loc = _raw_loc(raw, error["loc"])  # type: ignore[arg-type]
+    if loc is None:
+        return None
+    node = raw
+    for key in loc:
+        node = node[key]  # type: ignore[index]
+    if isinstance(node, dict) and error["type"] in ("value_error", "assertion_error"):
+        return None
+    return loc
+
+
+_MAX_NESTING_SHOWN = 64
+
+
+def _too_deep(text: str) -> str:
+    """Which key holds a value nested too deeply for the TOML reader (a RecursionError),
+    named as the file does: gpio.seat_sensor_pins: ... (line 37)."""
+    table: list[str] = []
+    key = ""
+    depth = 0
+    quote = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if depth == 0 and not quote:
+            stripped = line.strip()
+            header = re.fullmatch(r"\[\[?\s*([^\]\s]+)\s*\]\]?\s*(#.*)?", stripped)
+            if header:
+                table = [re.sub(r"[\"']", "", header[1])]
+                continue
+            assignment = re.match(r"\s*([A-Za-z0-9_.\"'-]+?)\s*=", line)
+            if assignment:
+                key = ".".join([*table, re.sub(r"[\"']", "", assignment[1])])
+        i = 0
+        while i < len(line):
+            char = line[i]
+            if quote:
+                if char == "\\" and quote == '"':
+                    i += 1
+                elif char == quote:
+                    quote = ""
+            elif char in "\"'":
+                quote = char
+            elif char == "#":
+                break
+            elif char in "[{" and (depth or "=" in line[:i]):
+                depth += 1
+                if depth > _MAX_NESTING_SHOWN:
+                    return (
+                        f"{key or 'the file'}: nested too deeply (more than "
+                        f"{_MAX_NESTING_SHOWN} levels of lists or tables, line {number}); "
+                        "no setting nests that deep"
+                    )
+            elif char in "]}" and depth:
+                depth -= 1
+            i += 1
+        if quote != '"""':
+            quote = ""  # a quote does not run on past its line (multi-line strings aside)
+    return "not valid TOML: a value is nested too deeply"

@@ -248,7 +248,7 @@ def test_each_game_checks_its_own_rules(
     [
         ("latin-1", "not UTF-8 text"),
         ("utf-16", "not UTF-8 text"),
-        ("nested", "nested too deeply"),
+        ("nested", "storage.deep: nested too deeply"),
         ('initial_amount = "Infinity"', "is not money a table can use"),
         ('initial_amount = "1e999999"', "is not money a table can use"),
         ('initial_amount = "1e30"', "is not money a table can use"),
@@ -312,7 +312,7 @@ def test_the_access_block_of_the_example_is_valid_uncommented(tmp_path: Path) ->
     assert access.dealer == ("tablectl-dealer",) and access.max_connections == 64
     path.write_text(text.replace('dealer = ["tablectl-dealer"]', 'dealer = ["Dealers!"]'))
     assert any(
-        e.startswith("access.dealer.0: String should match pattern") for e in errors_of(path)
+        e.startswith("access.dealer[0]: String should match pattern") for e in errors_of(path)
     )
 
 

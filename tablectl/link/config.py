@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from tablectl.config import ReadableFile, load_toml_model
+from tablectl.config import FiniteFloat, Host, MqttText, ReadableFile, host_name, load_toml_model
 from tablectl.core.games.three_card_poker import TcpProgressiveConfig
 from tablectl.core.games.ultimate_texas_holdem import UthProgressiveConfig
 from tablectl.link.contract import (
@@ -48,6 +48,8 @@ def expand_tables(entries: list[str]) -> list[str]:
         width = len(first) if first.startswith("0") else 0
         for n in range(int(first), int(last) + 1):
             out += expand_tables([entry[: match.start()] + f"{n:0{width}d}" + entry[match.end() :]])
+            if len(out) > MAX_TABLES_PER_LINK:  # two ranges in one name multiply: stop early
+                raise ValueError(f"more than {MAX_TABLES_PER_LINK} tables: at most that per link")
     return out
 
 
@@ -86,6 +88,8 @@ class DatabaseSection(Strict):
     def _parses(cls, text: str) -> str:
         from psycopg.conninfo import conninfo_to_dict
 
+        if "\0" in text:  # libpq reads a C string: it would silently end there
+            raise ValueError("contains a NUL character, which a connection string cannot")
         try:
             conninfo_to_dict(text)
         except Exception as exc:  # noqa: BLE001 - psycopg says ProgrammingError; any is bad input
@@ -94,11 +98,11 @@ class DatabaseSection(Strict):
 
 
 class LinkMqttSection(Strict):
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
-    client_id: str | None = Field(default=None, description="default tablectl-link-{id}")
-    username: str | None = None
-    password: str | None = None
+    client_id: MqttText | None = Field(default=None, description="default tablectl-link-{id}")
+    username: MqttText | None = None
+    password: MqttText | None = None
     keepalive_s: int = Field(default=30, ge=5, le=600)
     tls: bool = False
     ca_file: ReadableFile = None
@@ -117,8 +121,11 @@ class LinkMqttSection(Strict):
 
 def _host_port(text: str) -> str:
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536 or not host:
-        raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:8088")
+    if not sep or not port.isascii() or not port.isdigit() or len(port) > 5 or not host:
+        raise ValueError(f"{text[:80]!r}: write HOST:PORT, e.g. 127.0.0.1:8088")
+    if not 0 <= int(port) < 65536:
+        raise ValueError(f"{text[:80]!r}: the port is 0 to 65535")
+    host_name(host.removeprefix("[").removesuffix("]"))  # the address the sign binds
     return text
 
 
@@ -138,7 +145,7 @@ class SignSection(Strict):
 
 class LevelSection(Strict):
     level_id: str = Field(default="progressive", pattern=ID_PATTERN)
-    title: str = Field(default="Progressive", max_length=40)
+    title: MqttText = Field(default="Progressive", max_length=40)
     rate_of_progression_percent: BasisPoints
     reserve_rate_percent: BasisPoints = 0
     initial_amount: Cents
@@ -183,7 +190,7 @@ def _game_rules(game: str, paytable: str | None, wager: int, level: LevelSection
 
 class LinkSection(Strict):
     link_id: str = Field(pattern=ID_PATTERN)
-    title: str = Field(default="Progressive", max_length=60)
+    title: MqttText = Field(default="Progressive", max_length=60)
     game: Literal["three-card-poker", "ultimate-texas-holdem"]
     paytable: Literal["A", "B"] | None = None
     wager: Cents
@@ -192,9 +199,9 @@ class LinkSection(Strict):
         "meter the one before left) or full-amount-each (NM 15.1.24.19(A))"
     )
     simultaneous_window_ms: int = Field(default=1000, ge=0, le=60_000)
-    link_timeout_s: float = Field(default=5, ge=1, le=60)
+    link_timeout_s: FiniteFloat = Field(default=5, ge=1, le=60)
     broadcast_interval_ms: int = Field(default=500, ge=50, le=1000)
-    tables: list[str] = Field(min_length=1)
+    tables: list[str] = Field(min_length=1, max_length=MAX_TABLES_PER_LINK)
     level: list[LevelSection] = Field(min_length=1)
 
     @field_validator("tables")
