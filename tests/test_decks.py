@@ -17,6 +17,7 @@ analogy and cited as 643a.3.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
@@ -55,8 +56,11 @@ HOUR = 60 * MIN
 T0 = 1_780_000_000_000  # some afternoon in 2026, UTC milliseconds
 # The community cards each game's settlement needs when no hand is shown.
 COMMUNITY = {"three-card-poker": "", "ultimate-texas-holdem": "AhKh9c2d3s", "let-it-ride": "AhKh"}
-GAMES = {"three-card-poker": ("649a", tcp), "ultimate-texas-holdem": ("653a", uth)}
-GAMES["let-it-ride"] = ("643a", lir)
+GAMES: dict[str, tuple[str, Callable[[], TableRules]]] = {
+    "three-card-poker": ("649a", tcp),
+    "ultimate-texas-holdem": ("653a", uth),
+    "let-it-ride": ("643a", lir),
+}
 
 
 def with_decks(
@@ -256,7 +260,9 @@ def test_a_long_session_crosses_the_decks_age_limit(game: str) -> None:
     rules = with_decks(base())
     state = introduced(rules)
     assert rules.deck is not None
-    now, warned, expired, rounds = T0, [], [], 0
+    now, rounds = T0, 0
+    warned: list[rec.DeckAgeWarning] = []
+    expired: list[rec.DeckAgeExpired] = []
     while not expired:
         now += 3 * MIN
         due = next_due_ms(rules.deck, state.deck)
@@ -314,9 +320,12 @@ def test_the_stub_is_counted_at_least_once_every_five_rounds(game: str) -> None:
     chapter, base = GAMES[game]
     rules = with_decks(base(), alternate=False, every=5)
     state = introduced(rules)
-    for _ in range(5):
+    for n in range(1, 6):
         state, fx = run(rules, played(rules), state)
         assert records(fx, rec.RoundOpened)
+        # The table asks once, when the fifth round is over.
+        assert len(records(fx, rec.StubCountDue)) == (n == 5)
+    assert records(fx, rec.StubCountDue)[0].rule == f"{chapter}.10(d)"
     state, fx = run(rules, shuffled(), state)
     assert state.phase is Phase.CLOSED and not records(fx, rec.RoundOpened)
     assert state.deck.rounds_since_stub_count == 5

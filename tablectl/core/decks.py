@@ -84,6 +84,7 @@ class DeckLife(BaseModel):
     previous_round_deck: str | None = None  # the deck of the round before that
     rounds_since_stub_count: int = 0  # rounds opened since the stub was last counted
     shoe_read: int | None = None  # cards the shoe read this round (a stub count derives)
+    stub_count_asked: bool = False  # the count is due and the table said so (journaled once)
 
     def find(self, deck_id: str | None) -> DeckEntry | None:
         return next((d for d in self.decks if d.deck_id == deck_id), None)

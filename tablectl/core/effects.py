@@ -402,6 +402,16 @@ class DeckAlternation(Record):
     rule: str
 
 
+class StubCountDue(Record):
+    """The stub has not been counted for `rounds` rounds: no round opens until it is
+    (649a.8(f), 649a.9(d), 649a.10(d) and the other games': at least once every 5 rounds)."""
+
+    TYPE = "deck.stub_count_due"
+    round_id: int
+    rounds: int
+    rule: str
+
+
 class StubCountRecord(Record):
     """The dealer's stub count (649a.8(f)-(h) and the other games'): 52, or the round void
     and, unless misdealt, the deck removed."""
@@ -600,6 +610,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DeckAgeWarning,
         DeckAgeExpired,
         DeckAlternation,
+        StubCountDue,
         StubCountRecord,
     )
 }

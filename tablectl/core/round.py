@@ -489,6 +489,7 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
     ready = s.deck_ready and usable and shoe_ok and sensors_ok and not s.hits_pending
+    s = _deck_asks(rules, game, s, fx)
     ready = ready and _deck_block(rules, s) is None
     if s.phase is Phase.CLOSED and ready:
         s = s.model_copy(
@@ -1541,6 +1542,24 @@ def _with_life(s: TableState, life: DeckLife) -> TableState:
     return s.model_copy(update={"deck": life})
 
 
+def _deck_asks(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
+    """Between rounds, a stub count that fell due is asked for, once (649a.8(f) ...)."""
+    deck_rules = _deck_rules(rules)
+    life = s.deck
+    if deck_rules is None or s.phase is not Phase.CLOSED or life.stub_count_asked:
+        return s
+    if not decks.stub_count_due(deck_rules, life):
+        return s
+    fx.append(
+        rec.StubCountDue(
+            round_id=s.round_id,
+            rounds=life.rounds_since_stub_count,
+            rule=decks.stub_rules(game)[0],
+        )
+    )
+    return _with_life(s, life.model_copy(update={"stub_count_asked": True}))
+
+
 def _deck_round_opened(rules: TableRules, s: TableState) -> TableState:
     """A round opens on the deck due (649a.3(b)(3)), and counts toward the stub count."""
     deck_rules = _deck_rules(rules)
@@ -1806,7 +1825,7 @@ def _stub_counted(
             )
         )
 
-    counted = life.model_copy(update={"rounds_since_stub_count": 0})
+    counted = life.model_copy(update={"rounds_since_stub_count": 0, "stub_count_asked": False})
     if cards == DECK_SIZE:
         if event.misdealt:
             raise Rejected(

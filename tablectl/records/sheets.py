@@ -100,6 +100,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.DeckAgeWarning: (Sheet.DECK_EVENTS,),
     rec.DeckAgeExpired: (Sheet.DECK_EVENTS,),
     rec.DeckAlternation: (Sheet.DECK_EVENTS,),
+    rec.StubCountDue: (Sheet.DECK_EVENTS,),
     rec.StubCountRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
 }
 

@@ -24,6 +24,7 @@ import structlog
 
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
+from tablectl.core import decks
 from tablectl.core.effects import (
     DealCards,
     Effect,
@@ -34,6 +35,7 @@ from tablectl.core.effects import (
 from tablectl.core.events import (
     DealRequested,
     DealRequestFailed,
+    DeckClock,
     DeliveryFault,
     DeliveryRestored,
     DeviceLinkReset,
@@ -76,6 +78,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 # At most this many queued inputs share one commit (a burst's first waits for no more).
 MAX_STEPS_PER_COMMIT = 512
+DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again
 
 
 class StartupError(Exception):
@@ -343,6 +346,9 @@ class Daemon:
                 self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
+                if self.rules.deck is not None:
+                    # The decks aged while the daemon was down (649a.3(c)).
+                    self.post(DeckClock(at_ms=self.wall_clock_ms()))
                 # Then the inputs as the lines read now: chips resting, the button held.
                 self.gpio.start(levels)
                 # The lamps say what the journal says: recognised wagers, wins to verify.
@@ -359,6 +365,7 @@ class Daemon:
                     tasks.create_task(self.shoe.run(), name="shoe")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self._watchdog(), name="watchdog")
+                tasks.create_task(self._deck_clock(), name="deck-clock")
                 # Ready once the journal is open and commands are taken; devices and the
                 # broker come and go, and STATUS= says how they are (_report_links).
                 self.ready.set()
@@ -376,6 +383,26 @@ class Daemon:
             store.close()
             for trace in self._traces.values():
                 trace.close()
+
+    def wall_clock_ms(self) -> int:
+        """UTC milliseconds: what a deck's age is measured in (core/decks.py)."""
+        return time.time_ns() // 1_000_000
+
+    async def _deck_clock(self) -> None:
+        """Tell the core the time whenever a deck's warning or age limit falls due
+        (649a.3(c)); the core never reads a clock, so its decisions replay."""
+        deck_rules = self.rules.deck
+        if deck_rules is None:
+            return
+        while True:
+            due = None if self.state is None else decks.next_due_ms(deck_rules, self.state.deck)
+            now = self.wall_clock_ms()
+            if due is not None and due <= now:
+                self.post(DeckClock(at_ms=now))
+                await asyncio.sleep(DECK_CLOCK_SETTLE_S)  # until the core has taken it
+                continue
+            # A deck introduced meanwhile brings its own times: look again within a minute.
+            await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
 
     def _trace(self, device: str, path: Any) -> TraceWriter | None:
         if path is None:
