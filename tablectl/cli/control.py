@@ -178,6 +178,35 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return {"cmd": args.dealer_verb, **by}
 
 
+def _hours(ms: int) -> str:
+    return f"{ms // 3_600_000}h{ms % 3_600_000 // 60_000:02d}m"
+
+
+def _print_decks(decks: dict[str, Any] | None) -> None:
+    """The decks at the table (core/decks.py): age, time to the limit, the stub count due."""
+    if decks is None:
+        return
+    for deck in decks["decks"]:
+        role = "in play" if deck["in_play"] else "next" if deck["next"] else "at the table"
+        print(
+            f"  deck {deck['deck_id']} ({deck['back']} backs, {role}): age {_hours(deck['age_ms'])}"
+            f", {_hours(deck['to_limit_ms'])} to its limit of {_hours(decks['max_age_ms'])}"
+        )
+    if not decks["decks"]:
+        print("  decks: none introduced (`tablectl dealer new-deck --id ID --back COLOUR`)")
+    if decks["stub_count_every_rounds"] is not None:
+        due = (
+            "DUE now"
+            if decks["stub_count_due"]
+            else f"due within {decks['rounds_to_stub_count']} round(s)"
+        )
+        expected = decks.get("stub_expected")
+        shoe = f"; the shoe's reads give a stub of {expected}" if expected is not None else ""
+        print(f"  stub count: {due} (every {decks['stub_count_every_rounds']} rounds){shoe}")
+    if decks["blocked_by"]:
+        print(f"  the next round waits: {decks['blocked_by']} (see below)")
+
+
 def _cards(option: str, text: str) -> str:
     """Cards as typed, checked here: a malformed card is bad input (exit 2), not a refusal."""
     from tablectl.rules.cards import parse_cards
@@ -249,6 +278,7 @@ def print_status(data: dict[str, Any]) -> None:
         f"shuffler fault: {data['shuffler_fault'] or 'none'}"
         + (f"  shoe fault: {data.get('shoe_fault') or 'none'}" if data.get("shoe") else "")
     )
+    _print_decks(data.get("decks"))
     gpio = data["gpio"]
     how = "polled" if gpio["polled"] else "edges"
     print(

@@ -437,6 +437,11 @@ def _apply(
         case VoidRound():
             return _void(game, s, event, fx)
         case NewDeckRegistered(by=by):
+            if _deck_rules(rules) is not None:
+                raise Rejected(
+                    "this table keeps its decks: introduce the new one with its id and back "
+                    "colour (`tablectl dealer new-deck --id ID --back COLOUR`)"
+                )
             if s.blocked is None:
                 raise Rejected("no deck is waiting to be replaced")
             fx.append(rec.DeckRegistered(replaces=s.blocked, by=by))

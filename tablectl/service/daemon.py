@@ -63,6 +63,7 @@ from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
 from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
+from tablectl.service import deck_status
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.shutdown import Stopper
@@ -690,13 +691,18 @@ class Daemon:
     def faults(self) -> list[status_view.FaultView]:
         """What stands in the way, each with since when and what clears it."""
         assert self.state is not None and self.reader is not None
-        return status_view.table_faults(
+        found = status_view.table_faults(
             self.state,
             shoe=self.rules.shoe,
             devices={name: device.health() for name, device in self._devices.items()},
             broker=self.relay.stats(),
             journal=self.reader.last_row,
         )
+        if self.rules.deck is None:
+            return found
+        deck_rules, now = self.rules.deck, self.wall_clock_ms()
+        held = deck_status.deck_faults(deck_rules, self.game, self.state, now)
+        return [*deck_status.with_deck_ids(found), *held]
 
     def _device_status(self, name: str, standing: str | None) -> dict[str, Any] | None:
         """A device's health and its last fault: the one standing, else the last journaled."""
@@ -764,4 +770,7 @@ class Daemon:
             "shoe": self._device_status("shoe", s.shoe_fault),
             "mqtt": self.relay.stats(),
             "faults": [f.model_dump(mode="json") for f in self.faults()],
+            "decks": None
+            if self.rules.deck is None
+            else deck_status.view(self.rules.deck, s, self.wall_clock_ms()).model_dump(mode="json"),
         }
