@@ -43,7 +43,7 @@ async def status(table: SimulatedTable, capsys: pytest.CaptureFixture[str]) -> d
 
 
 def faults(data: dict[str, object]) -> dict[str, dict[str, object]]:
-    return {f["what"]: f for f in data["faults"]}  # type: ignore[attr-defined,index]
+    return {f["what"]: f for f in data["faults"]}  # type: ignore[attr-defined]
 
 
 async def test_decks_are_introduced_alternate_and_the_stub_is_counted_through_the_cli(
