@@ -7,6 +7,7 @@ hand. (2) Eight hours if the cards are dealt from a manual or automated dealing 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,14 @@ def test_config_check_exits_2_naming_the_field_and_the_rule(
     assert cli.main(["config", "check", str(path)]) == 2
     out, err = capsys.readouterr()
     assert "deck.max_age_hours 12" in out + err and "653a.3(c)(2)" in out + err
+
+
+@pytest.mark.parametrize("chapter", EXAMPLES)
+def test_the_deck_block_of_each_example_is_valid_uncommented(chapter: str, tmp_path: Path) -> None:
+    example = EXAMPLES[chapter].read_text()
+    head, _, rest = example.partition("# [deck]\n")
+    block, _, tail = rest.partition("\n\n")
+    path = tmp_path / "table.toml"
+    path.write_text(f"{tail}\n{head}\n[deck]\n" + re.sub(r"^# (\w+ = )", r"\1", block, flags=re.M))
+    rules = load_config(path).rules()
+    assert rules.deck is not None and rules.deck.stub_count_every_rounds == 5
