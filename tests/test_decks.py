@@ -17,7 +17,9 @@ analogy and cited as 643a.3.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -47,10 +49,13 @@ from tablectl.core.events import (
 )
 from tablectl.core.round import Phase, Rejected, TableState, step
 from tablectl.rules.cards import parse_cards
+from tablectl.service.replay import replay
+from tablectl.store.journal import Store
 
 from .test_table_core import lir, tcp, uth
 
 R = TypeVar("R", bound=rec.Record)
+JOURNALS = Path(__file__).parent / "journals"
 MIN = 60_000
 HOUR = 60 * MIN
 T0 = 1_780_000_000_000  # some afternoon in 2026, UTC milliseconds
@@ -421,3 +426,17 @@ def test_journals_of_revision_2_replay_without_any_deck_block() -> None:
     state, _fx = run(rules, [PowerUp(rules=rules), *played(rules), *shuffled()])
     assert state.round_id == 2 and state.phase is Phase.BETTING
     assert state.deck == TableState.initial(rules).deck
+
+
+def test_a_journal_written_before_issue_18_replays_identically(tmp_path: Path) -> None:
+    """tests/journals/README.md: a demo journal of revision 2 replays to the same rows and
+    state hashes (no deck is kept, no round is held for one)."""
+    path = tmp_path / "tablectl.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.executescript((JOURNALS / "before-issue-18-demo.sql").read_text())
+    store = Store(path, boot_id="check")
+    result = replay(store)
+    assert result.identical, result.difference
+    assert result.rows == store.last_seq > 40
+    powered = [row for row in store.inputs() if row.type == "power_up"]
+    assert powered and all(row.data["rules"]["revision"] == 2 for row in powered)

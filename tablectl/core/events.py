@@ -71,10 +71,11 @@ class DeckRules(BaseModel):
 RULES_REVISION = 3
 
 
-class TableRules(BaseModel):
+class TableRules(Evolving, BaseModel):  # BaseModel named too, for linters
     """What the core needs of a table's configuration: seats, decks and its game's rules."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    LATER_FIELDS = frozenset({"deck"})
 
     seats: int
     decks: int
