@@ -27,7 +27,7 @@ from tablectl.simulators.shoe import PRODUCT_ID, VENDOR_ID, ShoeSimulator, Virtu
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
-from tablectl.config import ShoeSection, TableConfig
+from tablectl.config import DeckSection, ShoeSection, TableConfig
 from tablectl.control import client
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
@@ -78,6 +78,7 @@ SCRIPTS: dict[str, dict[int, Wanted]] = {
         4: {1: "9h8h2h", "community": "5h3h", 3: "7c7d7s"},  # a flush; three of a kind
     },
 }
+DECKS = {"D1": "red", "D2": "blue"}  # the demo's decks: id -> back colour (649a.3(b)(1))
 EDGE_ROUND = 1  # a chip lands just before the lock-out and finishes resting after it
 VOID_ROUND = 3  # the shoe jams mid-deal: the round is void, every wager returned (649a.13(f))
 MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
@@ -128,6 +129,26 @@ class DemoTable:
         if not reply["ok"]:
             raise RuntimeError(f"{request['cmd']} refused: {reply['error']}")
         return reply["data"]  # type: ignore[no-any-return]
+
+    async def introduce_decks(self) -> None:
+        """`tablectl dealer new-deck --id D1 --back red` (and D2, blue, for two decks)."""
+        deck_rules = self.daemon.rules.deck
+        if deck_rules is None:
+            return
+        for deck_id, back in list(DECKS.items())[: 2 if deck_rules.alternate else 1]:
+            await self.command({"cmd": "new-deck", "deck_id": deck_id, "back": back, "by": DEALER})
+
+    async def replace_deck(self) -> None:
+        """A deck left the table: the dealer brings another of the same back colour."""
+        deck_rules = self.daemon.rules.deck
+        if deck_rules is None:
+            await self.command({"cmd": "new-deck", "by": DEALER})
+            return
+        life = self.state.deck
+        due = life.next_deck(deck_rules)
+        back = "red" if due is None else due.back
+        deck_id = f"D{len(DECKS) + 1 + self.state.counters.get('deck_miscounts', 0)}"
+        await self.command({"cmd": "new-deck", "deck_id": deck_id, "back": back, "by": DEALER})
 
     async def clear_shoe(self) -> None:
         """`tablectl dealer clear-shoe`, as a dealer would: again, a moment later, while the
@@ -236,7 +257,7 @@ async def _play_rounds(
             # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.
             await table.until(lambda s: s.blocked is not None)
             sim.load_full_deck()
-            await table.command({"cmd": "new-deck", "by": DEALER})
+            await table.replace_deck()
 
 
 @contextlib.contextmanager
@@ -290,6 +311,8 @@ async def run_demo(
             shoe_port=f"{SHOE_PORT}:{shoe.identity.serial_number}",
         )
         cfg = cfg.model_copy(update={"gpio": cfg.gpio.model_copy(update={"chip_present_ms": 80})})
+        # The demo's table keeps its decks (docs/decks.md): they are introduced before play.
+        cfg = cfg.model_copy(update={"deck": cfg.deck or DeckSection()})
         players = SimulatedTableInputs(cfg.table.seats)
         daemon = Daemon(cfg, gpio_backend=players.backend(), usb_backend=usb_bus)
         backend = ReferenceBackend(
@@ -310,6 +333,7 @@ async def run_demo(
             daemon_task = tasks.create_task(daemon.run(), name="daemon")
             backend_task = tasks.create_task(backend.run(), name="backend")
             await daemon.ready.wait()
+            await table.introduce_decks()
             await _play_rounds(table, sim, shoe, rounds, tally)
             store = daemon.store
             assert store is not None
@@ -358,6 +382,7 @@ def _summary(
         "hits_validated": len(of("jackpot.validated")),
         "envy_bonuses": len(of("envy.bonus")),
         "voided_rounds": len(of("round.voided")),
+        "decks_introduced": len(of("deck.introduced")),
         "hands_read_by_shoe": sum(d["hands_read_by_shoe"] for d in of("round.settled")),
         "hands_settled": sum(
             d["hands_read_by_shoe"] + d["hands_entered"] for d in of("round.settled")

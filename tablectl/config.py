@@ -30,7 +30,14 @@ from pydantic import (
     model_validator,
 )
 
-from tablectl.core.events import SensorRules, TableRules
+from tablectl.core.decks import (
+    HOUR_MS,
+    MAX_ROUNDS_BETWEEN_STUB_COUNTS,
+    age_rule,
+    chapter,
+    max_age_ms,
+)
+from tablectl.core.events import DeckRules, SensorRules, TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
 from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
@@ -459,6 +466,61 @@ class RecordsSection(Strict):
         return starts
 
 
+class DeckSection(Strict):
+    """The decks' life the table keeps (docs/decks.md): identity, alternation, age and stub
+    counts. Without this section the table keeps no decks (configs from before it)."""
+
+    # 649a.3(c), 653a.3(c): at most 4 hours dealt by hand, 8 from a shoe (game.dealing);
+    # default: that limit. Lower is allowed, higher is refused.
+    max_age_hours: float | None = Field(default=None, gt=0)
+    # A warning this long before a deck's limit, so the next deck is brought in time.
+    warn_before_minutes: int = Field(default=15, ge=0, le=240)
+    # Without a shuffler that counts each deck after its shuffle: the dealer counts the stub
+    # at least once every this many rounds (649a.8(f), 653a.8(f), 643a.8(f): at most 5).
+    # Unset: the shuffler counts (649a.5(b)) and no stub count is asked for.
+    stub_count_every_rounds: int | None = Field(default=None, ge=1)
+    # 649a.3(b)(3): two decks alternate, each used for every other round. Unset: as the
+    # shuffler plays (shuffler.decks = 2).
+    alternate: bool | None = None
+
+    @field_validator("stub_count_every_rounds")
+    @classmethod
+    def _at_most_five_rounds(cls, rounds: int | None) -> int | None:
+        if rounds is not None and rounds > MAX_ROUNDS_BETWEEN_STUB_COUNTS:
+            raise ValueError(
+                f"{rounds} rounds between stub counts: the stub is counted at least once every "
+                f"{MAX_ROUNDS_BETWEEN_STUB_COUNTS} rounds (649a.8(f), 649a.9(d), 649a.10(d), "
+                "653a.8(f), 643a.8(f)); set 1 to 5"
+            )
+        return rounds
+
+
+def deck_problems(deck: DeckSection, game: GameConfig, decks: int) -> list[str]:
+    """The deck section against the game's dealing and the shuffler's decks."""
+    problems = []
+    table_game = game.table_game()
+    limit_ms = max_age_ms(table_game.procedure)
+    hours = limit_ms // HOUR_MS
+    if deck.max_age_hours is not None and deck.max_age_hours * HOUR_MS > limit_ms:
+        problems.append(
+            f"deck.max_age_hours {deck.max_age_hours:g}: with game.dealing = "
+            f"{table_game.procedure.value}, decks are changed at least every {hours} hours "
+            f"({age_rule(table_game)}); set at most {hours}"
+        )
+    if deck.alternate and decks != 2:
+        problems.append(
+            f"deck.alternate: two decks alternate only with two in play "
+            f"({chapter(table_game)}.3(b)); shuffler.decks is {decks}"
+        )
+    age_ms = limit_ms if deck.max_age_hours is None else round(deck.max_age_hours * HOUR_MS)
+    if deck.warn_before_minutes * 60_000 >= age_ms:
+        problems.append(
+            f"deck.warn_before_minutes {deck.warn_before_minutes}: the warning must come before "
+            f"the deck's limit of {age_ms / HOUR_MS:g} hours"
+        )
+    return problems
+
+
 class TableConfig(Strict):
     table: TableSection
     game: GameConfig
@@ -469,6 +531,15 @@ class TableConfig(Strict):
     storage: StorageSection
     access: AccessSection = AccessSection()
     records: RecordsSection = RecordsSection()
+    deck: DeckSection | None = None
+
+    @model_validator(mode="after")
+    def _deck_within_the_text(self) -> Self:
+        if self.deck is not None and (
+            problems := deck_problems(self.deck, self.game, self.shuffler.decks)
+        ):
+            raise ValueError("\n".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _sections_agree(self) -> Self:
@@ -507,6 +578,22 @@ class TableConfig(Strict):
             game=self.game,
             shoe=self.shoe is not None,
             sensors=SensorRules(stuck_rounds=self.gpio.sensor_stuck_rounds),
+            deck=self.deck_rules(),
+        )
+
+    def deck_rules(self) -> DeckRules | None:
+        """The deck section as the core keeps it (core/decks.py), or None without one."""
+        deck = self.deck
+        if deck is None:
+            return None
+        limit_ms = max_age_ms(self.game.table_game().procedure)
+        return DeckRules(
+            max_age_ms=limit_ms
+            if deck.max_age_hours is None
+            else round(deck.max_age_hours * HOUR_MS),
+            warn_before_ms=deck.warn_before_minutes * 60_000,
+            stub_count_every_rounds=deck.stub_count_every_rounds,
+            alternate=self.shuffler.decks == 2 if deck.alternate is None else deck.alternate,
         )
 
 

@@ -62,8 +62,31 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
     void.add_argument("reason", help="e.g. shoe-jam, cards-face-up, wrong-card-count")
     new_deck = dealer_sub.add_parser(
-        "new-deck", help="a new deck replaces one that miscounted (649a.5(b))"
+        "new-deck",
+        help="a new deck comes to the table (649a.3): with --id and --back the table keeps "
+        "its age and alternation; without, it replaces one that miscounted (649a.5(b))",
     )
+    new_deck.add_argument("--id", dest="deck_id", metavar="ID", help="the deck's id, e.g. D17")
+    new_deck.add_argument("--back", metavar="COLOUR", help="its backs' colour, e.g. red")
+    new_deck.add_argument(
+        "--replaces", metavar="ID", help="the deck it replaces (when the table has its decks)"
+    )
+    stub_count = dealer_sub.add_parser(
+        "stub-count",
+        help="the stub was counted (649a.8(f)-(h), 649a.9(d)-(f), 649a.10(d)-(f)): the cards "
+        "the count shows in the deck; none: confirm the count the shoe's reads give",
+    )
+    stub_count.add_argument("cards", nargs="?", type=int, metavar="N", help="52 when whole")
+    stub_count.add_argument(
+        "--misdealt",
+        action="store_true",
+        help="a hand (or the community area) has more or fewer cards than dealt: void only",
+    )
+    deck_in_play = dealer_sub.add_parser(
+        "deck-in-play",
+        help="the deck this round is dealt from (649a.3(b)(3): the decks alternate)",
+    )
+    deck_in_play.add_argument("deck_id", metavar="ID")
     reshuffle = dealer_sub.add_parser(
         "reshuffle", help="the shuffler fault is cleared: reshuffle (649a.13(e))"
     )
@@ -85,6 +108,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         clear_shoe,
         void,
         new_deck,
+        stub_count,
+        deck_in_play,
         reshuffle,
         clear_fault,
     ):
@@ -139,11 +164,47 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
             "folded": args.fold,
             **by,
         }
+    if args.dealer_verb == "new-deck" and (args.deck_id or args.back or args.replaces):
+        deck = {"deck_id": args.deck_id, "back": args.back, "replaces": args.replaces}
+        return {"cmd": "new-deck", **{k: v for k, v in deck.items() if v}, **by}
+    if args.dealer_verb == "stub-count":
+        return {"cmd": "stub-count", "cards": args.cards, "misdealt": args.misdealt, **by}
+    if args.dealer_verb == "deck-in-play":
+        return {"cmd": "deck-in-play", "deck_id": args.deck_id, **by}
     if args.dealer_verb == "void":
         return {"cmd": "void", "reason": args.reason, **by}
     if args.dealer_verb == "clear-fault" and (args.seat is not None or args.lockout):
         return {"cmd": "clear-fault", "seat": args.seat, "lockout": args.lockout, **by}
     return {"cmd": args.dealer_verb, **by}
+
+
+def _hours(ms: int) -> str:
+    return f"{ms // 3_600_000}h{ms % 3_600_000 // 60_000:02d}m"
+
+
+def _print_decks(decks: dict[str, Any] | None) -> None:
+    """The decks at the table (core/decks.py): age, time to the limit, the stub count due."""
+    if decks is None:
+        return
+    for deck in decks["decks"]:
+        role = "in play" if deck["in_play"] else "next" if deck["next"] else "at the table"
+        print(
+            f"  deck {deck['deck_id']} ({deck['back']} backs, {role}): age {_hours(deck['age_ms'])}"
+            f", {_hours(deck['to_limit_ms'])} to its limit of {_hours(decks['max_age_ms'])}"
+        )
+    if not decks["decks"]:
+        print("  decks: none introduced (`tablectl dealer new-deck --id ID --back COLOUR`)")
+    if decks["stub_count_every_rounds"] is not None:
+        due = (
+            "DUE now"
+            if decks["stub_count_due"]
+            else f"due within {decks['rounds_to_stub_count']} round(s)"
+        )
+        expected = decks.get("stub_expected")
+        shoe = f"; the shoe's reads give a stub of {expected}" if expected is not None else ""
+        print(f"  stub count: {due} (every {decks['stub_count_every_rounds']} rounds){shoe}")
+    if decks["blocked_by"]:
+        print(f"  the next round waits: {decks['blocked_by']} (see below)")
 
 
 def _cards(option: str, text: str) -> str:
@@ -217,6 +278,7 @@ def print_status(data: dict[str, Any]) -> None:
         f"shuffler fault: {data['shuffler_fault'] or 'none'}"
         + (f"  shoe fault: {data.get('shoe_fault') or 'none'}" if data.get("shoe") else "")
     )
+    _print_decks(data.get("decks"))
     gpio = data["gpio"]
     how = "polled" if gpio["polled"] else "edges"
     print(

@@ -16,10 +16,14 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from tablectl.core.events import (
+    Back,
     ClearGpioFault,
     ClearStuckInput,
     ConfirmDocumentation,
     DealRequested,
+    DeckId,
+    DeckInPlay,
+    DeckIntroduced,
     DeviceAccepted,
     Event,
     NewDeckRegistered,
@@ -27,6 +31,7 @@ from tablectl.core.events import (
     Settle,
     ShoeCleared,
     ShoeOutOfOrder,
+    StubCounted,
     ValidateHit,
     VoidRound,
 )
@@ -96,8 +101,32 @@ class VoidRequest(_Request):
 
 
 class DeckRequest(_Request):
+    """A new deck: after a miscount (649a.5(b)) without an id; with `deck_id` and `back`, a
+    deck the table keeps (649a.3: alternation, age; docs/decks.md)."""
+
     ROLES = frozenset({Role.DEALER})
     cmd: Literal["new-deck", "reshuffle"]
+    deck_id: DeckId | None = None
+    back: Back | None = None
+    replaces: DeckId | None = None
+
+
+class StubCountRequest(_Request):
+    """The dealer's stub count (649a.8(f)-(h) ...): the cards it shows in the deck, or none
+    to confirm the count the shoe's reads give."""
+
+    ROLES = frozenset({Role.DEALER})
+    cmd: Literal["stub-count"]
+    cards: StrictInt | None = Field(default=None, ge=0, le=104)
+    misdealt: StrictBool = False
+
+
+class DeckInPlayRequest(_Request):
+    """The deck this round is dealt from (649a.3(b)(3): the decks alternate)."""
+
+    ROLES = frozenset({Role.DEALER})
+    cmd: Literal["deck-in-play"]
+    deck_id: DeckId
 
 
 class ClearFaultRequest(_Request):
@@ -201,6 +230,8 @@ AnyRequest = (
     | SettleRequest
     | VoidRequest
     | DeckRequest
+    | StubCountRequest
+    | DeckInPlayRequest
     | ClearFaultRequest
     | TestBeginRequest
     | TestSeatRequest
@@ -254,8 +285,9 @@ def _who(request: _Request, peer: str) -> str:
     return f"{request.by} ({peer})" if request.by else peer
 
 
-def to_input(request: _Request, peer: str) -> Event:
-    """The core input a command asks for; `peer` is the socket's operating-system user."""
+def to_input(request: _Request, peer: str, *, now_ms: int = 0) -> Event:
+    """The core input a command asks for; `peer` is the socket's operating-system user,
+    now_ms the time it came (UTC milliseconds), which a new deck's age starts from."""
     by = _who(request, peer)
     try:
         match request:
@@ -279,8 +311,18 @@ def to_input(request: _Request, peer: str) -> Event:
                 return DeviceAccepted(
                     device=request.device, serial_number=request.serial_number, by=by
                 )
-            case DeckRequest(cmd="new-deck"):
+            case DeckRequest(cmd="new-deck", deck_id=None, back=None, replaces=None):
                 return NewDeckRegistered(by=by)
+            case DeckRequest(cmd="new-deck", deck_id=str(deck_id), back=str(back)):
+                return DeckIntroduced(
+                    deck_id=deck_id, back=back, replaces=request.replaces, at_ms=now_ms, by=by
+                )
+            case DeckRequest(cmd="new-deck"):
+                raise RequestError("new-deck: give the deck's id and its back colour together")
+            case StubCountRequest():
+                return StubCounted(cards=request.cards, misdealt=request.misdealt, by=by)
+            case DeckInPlayRequest():
+                return DeckInPlay(deck_id=request.deck_id, by=by)
             case DeckRequest():
                 return ReshuffleRequested(by=by)
             case ClearFaultRequest(seat=None, lockout=False):

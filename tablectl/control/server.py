@@ -321,7 +321,7 @@ class ControlServer:
             case ResetLinkRequest():
                 done = await daemon.reset_link(request.device, f"{request.by} ({peer.user})")
                 return {"journaled": done, "status": daemon.status()}
-        done = await daemon.submit(to_input(request, peer.user))
+        done = await daemon.submit(to_input(request, peer.user, now_ms=daemon.wall_clock_ms()))
         return {"journaled": done, "status": daemon.status()}
 
     # --- watchers -------------------------------------------------------------------------

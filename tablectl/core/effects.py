@@ -355,6 +355,78 @@ class DeckRegistered(Record):
     by: str
 
 
+class DeckIntroducedRecord(Record):
+    """A deck came to the table (649a.3): its age starts at at_ms (UTC milliseconds)."""
+
+    TYPE = "deck.introduced"
+    deck_id: str
+    back: str
+    at_ms: int
+    max_age_ms: int
+    replaces: str | None
+    source: str  # dealer, shuffler
+    by: str
+    rule: str
+
+
+class DeckAgeWarning(Record):
+    """A deck nears its age limit (649a.3(c)): the next deck should be brought."""
+
+    TYPE = "deck.age_warning"
+    deck_id: str
+    age_ms: int
+    max_age_ms: int
+    rule: str
+
+
+class DeckAgeExpired(Record):
+    """A deck reached its age limit (649a.3(c)): no round opens until it is replaced."""
+
+    TYPE = "deck.age_expired"
+    deck_id: str
+    age_ms: int
+    max_age_ms: int
+    rule: str
+    action: str
+
+
+class DeckAlternation(Record):
+    """A round dealt (or about to be) from the deck that played the previous round: refused,
+    the decks alternate each round (649a.3(b)(3)); a round under way is void."""
+
+    TYPE = "irregularity.deck_alternation"
+    round_id: int
+    deck_id: str
+    previous_round_deck: str
+    round_voided: bool
+    rule: str
+
+
+class StubCountDue(Record):
+    """The stub has not been counted for `rounds` rounds: no round opens until it is
+    (649a.8(f), 649a.9(d), 649a.10(d) and the other games': at least once every 5 rounds)."""
+
+    TYPE = "deck.stub_count_due"
+    round_id: int
+    rounds: int
+    rule: str
+
+
+class StubCountRecord(Record):
+    """The dealer's stub count (649a.8(f)-(h) and the other games'): 52, or the round void
+    and, unless misdealt, the deck removed."""
+
+    TYPE = "deck.stub_count"
+    round_id: int
+    deck_id: str | None
+    cards: int
+    derived_from_shoe: bool
+    misdealt: bool
+    outcome: str  # correct, misdealt-void, deck-removed
+    rule: str
+    by: str
+
+
 class WagerOutcome(StrEnum):
     WON = "won"
     LOST = "lost"
@@ -534,6 +606,12 @@ RECORD_TYPES: dict[str, type[Record]] = {
         JackpotDocumented,
         JackpotReleased,
         JournalRecoveredRecord,
+        DeckIntroducedRecord,
+        DeckAgeWarning,
+        DeckAgeExpired,
+        DeckAlternation,
+        StubCountDue,
+        StubCountRecord,
     )
 }
 

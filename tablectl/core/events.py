@@ -53,13 +53,29 @@ class SensorRules(BaseModel):
     stuck_rounds: int = Field(default=1, ge=1)
 
 
-RULES_REVISION = 2
+class DeckRules(BaseModel):
+    """The deck's life the core keeps (the config's deck section; docs/decks.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # 649a.3(c), 653a.3(c): changed at least every 4 hours dealt by hand, 8 from a shoe.
+    max_age_ms: int = Field(gt=0)
+    warn_before_ms: int = Field(default=15 * 60_000, ge=0)
+    # 649a.8(f), 649a.9(d), 649a.10(d) and the other games': without a shuffler that counts
+    # each deck, the stub is counted at least once every 5 rounds. None: the shuffler counts.
+    stub_count_every_rounds: int | None = Field(default=None, ge=1, le=5)
+    # 649a.3(b)(3): two decks alternate, each used for every other round.
+    alternate: bool = False
 
 
-class TableRules(BaseModel):
+RULES_REVISION = 3
+
+
+class TableRules(Evolving, BaseModel):  # BaseModel named too, for linters
     """What the core needs of a table's configuration: seats, decks and its game's rules."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    LATER_FIELDS = frozenset({"deck"})
 
     seats: int
     decks: int
@@ -72,9 +88,13 @@ class TableRules(BaseModel):
     # inputs. None only in journals written before it did (docs/gpio.md, Journals): those
     # replay as they were written.
     sensors: SensorRules | None = SensorRules()
+    # The decks' identity, age and stub counts (core/decks.py); None: not kept (a config
+    # without a deck section, and every journal written before revision 3).
+    deck: DeckRules | None = None
     # Which revision of the core's own rules the journal was written under, so a journal
     # replays as it was written: 1, before issue 14 (no sensor levels; a shoe fault did not
-    # hold the table until `dealer clear-shoe`); 2 since.
+    # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 since (decks: identity,
+    # alternation, age and stub counts hold the table; core/decks.py).
     revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
 
 
@@ -258,12 +278,14 @@ class ShoeCard(DeviceInput):
     """One card out of the shoe, in dealing order (never published: the order stays here)."""
 
     TYPE = "shoe_card"
+    LATER_FIELDS = frozenset({"back"})
     card: Annotated[
         Card | None,
         BeforeValidator(lambda v: Card.parse(v) if isinstance(v, str) else v),
         PlainSerializer(lambda c: None if c is None else str(c), return_type=str | None),
     ] = None
     read: CardRead = CardRead.READ
+    back: str | None = None  # the back's colour, where the shoe reports it (core/decks.py)
 
 
 class ShoeStackDealt(DeviceInput):
@@ -385,6 +407,48 @@ class NewDeckRegistered(Command):
     TYPE = "new_deck_registered"
 
 
+Back = Annotated[str, Field(pattern=r"^[a-z][a-z-]{0,23}$")]
+DeckId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")]
+
+
+class DeckIntroduced(Command):
+    """A deck comes to the table (649a.3): its id and back colour, from the dealer or the
+    shuffler; at_ms (UTC, milliseconds) starts its age (649a.3(c)). It replaces `replaces`,
+    or the deck that was removed or is past its age, or joins the decks in play."""
+
+    TYPE = "deck_introduced"
+    deck_id: DeckId
+    back: Back
+    at_ms: int = Field(ge=0)
+    replaces: DeckId | None = None
+    source: Literal["dealer", "shuffler"] = "dealer"
+
+
+class DeckClock(Input):
+    """The time (UTC, milliseconds) as the shell read it: decks age on it (649a.3(c)). The
+    shell sends one at power-up and whenever a deck's warning or limit falls due."""
+
+    TYPE = "deck_clock"
+    at_ms: int = Field(ge=0)
+
+
+class DeckInPlay(Command):
+    """The dealer deals this round from this deck (649a.3(b)(3): decks alternate)."""
+
+    TYPE = "deck_in_play"
+    deck_id: DeckId
+
+
+class StubCounted(Command):
+    """The dealer counted the stub (649a.8(f)-(h), 649a.9(d)-(f), 649a.10(d)-(f) and the
+    other games'): the deck it shows. cards None: the count the shoe's reads give, confirmed.
+    misdealt: a hand (or the community area) has more or fewer cards than the deal gives."""
+
+    TYPE = "stub_counted"
+    cards: int | None = Field(default=None, ge=0, le=104)
+    misdealt: bool = False
+
+
 class ReshuffleRequested(Command):
     """The dealer cleared a shuffler fault and asks for the reshuffle of 649a.13(e)."""
 
@@ -485,6 +549,10 @@ Event = (
     | ValidateHit
     | ConfirmDocumentation
     | JournalRecovered
+    | DeckIntroduced
+    | DeckClock
+    | DeckInPlay
+    | StubCounted
 )
 
 INPUT_TYPES: dict[str, type[Event]] = {
@@ -528,6 +596,10 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ValidateHit,
         ConfirmDocumentation,
         JournalRecovered,
+        DeckIntroduced,
+        DeckClock,
+        DeckInPlay,
+        StubCounted,
     )
 }
 

@@ -12,8 +12,10 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from tablectl.core import decks
 from tablectl.core import effects as rec
 from tablectl.core.compat import Evolving
+from tablectl.core.decks import DeckLife
 from tablectl.core.effects import (
     DealCards,
     Effect,
@@ -30,6 +32,10 @@ from tablectl.core.events import (
     ConfirmDocumentation,
     DealRequested,
     DealRequestFailed,
+    DeckClock,
+    DeckInPlay,
+    DeckIntroduced,
+    DeckRules,
     DeliveryFault,
     DeliveryRestored,
     DeviceAccepted,
@@ -61,6 +67,7 @@ from tablectl.core.events import (
     ShufflerFault,
     ShufflerRebooted,
     ShuffleStarted,
+    StubCounted,
     TableRules,
     ValidateHit,
     VoidRound,
@@ -173,6 +180,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
             "waiting",
             "lockout_held",
             "stuck_inputs",
+            "deck",
         }
     )
 
@@ -217,6 +225,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     lockout_held: bool = False
     stuck_inputs: tuple[StuckInput, ...] = ()
     delivery_fault: str | None = None  # the broker refuses our rows: they wait (docs/mqtt.md)
+    deck: DeckLife = DeckLife()  # the decks' identity, age and stub counts (core/decks.py)
 
     @property
     def accepting_wagers(self) -> bool:
@@ -378,7 +387,12 @@ def _apply(
                 s = s.model_copy(update={"deal": None})  # the dealer may ask again
             return s
         case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
-            return _shoe_dealt(game, s, event, fx)
+            checked = _shoe_back(rules, game, s, event, fx)
+            if checked is not None:
+                return checked
+            return _shoe_read(rules, _shoe_dealt(game, s, event, fx))
+        case DeckIntroduced() | DeckClock() | DeckInPlay() | StubCounted():
+            return _deck_input(rules, game, s, event, fx)
         case DeliveryFault(reason=reason):
             if reason == s.delivery_fault:
                 return s  # journaled once per change, not per publish or reconnect
@@ -425,6 +439,11 @@ def _apply(
         case VoidRound():
             return _void(game, s, event, fx)
         case NewDeckRegistered(by=by):
+            if _deck_rules(rules) is not None:
+                raise Rejected(
+                    "this table keeps its decks: introduce the new one with its id and back "
+                    "colour (`tablectl dealer new-deck --id ID --back COLOUR`)"
+                )
             if s.blocked is None:
                 raise Rejected("no deck is waiting to be replaced")
             fx.append(rec.DeckRegistered(replaces=s.blocked, by=by))
@@ -477,6 +496,8 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
     ready = s.deck_ready and usable and shoe_ok and sensors_ok and not s.hits_pending
+    s = _deck_asks(rules, game, s, fx)
+    ready = ready and _deck_block(rules, s) is None
     if s.phase is Phase.CLOSED and ready:
         s = s.model_copy(
             update={
@@ -495,6 +516,7 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
             }
         )
         fx.append(rec.RoundOpened(round_id=s.round_id))
+        s = _deck_round_opened(rules, s)
         s = _chips_resting_at_open(rules, game, s, fx)
     # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
     decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
@@ -1508,3 +1530,333 @@ def _cards_read(game: TableGame, s: TableState, event: Settle) -> RoundCards:
     return RoundCards(
         dict(read.hands), read.dealer, (*read.community, *event.community), read.burned
     )
+
+
+# --- decks: identity, alternation, age, stub counts (core/decks.py) --------------------
+
+
+def _deck_rules(rules: TableRules) -> DeckRules | None:
+    """The deck rules in force: none before revision 3, so older journals replay as written."""
+    return rules.deck if rules.revision >= 3 else None
+
+
+def _deck_block(rules: TableRules, s: TableState) -> decks.DeckBlock | None:
+    deck_rules = _deck_rules(rules)
+    return None if deck_rules is None else decks.block(deck_rules, s.deck)
+
+
+def _with_life(s: TableState, life: DeckLife) -> TableState:
+    return s.model_copy(update={"deck": life})
+
+
+def _deck_asks(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
+    """Between rounds, a stub count that fell due is asked for, once (649a.8(f) ...)."""
+    deck_rules = _deck_rules(rules)
+    life = s.deck
+    if deck_rules is None or s.phase is not Phase.CLOSED or life.stub_count_asked:
+        return s
+    if not decks.stub_count_due(deck_rules, life):
+        return s
+    fx.append(
+        rec.StubCountDue(
+            round_id=s.round_id,
+            rounds=life.rounds_since_stub_count,
+            rule=decks.stub_rules(game)[0],
+        )
+    )
+    return _with_life(s, life.model_copy(update={"stub_count_asked": True}))
+
+
+def _deck_round_opened(rules: TableRules, s: TableState) -> TableState:
+    """A round opens on the deck due (649a.3(b)(3)), and counts toward the stub count."""
+    deck_rules = _deck_rules(rules)
+    if deck_rules is None:
+        return s
+    life = s.deck
+    due = life.next_deck(deck_rules)
+    counting = deck_rules.stub_count_every_rounds is not None
+    return _with_life(
+        s,
+        life.model_copy(
+            update={
+                "previous_round_deck": life.round_deck,
+                "round_deck": None if due is None else due.deck_id,
+                "rounds_since_stub_count": life.rounds_since_stub_count + int(counting),
+                "shoe_read": None,
+            }
+        ),
+    )
+
+
+def _deck_input(
+    rules: TableRules,
+    game: TableGame,
+    s: TableState,
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted,
+    fx: list[Effect],
+) -> TableState:
+    deck_rules = _deck_rules(rules)
+    if deck_rules is None:
+        if isinstance(event, DeckClock):
+            return s  # nothing ages at a table that keeps no decks
+        raise Rejected(
+            f"this table keeps no decks: its config has no [deck] section ({decks.chapter(game)}.3)"
+        )
+    match event:
+        case DeckClock(at_ms=at_ms):
+            return _deck_ages(game, deck_rules, _deck_time(s, at_ms), fx)
+        case DeckIntroduced():
+            return _deck_ages(game, deck_rules, _introduce(game, deck_rules, s, event, fx), fx)
+        case DeckInPlay():
+            return _deck_in_play(game, deck_rules, s, event)
+        case StubCounted():
+            return _stub_counted(game, deck_rules, s, event, fx)
+
+
+def _deck_time(s: TableState, at_ms: int) -> TableState:
+    """The latest time heard; a clock set back never makes a deck younger."""
+    now = at_ms if s.deck.now_ms is None else max(s.deck.now_ms, at_ms)
+    return _with_life(s, s.deck.model_copy(update={"now_ms": now}))
+
+
+def _deck_ages(game: TableGame, rules: DeckRules, s: TableState, fx: list[Effect]) -> TableState:
+    """649a.3(c): a warning warn_before_ms ahead of a deck's limit; at the limit the deck
+    holds the next round until it is replaced. Each journaled once."""
+    life = s.deck
+    rule = decks.age_rule(game)
+    for deck in life.decks:
+        age = deck.age_ms(life.now_ms)
+        if not deck.warned and age >= rules.max_age_ms - rules.warn_before_ms:
+            fx.append(
+                rec.DeckAgeWarning(
+                    deck_id=deck.deck_id, age_ms=age, max_age_ms=rules.max_age_ms, rule=rule
+                )
+            )
+            deck = deck.model_copy(update={"warned": True})
+        if not deck.expired and age >= rules.max_age_ms:
+            fx.append(
+                rec.DeckAgeExpired(
+                    deck_id=deck.deck_id,
+                    age_ms=age,
+                    max_age_ms=rules.max_age_ms,
+                    rule=rule,
+                    action=f"no round opens until it is replaced: tablectl dealer new-deck "
+                    f"--id ID --back COLOUR --replaces {deck.deck_id}",
+                )
+            )
+            deck = deck.model_copy(update={"expired": True})
+        life = life.with_deck(deck)
+    return _with_life(s, life)
+
+
+def _introduce(
+    game: TableGame, rules: DeckRules, s: TableState, event: DeckIntroduced, fx: list[Effect]
+) -> TableState:
+    """A deck comes to the table; it replaces the one named, or the one removed or past its
+    age, or joins the decks the table plays with."""
+    life = _deck_time(s, event.at_ms).deck
+    if life.find(event.deck_id) is not None:
+        raise Rejected(f"deck {event.deck_id} is already at the table: give the new deck's id")
+    replaced = _replaced(rules, s, life, event)
+    staying = [d for d in life.decks if d.deck_id != replaced]
+    if rules.alternate and any(d.back == event.back for d in staying):
+        # 649a.3(b)(1): the backs of one deck are of a different colour than the other's.
+        raise Rejected(
+            f"deck {staying[0].deck_id} has {event.back} backs too: the two decks' backs "
+            f"differ in colour ({decks.chapter(game)}.3(b)(1))"
+        )
+    new = decks.DeckEntry(deck_id=event.deck_id, back=event.back, introduced_ms=event.at_ms)
+    fx.append(
+        rec.DeckIntroducedRecord(
+            deck_id=event.deck_id,
+            back=event.back,
+            at_ms=event.at_ms,
+            max_age_ms=rules.max_age_ms,
+            replaces=replaced,
+            source=event.source,
+            by=event.by,
+            rule=f"{decks.chapter(game)}.3",
+        )
+    )
+
+    def renamed(deck_id: str | None) -> str | None:
+        return event.deck_id if deck_id is not None and deck_id == replaced else deck_id
+
+    life = life.model_copy(
+        update={
+            "decks": (*staying, new),
+            "round_deck": renamed(life.round_deck),
+            "previous_round_deck": renamed(life.previous_round_deck),
+        }
+    )
+    s = _with_life(s, life)
+    if s.blocked is not None:
+        fx.append(rec.DeckRegistered(replaces=s.blocked, by=event.by))
+        s = s.model_copy(update={"blocked": None})
+    if s.phase is Phase.CLOSED:
+        # 649a.5(b): a deck is played only once the shuffler has counted it.
+        s = _unverify(s)
+    return s
+
+
+def _replaced(rules: DeckRules, s: TableState, life: DeckLife, event: DeckIntroduced) -> str | None:
+    if event.replaces is not None:
+        if life.find(event.replaces) is None:
+            raise Rejected(
+                f"deck {event.replaces} is not at the table; decks: "
+                f"{', '.join(d.deck_id for d in life.decks) or 'none'}"
+            )
+        return event.replaces
+    if len(life.decks) < decks.decks_needed(rules):
+        return None
+    expired = [d.deck_id for d in life.decks if d.age_ms(life.now_ms) >= rules.max_age_ms]
+    if expired:
+        return expired[0]
+    if s.blocked is not None:
+        # The deck removed: the one just counted by the shuffler, or the one in play.
+        due = life.next_deck(rules)
+        if s.blocked.startswith("deck-miscount") and due is not None:
+            return due.deck_id
+        if life.round_deck is not None:
+            return life.round_deck
+    raise Rejected(
+        f"the table plays {decks.decks_needed(rules)} deck(s) "
+        f"({', '.join(d.deck_id for d in life.decks)}): name the one this deck replaces "
+        "(--replaces ID)"
+    )
+
+
+def _deck_in_play(
+    game: TableGame, rules: DeckRules, s: TableState, event: DeckInPlay
+) -> TableState:
+    """The dealer names the deck the round is dealt from: the deck that played the previous
+    round is refused (649a.3(b)(3): each deck is used for every other round)."""
+    if s.phase is Phase.CLOSED:
+        raise Rejected("no round in play: name its deck once betting has opened")
+    life = s.deck
+    if life.find(event.deck_id) is None:
+        decks_here = ", ".join(d.deck_id for d in life.decks) or "none"
+        raise Rejected(f"deck {event.deck_id} is not at the table; decks: {decks_here}")
+    if rules.alternate and event.deck_id == life.previous_round_deck:
+        raise Rejected(
+            f"deck {event.deck_id} played the previous round: the decks alternate, each used "
+            f"for every other round ({decks.alternation_rule(game)}); deal round {s.round_id} "
+            f"from deck {life.round_deck}"
+        )
+    if event.deck_id != life.round_deck:
+        return _with_life(s, life.model_copy(update={"round_deck": event.deck_id}))
+    return s
+
+
+def _shoe_back(
+    rules: TableRules,
+    game: TableGame,
+    s: TableState,
+    event: ShoeCard | ShoeStackDealt | ShoeDealCompleted,
+    fx: list[Effect],
+) -> TableState | None:
+    """A card whose back the shoe reports: of the deck in play, or the round stops. The other
+    deck's back: the deck that played the previous round (649a.3(b)(3)), the round void. A
+    back of no deck at the table: a foreign card, the deck removed (649a.10(f))."""
+    deck_rules = _deck_rules(rules)
+    if deck_rules is None or not isinstance(event, ShoeCard) or event.back is None:
+        return None
+    if not _dealing(s):
+        return None
+    life = s.deck
+    in_play = life.find(life.round_deck)
+    if in_play is not None and in_play.back == event.back:
+        return None
+    other = life.by_back(event.back)
+    if other is not None and deck_rules.alternate:
+        rule = decks.alternation_rule(game)
+        fx.append(
+            rec.DeckAlternation(
+                round_id=s.round_id,
+                deck_id=other.deck_id,
+                previous_round_deck=life.previous_round_deck or other.deck_id,
+                round_voided=True,
+                rule=rule,
+            )
+        )
+        return _void_round(s, "deck-alternation", rule, "shoe", fx)
+    return _deck_irregular(game, s, "foreign-back", fx)
+
+
+def _shoe_read(rules: TableRules, s: TableState) -> TableState:
+    """The cards the shoe read this round: a stub count can be derived from them."""
+    if _deck_rules(rules) is None or s.deal is None or not s.deal.complete:
+        return s
+    if s.deck.shoe_read == len(s.deal.cards):
+        return s
+    return _with_life(s, s.deck.model_copy(update={"shoe_read": len(s.deal.cards)}))
+
+
+def _stub_counted(
+    game: TableGame, rules: DeckRules, s: TableState, event: StubCounted, fx: list[Effect]
+) -> TableState:
+    """649a.8(g)-(h), 649a.9(e)-(f), 649a.10(e)-(f) (653a.8(g)-(h), 653a.9(e)-(f),
+    653a.10(e)-(f); 643a the same): 52, the stub goes to the discard rack; otherwise all hands
+    are void and the wagers returned, and unless the cards were misdealt the deck leaves."""
+    every_rule, whole_rule, wrong_rule = decks.stub_rules(game)
+    if rules.stub_count_every_rounds is None:
+        raise Rejected(
+            "the shuffler counts every deck after its shuffle (649a.5(b)): no stub count is "
+            f"kept ({every_rule}); set deck.stub_count_every_rounds where it does not"
+        )
+    if s.phase is Phase.BETTING:
+        raise Rejected(f"round {s.round_id} is taking bets: the stub is counted after the deal")
+    if s.phase is Phase.LOCKED and not s.counted:
+        raise Rejected(f"the count is not final: seats {list(s.undecided)} are still resting")
+    life = s.deck
+    derived = event.cards is None
+    if event.cards is None and life.shoe_read is None:
+        raise Rejected(
+            "no shoe read this round's cards: count the stub and give the deck's count "
+            "(`tablectl dealer stub-count 52`)"
+        )
+    cards = DECK_SIZE if event.cards is None else event.cards
+    in_play = s.phase is Phase.LOCKED
+
+    def record(outcome: str, rule: str) -> None:
+        fx.append(
+            rec.StubCountRecord(
+                round_id=s.round_id,
+                deck_id=life.round_deck,
+                cards=cards,
+                derived_from_shoe=derived,
+                misdealt=event.misdealt,
+                outcome=outcome,
+                rule=rule,
+                by=event.by,
+            )
+        )
+
+    counted = life.model_copy(update={"rounds_since_stub_count": 0, "stub_count_asked": False})
+    if cards == DECK_SIZE:
+        if event.misdealt:
+            raise Rejected(
+                f"the count shows {DECK_SIZE} cards: the deck is whole ({whole_rule}); a hand "
+                "dealt the wrong number of cards is voided with `tablectl dealer void "
+                f"wrong-card-count` ({decks.chapter(game)}.13(c))"
+            )
+        record("correct", whole_rule)
+        return _with_life(s, counted)
+    if event.misdealt:
+        if not in_play:
+            raise Rejected(
+                f"round {s.round_id} is settled: a misdeal is judged with the hands on the "
+                f"layout ({wrong_rule}); without one, the count removes the deck"
+            )
+        record("misdealt-void", wrong_rule)
+        return _void_round(_with_life(s, counted), "stub-count-misdeal", wrong_rule, event.by, fx)
+    record("deck-removed", wrong_rule)
+    removed = counted.model_copy(
+        update={"decks": tuple(d for d in counted.decks if d.deck_id != life.round_deck)}
+    )
+    s = _unverify(_with_life(s, removed)).model_copy(
+        update={"blocked": f"stub-count:{cards}", "counters": _count(s, "deck_irregular")}
+    )
+    if not in_play:
+        return s
+    return _void_round(s, "stub-count", wrong_rule, event.by, fx)

@@ -71,6 +71,8 @@ class BlockCause(StrEnum):
     DEVICE_NOT_ACCEPTED = "device-not-accepted"  # another device waits for a technician
     SENSOR_TEST = "sensor-test"  # a technician's walk test holds the sensors
     LINK_DOWN = "link-down"  # the floor link (its records come with the link controller)
+    DECK_AGE = "deck-age"  # a deck reached its age limit (649a.3(c)): it is replaced
+    STUB_COUNT = "stub-count"  # the stub count is due (649a.8(f) ...): the dealer counts
 
 
 def _always(_: Record) -> bool:
@@ -90,6 +92,15 @@ def _device(record: Record) -> str:
 def _lockout_stuck(record: Record) -> bool:
     """Only a stuck lock-out button blocks the table; a stuck seat sensor blocks one seat."""
     return isinstance(record, rec.InputStuck | rec.InputStuckCleared) and record.seat is None
+
+
+def _deck(record: Record) -> str:
+    """An expired deck's block ends when a deck replaces it."""
+    if isinstance(record, rec.DeckAgeExpired):
+        return record.deck_id
+    if isinstance(record, rec.DeckIntroducedRecord):
+        return record.replaces or ""
+    return ""
 
 
 def _device_refused(record: Record) -> bool:
@@ -140,6 +151,8 @@ BLOCK_RULES: tuple[BlockRule, ...] = (
         key=_device,
     ),
     BlockRule(BlockCause.SENSOR_TEST, rec.SensorTestStartedRecord, (rec.SensorTestEndedRecord,)),
+    BlockRule(BlockCause.DECK_AGE, rec.DeckAgeExpired, (rec.DeckIntroducedRecord,), key=_deck),
+    BlockRule(BlockCause.STUB_COUNT, rec.StubCountDue, (rec.StubCountRecord,)),
 )
 
 

@@ -96,6 +96,12 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.JackpotDocumented: (Sheet.CONTROL_ACTIONS,),
     rec.JackpotReleased: (),
     rec.JournalRecoveredRecord: (Sheet.CONTROL_ACTIONS,),
+    rec.DeckIntroducedRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
+    rec.DeckAgeWarning: (Sheet.DECK_EVENTS,),
+    rec.DeckAgeExpired: (Sheet.DECK_EVENTS,),
+    rec.DeckAlternation: (Sheet.DECK_EVENTS,),
+    rec.StubCountDue: (Sheet.DECK_EVENTS,),
+    rec.StubCountRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
 }
 
 # The `by` of what the table did by itself, not a person (core/round.py voids a round the

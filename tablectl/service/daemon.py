@@ -24,6 +24,7 @@ import structlog
 
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
+from tablectl.core import decks
 from tablectl.core.effects import (
     DealCards,
     Effect,
@@ -34,6 +35,7 @@ from tablectl.core.effects import (
 from tablectl.core.events import (
     DealRequested,
     DealRequestFailed,
+    DeckClock,
     DeliveryFault,
     DeliveryRestored,
     DeviceLinkReset,
@@ -61,6 +63,7 @@ from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
 from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
+from tablectl.service import deck_status
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.pace import PaceReporter
@@ -80,6 +83,7 @@ MAX_STEPS_PER_COMMIT = 512
 # Batches stepped ahead of the one being written: enough that a lock-out never waits for a
 # commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
 COMMITS_IN_FLIGHT = 4
+DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again
 
 
 class StartupError(Exception):
@@ -365,6 +369,9 @@ class Daemon:
                 self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
+                if self.rules.deck is not None:
+                    # The decks aged while the daemon was down (649a.3(c)).
+                    self.post(DeckClock(at_ms=self.wall_clock_ms()))
                 # Then the inputs as the lines read now: chips resting, the button held.
                 self.gpio.start(levels)
                 # The lamps say what the journal says: recognised wagers, wins to verify.
@@ -383,6 +390,7 @@ class Daemon:
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self.pace.run(), name="pace")
                 tasks.create_task(self._watchdog(), name="watchdog")
+                tasks.create_task(self._deck_clock(), name="deck-clock")
                 # Ready once the journal is open and commands are taken; devices and the
                 # broker come and go, and STATUS= says how they are (_report_links).
                 self.ready.set()
@@ -400,6 +408,26 @@ class Daemon:
             store.close()
             for trace in self._traces.values():
                 trace.close()
+
+    def wall_clock_ms(self) -> int:
+        """UTC milliseconds: what a deck's age is measured in (core/decks.py)."""
+        return time.time_ns() // 1_000_000
+
+    async def _deck_clock(self) -> None:
+        """Tell the core the time whenever a deck's warning or age limit falls due
+        (649a.3(c)); the core never reads a clock, so its decisions replay."""
+        deck_rules = self.rules.deck
+        if deck_rules is None:
+            return
+        while True:
+            due = None if self.state is None else decks.next_due_ms(deck_rules, self.state.deck)
+            now = self.wall_clock_ms()
+            if due is not None and due <= now:
+                self.post(DeckClock(at_ms=now))
+                await asyncio.sleep(DECK_CLOCK_SETTLE_S)  # until the core has taken it
+                continue
+            # A deck introduced meanwhile brings its own times: look again within a minute.
+            await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
 
     def _trace(self, device: str, path: Any) -> TraceWriter | None:
         if path is None:
@@ -709,13 +737,18 @@ class Daemon:
     def faults(self) -> list[status_view.FaultView]:
         """What stands in the way, each with since when and what clears it."""
         assert self.state is not None and self.reader is not None
-        return status_view.table_faults(
+        found = status_view.table_faults(
             self.state,
             shoe=self.rules.shoe,
             devices={name: device.health() for name, device in self._devices.items()},
             broker=self.relay.stats(),
             journal=self.reader.last_row,
         )
+        if self.rules.deck is None:
+            return found
+        deck_rules, now = self.rules.deck, self.wall_clock_ms()
+        held = deck_status.deck_faults(deck_rules, self.game, self.state, now)
+        return [*deck_status.with_deck_ids(found), *held]
 
     def _device_status(self, name: str, standing: str | None) -> dict[str, Any] | None:
         """A device's health and its last fault: the one standing, else the last journaled."""
@@ -783,6 +816,9 @@ class Daemon:
             "shoe": self._device_status("shoe", s.shoe_fault),
             "mqtt": self.relay.stats(),
             "faults": [f.model_dump(mode="json") for f in self.faults()],
+            "decks": None
+            if self.rules.deck is None
+            else deck_status.view(self.rules.deck, s, self.wall_clock_ms()).model_dump(mode="json"),
             "pace": self._pace_status(),
         }
 

@@ -103,6 +103,21 @@ def _deck(s: TableState, shoe: bool) -> Iterator[_Found]:
     if s.blocked is None:
         return
     kind, _, detail = s.blocked.partition(":")
+    if kind == "stub-count":
+        yield _Found(
+            FaultView(
+                what="deck-removed",
+                device="deck",
+                cause=f"the stub count showed {detail} cards in the deck, not 52, and the cards "
+                "were not misdealt: the deck left the table",
+                stops=Stops.ROUNDS,
+                remedy="bring a new deck to the shuffler and introduce it",
+                command=f"tablectl dealer new-deck --id ID --back COLOUR {WHO}",
+            ),
+            ("deck.stub_count",),
+            {"outcome": "deck-removed"},
+        )
+        return
     if kind == "deck-miscount":
         yield _Found(
             FaultView(

@@ -1,0 +1,165 @@
+"""What status shows of the decks (core/decks.py): each deck's age and time to its limit, the
+stub count due, and what holds the next round with the command that clears it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from tablectl.core import decks
+from tablectl.core.events import DeckRules
+from tablectl.core.games.base import DECK_SIZE, TableGame
+from tablectl.core.round import Phase, TableState
+from tablectl.service.status import WHO, FaultView, Stops
+
+
+class DeckView(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deck_id: str
+    back: str
+    introduced_utc: str
+    age_ms: int
+    to_limit_ms: int  # 0 once past it
+    in_play: bool  # the deck of the round in play (or of the last round)
+    next: bool  # the deck the next round is dealt from
+
+
+class DecksView(BaseModel):
+    """The decks at the table, as `tablectl status` shows them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decks: list[DeckView]
+    max_age_ms: int
+    warn_before_ms: int
+    alternate: bool
+    stub_count_every_rounds: int | None
+    rounds_since_stub_count: int
+    stub_count_due: bool
+    rounds_to_stub_count: int | None
+    # With a reading shoe: the stub the shoe's reads give (52 less the cards dealt).
+    stub_expected: int | None
+    blocked_by: str | None
+
+
+def _utc(ms: int) -> str:
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
+def view(rules: DeckRules, state: TableState, now_ms: int) -> DecksView:
+    life = state.deck
+    due = life.next_deck(rules)
+    block = decks.block(rules, life)
+    return DecksView(
+        decks=[
+            DeckView(
+                deck_id=d.deck_id,
+                back=d.back,
+                introduced_utc=_utc(d.introduced_ms),
+                age_ms=d.age_ms(now_ms),
+                to_limit_ms=max(0, rules.max_age_ms - d.age_ms(now_ms)),
+                in_play=d.deck_id == life.round_deck,
+                next=due is not None and d.deck_id == due.deck_id,
+            )
+            for d in life.decks
+        ],
+        max_age_ms=rules.max_age_ms,
+        warn_before_ms=rules.warn_before_ms,
+        alternate=rules.alternate,
+        stub_count_every_rounds=rules.stub_count_every_rounds,
+        rounds_since_stub_count=life.rounds_since_stub_count,
+        stub_count_due=decks.stub_count_due(rules, life),
+        rounds_to_stub_count=decks.rounds_to_stub_count(rules, life),
+        stub_expected=None if life.shoe_read is None else DECK_SIZE - life.shoe_read,
+        blocked_by=None if block is None else block.value,
+    )
+
+
+def with_deck_ids(faults: list[FaultView]) -> list[FaultView]:
+    """At a table that keeps its decks, a new deck is introduced with its id and back."""
+    plain = f"tablectl dealer new-deck {WHO}"
+    wanted = f"tablectl dealer new-deck --id ID --back COLOUR {WHO}"
+    return [f.model_copy(update={"command": wanted}) if f.command == plain else f for f in faults]
+
+
+def deck_faults(
+    rules: DeckRules, game: TableGame, state: TableState, now_ms: int
+) -> list[FaultView]:
+    """What the decks hold, each with the command that clears it; a deck near its limit is
+    shown too (it stops nothing yet)."""
+    life = state.deck
+    chapter = decks.chapter(game)
+    found: list[FaultView] = []
+    needed = decks.decks_needed(rules)
+    two = f" (two decks of different backs alternate, {chapter}.3(b))" if needed > 1 else ""
+    if len(life.decks) < needed:
+        have = ", ".join(d.deck_id for d in life.decks) or "none"
+        found.append(
+            FaultView(
+                what="deck-missing",
+                device="deck",
+                cause=f"the table plays {needed} deck(s) and knows {have}: each deck is "
+                f"introduced with its id and back colour{two}",
+                stops=Stops.ROUNDS,
+                remedy="bring the deck to the shuffler and introduce it",
+                command=f"tablectl dealer new-deck --id ID --back COLOUR {WHO}",
+                rule=f"{chapter}.3",
+            )
+        )
+    age_rule = decks.age_rule(game)
+    for d in life.decks:
+        age = d.age_ms(life.now_ms)
+        hours = rules.max_age_ms / decks.HOUR_MS
+        if age >= rules.max_age_ms:
+            found.append(
+                FaultView(
+                    what="deck-age",
+                    device="deck",
+                    cause=f"deck {d.deck_id} ({d.back}) is {age / decks.HOUR_MS:.1f} hours old: "
+                    f"decks are changed at least every {hours:g} hours",
+                    stops=Stops.ROUNDS,
+                    remedy=f"replace deck {d.deck_id} with a new one",
+                    command=f"tablectl dealer new-deck --id ID --back {d.back} "
+                    f"--replaces {d.deck_id} {WHO}",
+                    rule=age_rule,
+                )
+            )
+        elif d.age_ms(now_ms) >= rules.max_age_ms - rules.warn_before_ms:
+            left = max(0, rules.max_age_ms - d.age_ms(now_ms)) // 60_000
+            found.append(
+                FaultView(
+                    what="deck-age-warning",
+                    device="deck",
+                    cause=f"deck {d.deck_id} ({d.back}) reaches its limit of {hours:g} hours in "
+                    f"{left} minutes; then no round opens until it is replaced",
+                    stops=Stops.NOTHING,
+                    remedy=f"bring the deck that replaces {d.deck_id}",
+                    command=f"tablectl dealer new-deck --id ID --back {d.back} "
+                    f"--replaces {d.deck_id} {WHO}",
+                    rule=age_rule,
+                )
+            )
+    if decks.stub_count_due(rules, life):
+        derived = life.shoe_read is not None
+        during = (
+            " (or during the next round, after its deal)" if state.phase is Phase.CLOSED else ""
+        )
+        found.append(
+            FaultView(
+                what="stub-count-due",
+                device="deck",
+                cause=f"the stub was last counted {life.rounds_since_stub_count} rounds ago: it "
+                f"is counted at least once every {rules.stub_count_every_rounds} rounds",
+                stops=Stops.ROUNDS,
+                remedy="count the stub face down on the layout and enter the cards the deck "
+                f"holds{during}"
+                + ("; the shoe's reads give the count: confirm it" if derived else ""),
+                command=f"tablectl dealer stub-count {'' if derived else 'N '}{WHO}",
+                rule=decks.stub_rules(game)[0],
+            )
+        )
+    return found
