@@ -59,10 +59,11 @@ from tablectl.drivers.reference.link import (
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
-from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
+from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.link import TableLink
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
@@ -160,6 +161,7 @@ class Daemon:
         # before its commit, knows it is done once this passes the count it saw.
         self.steps_done = 0
         self.hub = Hub()  # live events for `tablectl watch`
+        self.link: TableLink | None = None  # a linked progressive's ear (service/link.py)
         self.stopping = False
         self.inputs_dropped_while_stopping = 0
         self.started_at = time.time()
@@ -324,6 +326,11 @@ class Daemon:
             on_delivery=lambda fault: self.post(
                 DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
             ),
+            progressive_link=self.progressive_link,
+        )
+        # A linked progressive: the link controllers' broadcasts, heard (service/link.py).
+        self.link = (
+            None if cfg.progressive is None else TableLink(cfg, self.post, lambda: self.state)
         )
         control = ControlServer(cfg.storage.socket_path, self, cfg.access)
         try:
@@ -358,6 +365,8 @@ class Daemon:
                 if self.shoe is not None:
                     tasks.create_task(self.shoe.run(), name="shoe")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
+                if self.link is not None:
+                    tasks.create_task(self.link.run(), name="progressive-link")
                 tasks.create_task(self._watchdog(), name="watchdog")
                 # Ready once the journal is open and commands are taken; devices and the
                 # broker come and go, and STATUS= says how they are (_report_links).
@@ -656,6 +665,15 @@ class Daemon:
             hit_history=list(self.state.hit_history),
         )
 
+    def progressive_link(self) -> ProgressiveLinkState | None:
+        """A linked table's LINK DOWN (or up), as health and status say it."""
+        if self.link is None or self.state is None:
+            return None
+        down = self.state.link_down
+        return ProgressiveLinkState(
+            link_id=self.link.link_id, link="up" if down is None else "down", reason=down
+        )
+
     def health(self) -> dict[str, Any]:
         gpio = None if self.gpio is None else self.gpio.health()
         return {**{name: device.health() for name, device in self._devices.items()}, "gpio": gpio}
@@ -737,4 +755,5 @@ class Daemon:
             "shoe": self._device_status("shoe", s.shoe_fault),
             "mqtt": self.relay.stats(),
             "faults": [f.model_dump(mode="json") for f in self.faults()],
+            "link": None if self.link is None else self.link.view(s),
         }
