@@ -270,6 +270,11 @@ def _count(state: TableState, name: str) -> dict[str, int]:
     return {**state.counters, name: state.counters.get(name, 0) + 1}
 
 
+def _reading_of(meter: MeterState | None) -> rec.MeterReading | None:
+    """A round's record of its table's meter; a linked meter is the controller's to tell."""
+    return None if meter is None or isinstance(meter, LinkedMeter) else _reading(meter)
+
+
 def _reading(meter: MeterState, cents: int | None = None) -> rec.MeterReading:
     """What a record says of the meter it leaves (cents: a hit's, before later hits)."""
     return rec.MeterReading(
@@ -1050,7 +1055,7 @@ def _settle(
             folded=sorted(event.folded),
             hits_pending=[h.hit_id for h in pending],
             by=event.by,
-            meter=None if meter is None else _reading(meter),
+            meter=_reading_of(meter),
             hands_read_by_shoe=len(cards.hands) if by_shoe else 0,
             hands_entered=0 if by_shoe else len(cards.hands),
         )
@@ -1178,7 +1183,7 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
             wagers_returned=sorted(s.wagers),
             contribution_reversed_ten_thousandths_cent=s.round_contribution_units,
             by=by,
-            meter=None if meter is None else _reading(meter),
+            meter=_reading_of(meter),
         )
     )
     fx.extend(SeatLamp(seat=seat, lamp=Lamp.OFF) for seat in sorted(s.wagers))
