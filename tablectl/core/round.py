@@ -1639,6 +1639,10 @@ def _link_parameters(
         meter.parameters_sha256,
     ):
         return s
+    if s.phase is Phase.LOCKED and meter.parameters_version:
+        # The round's contributions were made under the parameters it holds: it is settled
+        # (or voided) under them; the shell offers the new ones again after it.
+        raise Rejected("the link's parameters cannot change in the middle of a round")
     problem = _parameters_problem(rules, game, meter, s, event)
     if problem is not None:
         reason, rule = problem
@@ -1718,8 +1722,6 @@ def _parameters_problem(
             f"{meter.parameters_version} is in operation",
             "5321.18(b)(4)",
         )
-    if s.phase is not Phase.CLOSED and meter.parameters_version:
-        return "parameters cannot change in the middle of a round", "5321.18(b)(4)"
     return None
 
 

@@ -78,7 +78,8 @@ class TableLink:
         self.connected = False
         self.messages_refused = 0
         # Posted and not yet seen in the state: not posted again meanwhile.
-        self._posted_parameters: tuple[int, str] | None = None
+        # ... or until the round moves on (parameters are not taken in the middle of one).
+        self._posted_parameters: tuple[int, str, int, str] | None = None
         self._posted_answers: set[str] = set()
         self._wake = asyncio.Event()
 
@@ -121,6 +122,7 @@ class TableLink:
         if decision is not None:
             log.warning("link", link=self.link_id, change=decision.TYPE)
             self._post(decision)
+            self._posted_parameters = None  # in or out of operation: offer them again
         meter = state.meter
         if not isinstance(meter, LinkedMeter):
             return
@@ -128,8 +130,9 @@ class TableLink:
         if p is not None:
             key = (p.parameters_version, p.parameters_sha256)
             held = (meter.parameters_version, meter.parameters_sha256)
-            if key != held and key != self._posted_parameters:
-                self._posted_parameters = key
+            posted = (*key, state.round_id, state.phase.value)
+            if key != held and posted != self._posted_parameters:
+                self._posted_parameters = posted
                 self._post(_heard(p))
         for hit in state.hits_pending:
             if not hit.link_claim or hit.answered or hit.hit_id in self._posted_answers:
