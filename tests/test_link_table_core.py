@@ -34,7 +34,7 @@ LINKED = tcp(wager="5.00").model_copy(
 )
 
 
-def parameters(version: int = 1, **changes: object) -> LinkParametersHeard:
+def parameters(version: int = 1, changes: dict[str, object] | None = None) -> LinkParametersHeard:
     fields: dict[str, object] = {
         "link_id": "bank",
         "parameters_version": version,
@@ -51,7 +51,7 @@ def parameters(version: int = 1, **changes: object) -> LinkParametersHeard:
                 reset_cents=100_000,
             ),
         ),
-        **changes,
+        **(changes or {}),
     }
     return LinkParametersHeard.model_validate(fields)
 
@@ -86,7 +86,7 @@ def test_a_linked_table_is_link_down_until_it_has_parameters_and_hears_the_link(
 def test_parameters_that_do_not_fit_the_table_are_refused_with_the_rule(
     changes: dict[str, object], reason: str
 ) -> None:
-    state, effects = run([*opened(LINKED), parameters(**changes)], rules=LINKED)
+    state, effects = run([*opened(LINKED), parameters(changes=changes)], rules=LINKED)
     (refused,) = records(effects, rec.LinkParametersRefused)
     assert reason in refused.reason and refused.rule.startswith("5321.18(b)")
     assert state.link_down is not None and reason in state.link_down
