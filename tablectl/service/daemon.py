@@ -637,7 +637,8 @@ class Daemon:
         assert self.state is not None and self.reader is not None
         cfg = self.config
         meters = []
-        if self.state.meter is not None:
+        # A linked meter is the link's: its amount is on the link's state topic, not here.
+        if self.state.meter is not None and self.state.meter.kind == "local":
             meter_id = self.state.meter.meter_id
             last = self.reader.last_meter_row(meter_id)
             if last is not None:  # the journal's reading, with the row that set it
