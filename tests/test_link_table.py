@@ -19,6 +19,7 @@ import pytest
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.postgres import PrivatePostgres
 
+from tablectl.cli.control import print_status
 from tablectl.config import ProgressiveSection
 from tablectl.core.events import ValidateHit
 from tablectl.core.round import Phase, Rejected, TableState
@@ -92,7 +93,10 @@ def link_up(state: TableState) -> bool:
 
 
 async def test_a_linked_table_contributes_claims_and_locks_out_on_link_loss(
-    broker: PrivateBroker, postgres: PrivatePostgres, tmp_path: Path
+    broker: PrivateBroker,
+    postgres: PrivatePostgres,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     setup = write_config(tmp_path, new_database(postgres), broker, tables=TABLE_REF)
     await prepare(setup)
@@ -154,6 +158,9 @@ async def test_a_linked_table_contributes_claims_and_locks_out_on_link_loss(
             status = table.daemon.status()
             assert status["link"]["state"] == "LINK DOWN"
             assert "LINK DOWN" in status_view.status_line(status)
+            print_status(status)
+            shown = capsys.readouterr().out
+            assert "LINK DOWN" in shown and "JACKPOT PENDING: awaiting the link's answer" in shown
             health = table.daemon.relay.health()
             assert health.progressive_link is not None
             assert health.progressive_link.link == "down"
