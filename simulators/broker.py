@@ -107,8 +107,9 @@ class PrivateBroker:
         *,
         secure: Secure | None = None,
         max_queued: int = 100_000,
+        host: str = "127.0.0.1",  # another address: a veth's, for a table in a netns
     ) -> None:
-        self.host = "127.0.0.1"
+        self.host = host
         self.port = port or free_port()
         self._dir = Path(tempfile.mkdtemp(prefix="tablectl-mosquitto-"))
         self._proc: subprocess.Popen[bytes] | None = None

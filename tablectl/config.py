@@ -37,7 +37,7 @@ from tablectl.core.decks import (
     chapter,
     max_age_ms,
 )
-from tablectl.core.events import DeckRules, SensorRules, TableRules
+from tablectl.core.events import DeckRules, LinkRules, SensorRules, TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
 from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
@@ -521,6 +521,22 @@ def deck_problems(deck: DeckSection, game: GameConfig, decks: int) -> list[str]:
     return problems
 
 
+class ProgressiveSection(Strict):
+    """[progressive]: the table's progressive wager on a link (docs/linked-progressives.md)."""
+
+    link: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+        description="the link's id (its controller config's link_id); its meter, levels, "
+        "rates, reset and initial amounts are the controller's (5321.18(b)(4))",
+    )
+    # The id the link controllers acknowledge under (the link's backend_id): it joins
+    # mqtt.backends, so this table keeps every row until they have applied it.
+    backend_id: str = Field(default="link", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    # Silence (no live broadcast, no ack) after which the progressive locks out: 5321.18(c),
+    # NJ 13:69E-1.39B(c). At least a second: the controllers broadcast once a second.
+    link_timeout_ms: int = Field(default=5000, ge=1000, le=60_000)
+
+
 class TableConfig(Strict):
     table: TableSection
     game: GameConfig
@@ -541,6 +557,22 @@ class TableConfig(Strict):
             raise ValueError("\n".join(problems))
         return self
 
+    progressive: ProgressiveSection | None = None  # None: the meter is this table's own
+
+    @model_validator(mode="before")
+    @classmethod
+    def _link_backend_registered(cls, data: object) -> object:
+        # A linked table's rows wait for the link controllers' acks too (docs/mqtt.md).
+        if not isinstance(data, dict) or not isinstance(data.get("progressive"), dict):
+            return data
+        backend = data["progressive"].get("backend_id", "link")
+        given = data.get("mqtt")
+        mqtt: dict[str, object] = given if isinstance(given, dict) else {}
+        backends = mqtt.get("backends", ["pgs"])
+        if isinstance(backends, list) and backend not in backends:
+            return {**data, "mqtt": {**mqtt, "backends": [*backends, backend]}}
+        return data
+
     @model_validator(mode="after")
     def _sections_agree(self) -> Self:
         problems = cross_section_problems(self.table, self.game, self.gpio)
@@ -551,6 +583,10 @@ class TableConfig(Strict):
                     f"gpio.simulator_socket: unset, it is storage.data_dir/table-simulator.sock, "
                     f"which {problem} (a Unix socket's path): set it to a shorter path"
                 )
+        if self.progressive is not None and self.game.table_game().meter is None:
+            problems.append(
+                f"progressive.link: a {self.game.name} table has no progressive meter to link"
+            )
         if problems:
             raise ValueError("\n".join(problems))  # one line each in `config check`
         return self
@@ -579,6 +615,13 @@ class TableConfig(Strict):
             shoe=self.shoe is not None,
             sensors=SensorRules(stuck_rounds=self.gpio.sensor_stuck_rounds),
             deck=self.deck_rules(),
+            link=None
+            if self.progressive is None
+            else LinkRules(
+                link_id=self.progressive.link,
+                table_ref=f"{self.table.site_id}/{self.table.table_id}",
+                link_timeout_ms=self.progressive.link_timeout_ms,
+            ),
         )
 
     def deck_rules(self) -> DeckRules | None:

@@ -93,8 +93,9 @@ class SimulatedTable:
 
     @property
     def meter(self) -> LocalMeter:
-        assert self.state.meter is not None, "this table has no meter"
-        return self.state.meter
+        meter = self.state.meter
+        assert isinstance(meter, LocalMeter), "this table has no meter of its own"
+        return meter
 
     async def wait_phase(self, phase: Phase, timeout_s: float = 10) -> None:
         await self.daemon.wait_until(lambda s: s.phase is phase, timeout_s)

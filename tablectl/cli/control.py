@@ -256,7 +256,17 @@ def print_status(data: dict[str, Any]) -> None:
         f"phase {data['phase']}  accepting wagers: {yes_no(data['accepting_wagers'])}"
     )
     meter = data["meter"]
-    if meter:
+    link = data.get("link")
+    if link:  # a linked progressive: the link's meter, as its controllers broadcast it
+        amount = "-" if link["amount_cents"] is None else cents(link["amount_cents"])
+        down = f"  LINK DOWN: {link['reason']} (5321.18(c))" if link["reason"] else "  link up"
+        print(f"  progressive on link {link['link_id']}: {amount}{down}")
+        for pending in link["jackpot_pending"]:
+            print(
+                f"  JACKPOT PENDING at {pending['table']} seat {pending['seat']}: "
+                f"{cents(pending['amount_cents'])}"
+            )
+    elif meter:
         print(f"  meter {meter['meter_id']}: {cents(meter['cents'])}")
     wagers = ", ".join(f"seat {s}" for s in data["wagers"]) or "none"
     print(f"  {data['table_wager']} wagers: {wagers}")
@@ -267,7 +277,11 @@ def print_status(data: dict[str, Any]) -> None:
         print(f"  last {count} hit{'' if count == 1 else 's'}, newest first:")
         for hit in data["hit_history"]:
             validated = (
-                f"validated by {hit['validated_by']}" if hit["validated_by"] else ("not validated")
+                f"validated by {hit['validated_by']}"
+                if hit["validated_by"]
+                else "JACKPOT PENDING: awaiting the link's answer"
+                if hit.get("link_claim") and not hit.get("answered")
+                else "not validated"
             )
             print(
                 f"    {hit['hit_id']:>8} seat {hit['seat']} {hit['hand']} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 # --- journal records --------------------------------------------------------------------
 
@@ -555,6 +555,114 @@ class JournalRecoveredRecord(Record):
     by: str
 
 
+# --- a linked progressive (docs/linked-progressives.md) -----------------------------------
+# The link contract's records (tablectl/link/contract.py re-exports them): a linked table
+# journals them in its ordinary evt stream, so they are durable, ordered by seq and sent
+# again until the link controller acknowledges them on ack/{backend_id}.
+
+_LINK_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"  # mqtt.contract.ID_PATTERN
+
+
+class LinkRecord(Record):
+    """A linked table's journal record: strict types, as it is read from the network."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class LinkContribution(LinkRecord):
+    """One counted wager's share to one level of a link, at "no more bets" (the cut-off).
+
+    `contribution_ten_thousandths_cent` = `wager_cents` x `rate_bp`, where `rate_bp` is the
+    level's `contribution_rate_bp` in the parameters of `parameters_version`: the rate to the
+    meter shown plus the hidden reserve rate. The controller applies it exactly once, keyed by
+    the row's (table, seq); a contribution that does not match the link's parameters is
+    recorded as refused, with the reason, and acknowledged like any other row.
+    """
+
+    TYPE = "link.contribution"
+    link_id: str = Field(pattern=_LINK_ID)
+    level_id: str = Field(pattern=_LINK_ID)
+    parameters_version: StrictInt = Field(ge=1)
+    round_id: StrictInt = Field(ge=0)
+    seat: StrictInt = Field(ge=1, le=7)
+    wager_cents: StrictInt = Field(ge=1)
+    rate_bp: StrictInt = Field(ge=0, le=10_000)
+    contribution_ten_thousandths_cent: StrictInt = Field(ge=0)
+
+
+class LinkClaim(LinkRecord):
+    """A qualifying hand at a table: a claim on a level of the link.
+
+    Journaled after the round's contributions, so every contribution of the round counts
+    toward the meter it is paid from. The controller answers it on
+    `{link_id}/answers/{site}/{table}`: awarded (the amount locked by the first claim
+    committed, see `Award`) or refused (with the reason). The table holds the hand until a
+    floorperson validates it (`jackpot.validated` with `hit_id` = `claim_id`).
+    """
+
+    TYPE = "link.claim"
+    link_id: str = Field(pattern=_LINK_ID)
+    level_id: str = Field(pattern=_LINK_ID)
+    parameters_version: StrictInt = Field(ge=1)
+    claim_id: str = Field(pattern=_LINK_ID, description="the table's hit id; unique per table")
+    round_id: StrictInt = Field(ge=0)
+    seat: StrictInt = Field(ge=1, le=7)
+    hand: str = Field(max_length=64)
+    cards: str = Field(max_length=64, description="the evidence: the cards of the hand")
+    share_percent: StrictInt = Field(
+        ge=1, le=100, description="of the meter: 100 (a reset) or a share such as UTH's 10"
+    )
+    rule: str = Field(max_length=64)
+
+
+class LinkParametersAccepted(Record):
+    """The link's parameters this table contributes with from now on (5321.18(b)(4))."""
+
+    TYPE = "link.parameters"
+    link_id: str
+    parameters_version: int
+    parameters_sha256: str
+    levels: list[str]  # level_id:contribution_rate_bp, in the link's order
+
+
+class LinkParametersRefused(Record):
+    """Parameters this table will not play with; the progressive stays locked out."""
+
+    TYPE = "link.parameters_refused"
+    link_id: str
+    parameters_version: int
+    reason: str
+    rule: str
+
+
+class LinkDown(Record):
+    """LINK DOWN: the progressive is unplayable until the link returns; the game goes on."""
+
+    TYPE = "link.down"
+    link_id: str
+    reason: str
+    round_id: int
+    wagers_withdrawn: list[int]  # recognised this round, not yet counted
+    rule: str
+
+
+class LinkUp(Record):
+    TYPE = "link.up"
+    link_id: str
+
+
+class LinkClaimAnswered(Record):
+    """The link controller's answer to a claim: the amount paid is the controller's."""
+
+    TYPE = "link.claim_answered"
+    link_id: str
+    claim_id: str
+    status: str  # awarded, refused
+    amount_cents: int
+    award_version: int | None
+    reason: str | None
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.TYPE: cls
     for cls in (
@@ -612,6 +720,13 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DeckAlternation,
         StubCountDue,
         StubCountRecord,
+        LinkContribution,
+        LinkClaim,
+        LinkParametersAccepted,
+        LinkParametersRefused,
+        LinkDown,
+        LinkUp,
+        LinkClaimAnswered,
     )
 }
 

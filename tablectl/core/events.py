@@ -71,11 +71,21 @@ class DeckRules(BaseModel):
 RULES_REVISION = 3
 
 
+class LinkRules(BaseModel):
+    """A table whose progressive wager is on a link (the config's [progressive] section)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    link_id: str
+    table_ref: str  # site/table, as the link's parameters list the table
+    link_timeout_ms: int  # silence after which the shell says LINK DOWN (5321.18(c))
+
+
 class TableRules(Evolving, BaseModel):  # BaseModel named too, for linters
     """What the core needs of a table's configuration: seats, decks and its game's rules."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    LATER_FIELDS = frozenset({"deck"})
+    LATER_FIELDS = frozenset({"deck", "link"})
 
     seats: int
     decks: int
@@ -96,6 +106,8 @@ class TableRules(Evolving, BaseModel):  # BaseModel named too, for linters
     # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 since (decks: identity,
     # alternation, age and stub counts hold the table; core/decks.py).
     revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
+    # The progressive wager is on a link: its meter is the link controller's.
+    link: LinkRules | None = None
 
 
 class PowerUp(Input):
@@ -334,6 +346,60 @@ class DeliveryRestored(Input):
     TYPE = "delivery_restored"
 
 
+# --- a linked progressive: what the shell heard from the link controllers ---------------
+
+
+class LinkLevelTerms(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    level_id: str
+    contribution_rate_bp: int
+    initial_cents: int
+    reset_cents: int
+
+
+class LinkParametersHeard(Input):
+    """The link's parameters as the controllers broadcast them (retained), when they differ
+    from the ones this table holds: validated by the core (5321.18(b)(4))."""
+
+    TYPE = "link_parameters_heard"
+    link_id: str
+    parameters_version: int
+    parameters_sha256: str
+    game: str
+    paytable: str | None
+    wager_cents: int
+    tables: tuple[str, ...]
+    levels: tuple[LinkLevelTerms, ...]
+
+
+class LinkLost(Input):
+    """Neither a live `up` broadcast nor an ack heard for the link's timeout (the shell's
+    clock decides; the core hears the decision): the progressive locks out (5321.18(c))."""
+
+    TYPE = "link_lost"
+    reason: str
+    silent_ms: int
+
+
+class LinkRestored(Input):
+    """A live `up` broadcast or an ack heard again."""
+
+    TYPE = "link_restored"
+    heard: str  # state, ack
+
+
+class LinkClaimAnswer(Input):
+    """The controller's answer to one of this table's claims (`answers/{site}/{table}`)."""
+
+    TYPE = "link_claim_answer"
+    claim_id: str
+    status: Literal["awarded", "refused"]
+    amount_cents: int = 0
+    award_version: int | None = None
+    reason: str | None = None
+
+
 # --- people: the dealer and the floorperson -------------------------------------------
 
 
@@ -553,6 +619,10 @@ Event = (
     | DeckClock
     | DeckInPlay
     | StubCounted
+    | LinkParametersHeard
+    | LinkLost
+    | LinkRestored
+    | LinkClaimAnswer
 )
 
 INPUT_TYPES: dict[str, type[Event]] = {
@@ -600,6 +670,10 @@ INPUT_TYPES: dict[str, type[Event]] = {
         DeckClock,
         DeckInPlay,
         StubCounted,
+        LinkParametersHeard,
+        LinkLost,
+        LinkRestored,
+        LinkClaimAnswer,
     )
 }
 

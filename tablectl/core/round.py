@@ -8,6 +8,7 @@ supplies every rule that differs between games; this module never names a game.
 
 from __future__ import annotations
 
+import dataclasses
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -46,6 +47,10 @@ from tablectl.core.events import (
     Event,
     GpioFault,
     JournalRecovered,
+    LinkClaimAnswer,
+    LinkLost,
+    LinkParametersHeard,
+    LinkRestored,
     LockoutHeld,
     LockoutPressed,
     LockoutReleased,
@@ -74,7 +79,7 @@ from tablectl.core.events import (
     placed_before_lockout,
 )
 from tablectl.core.games.base import DECK_SIZE, DealPlan, Hit, RoundCards, TableGame, form_hands
-from tablectl.rules.meters import LocalMeter, MeterState
+from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
 
 HIT_HISTORY = 25  # hits kept in the state for status and the birth message
 
@@ -89,10 +94,11 @@ class Phase(StrEnum):
     LOCKED = "locked"  # "no more bets": wagers frozen, cards in play
 
 
-class HitEntry(BaseModel):
+class HitEntry(Evolving, BaseModel):  # BaseModel named too, for linters
     """A progressive payout and where its floor workflow stands."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    LATER_FIELDS = frozenset({"link_claim", "answered"})
 
     hit_id: str
     round_id: int
@@ -103,6 +109,10 @@ class HitEntry(BaseModel):
     paid_from_table_inventory: bool
     validated_by: str | None = None
     documented_by: str | None = None
+    # A claim on a linked meter: JACKPOT PENDING until the controller answers; the amount
+    # paid is the controller's (docs/linked-progressives.md, Hits).
+    link_claim: bool = False
+    answered: bool = False
 
     @property
     def done(self) -> bool:
@@ -181,6 +191,9 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
             "lockout_held",
             "stuck_inputs",
             "deck",
+            # A linked progressive (docs/linked-progressives.md).
+            "link_silent",
+            "link_refused",
         }
     )
 
@@ -226,10 +239,25 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     stuck_inputs: tuple[StuckInput, ...] = ()
     delivery_fault: str | None = None  # the broker refuses our rows: they wait (docs/mqtt.md)
     deck: DeckLife = DeckLife()  # the decks' identity, age and stub counts (core/decks.py)
+    # A linked progressive: why the link is not heard (None: heard), and why its parameters
+    # were refused (None: not refused). Either locks out the progressive (5321.18(c)).
+    link_silent: str | None = None
+    link_refused: str | None = None
 
     @property
     def accepting_wagers(self) -> bool:
-        return self.phase is Phase.BETTING
+        return self.phase is Phase.BETTING and self.link_down is None
+
+    @property
+    def link_down(self) -> str | None:
+        """Why a linked progressive is unplayable now (LINK DOWN), or None: playable."""
+        if not isinstance(self.meter, LinkedMeter):
+            return None
+        if self.link_refused is not None:
+            return self.link_refused
+        if self.meter.parameters_version == 0:
+            return "no link parameters heard yet"
+        return self.link_silent
 
     @classmethod
     def initial(cls, rules: TableRules) -> TableState:
@@ -237,14 +265,23 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
         meter = game.meter
         return cls(
             game=game.name,
-            meter=None
-            if meter is None
-            else LocalMeter(meter_id=meter.meter_id, cents=meter.initial_cents),
+            meter=None if meter is None else _meter_for(rules, meter.meter_id, meter.initial_cents),
         )
+
+
+def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
+    if rules.link is not None:
+        return LinkedMeter(meter_id=meter_id, link_id=rules.link.link_id)
+    return LocalMeter(meter_id=meter_id, cents=initial_cents)
 
 
 def _count(state: TableState, name: str) -> dict[str, int]:
     return {**state.counters, name: state.counters.get(name, 0) + 1}
+
+
+def _reading_of(meter: MeterState | None) -> rec.MeterReading | None:
+    """A round's record of its table's meter; a linked meter is the controller's to tell."""
+    return None if meter is None or isinstance(meter, LinkedMeter) else _reading(meter)
 
 
 def _reading(meter: MeterState, cents: int | None = None) -> rec.MeterReading:
@@ -284,6 +321,7 @@ def _apply(
                 s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
             if s.phase is Phase.LOCKED and not s.counted:
                 s = _finish_count(game, _drop_undecided(s, fx), fx)
+            s = _link_at_power_up(rules, game, s)
             # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
             # was running ended with the daemon; a GPIO fault stays until a person clears it,
             # and so does a stuck input. The inputs' levels are read again from the lines.
@@ -464,6 +502,17 @@ def _apply(
             return _unverify(s.model_copy(update={"shuffler_fault": None}))
         case ValidateHit() | ConfirmDocumentation():
             return _floor(s, event, fx)
+        case LinkParametersHeard():
+            return _link_parameters(rules, game, s, event, fx)
+        case LinkLost(reason=reason):
+            return _link_lost(game, s, reason, fx)
+        case LinkRestored():
+            if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
+                return s
+            fx.append(rec.LinkUp(link_id=s.meter.link_id))
+            return s.model_copy(update={"link_silent": None})
+        case LinkClaimAnswer():
+            return _link_answer(s, event, fx)
         case JournalRecovered(by=by):
             # Nothing of the table changes: the journal says what was mended, and by whom.
             fx.append(
@@ -527,6 +576,9 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
 
 
 def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: bool) -> TableState:
+    if s.link_down is not None:
+        # 5321.18(c), NJ 13:69E-1.39B(c): a progressive off its link is unplayable.
+        return _reject(game, s, seat, "link-down", fx, rule="5321.18(c)")
     fx.append(
         rec.WagerAccepted(
             round_id=s.round_id, seat=seat, wager_cents=game.wager_cents, decided_after_lockout=late
@@ -536,11 +588,21 @@ def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: b
     return s.model_copy(update={"wagers": {**s.wagers, seat: game.wager_cents}})
 
 
-def _reject(game: TableGame, s: TableState, seat: int, reason: str, fx: list[Effect]) -> TableState:
+def _reject(
+    game: TableGame,
+    s: TableState,
+    seat: int,
+    reason: str,
+    fx: list[Effect],
+    rule: str | None = None,
+) -> TableState:
     # 649a.2(c)(2), 653a.2(c)(2), 643a.8(b): no wager is recognised after "no more bets".
     fx.append(
         rec.WagerRejected(
-            round_id=s.round_id, seat=seat, reason=reason, rule=game.table_wager.lockout_rule
+            round_id=s.round_id,
+            seat=seat,
+            reason=reason,
+            rule=rule or game.table_wager.lockout_rule,
         )
     )
     return s.model_copy(update={"counters": _count(s, "wagers_rejected")})
@@ -811,7 +873,13 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
     seats = sorted(s.wagers)
     meter, booked = s.meter, 0
     meter_rules = game.meter
-    if meter is not None and meter_rules is not None:
+    if isinstance(meter, LinkedMeter):
+        # The contribution cut-off: this round's wagers count toward the link's meter as of
+        # "no more bets" (NM 15.1.24.19(A)); the controller applies each row once.
+        for seat in seats:
+            for level in meter.levels:
+                fx.append(_link_contribution(meter, level, s.round_id, seat, s.wagers[seat]))
+    elif meter is not None and meter_rules is not None:
         for seat in seats:
             meter, units = meter.contribute(s.wagers[seat], meter_rules.rate_bp)
             booked += units
@@ -945,8 +1013,13 @@ def _settle(
     pending: list[HitEntry] = []
     wager = game.table_wager.name
     hits = {h.seat: h for h in settled.hits}
+    linked = s.meter if isinstance(s.meter, LinkedMeter) else None
     for result in settled.results:  # in settlement order, from the dealer's right
         seat = result.seat
+        hit = hits.get(seat)
+        if linked is not None and hit is not None and hit.share is not None:
+            # A claim on the link: what it pays is the controller's answer, not ours.
+            result = dataclasses.replace(result, paid_cents=0)
         paid += result.paid_cents
         fx.append(
             rec.WagerSettled(
@@ -960,8 +1033,20 @@ def _settle(
                 rule=result.rule,
             )
         )
-        hit = hits.get(seat)
-        if hit is not None:
+        if hit is not None and linked is not None and hit.share is not None:
+            entry = HitEntry(
+                hit_id=f"{s.round_id}-{seat}",
+                round_id=s.round_id,
+                seat=seat,
+                hand=hit.hand,
+                amount_cents=0,
+                basis=_basis(hit),
+                paid_from_table_inventory=False,
+                link_claim=True,
+            )
+            pending.append(entry)
+            fx.append(_link_claim(linked, s.round_id, entry, hit))
+        elif hit is not None:
             entry = HitEntry(
                 hit_id=f"{s.round_id}-{seat}",
                 round_id=s.round_id,
@@ -986,6 +1071,7 @@ def _settle(
                 )
             )
     meter = settled.meter
+    assert meter is None or isinstance(meter, LocalMeter | LinkedMeter)
     fx.append(
         rec.RoundSettled(
             round_id=s.round_id,
@@ -993,7 +1079,7 @@ def _settle(
             folded=sorted(event.folded),
             hits_pending=[h.hit_id for h in pending],
             by=event.by,
-            meter=None if meter is None else _reading(meter),
+            meter=_reading_of(meter),
             hands_read_by_shoe=len(cards.hands) if by_shoe else 0,
             hands_entered=0 if by_shoe else len(cards.hands),
         )
@@ -1069,6 +1155,11 @@ def _floor(
     if hit is None:
         waiting = ", ".join(by_id) or "none"
         raise Rejected(f"no pending hit {event.hit_id!r}; pending: {waiting}")
+    if hit.link_claim and not hit.answered:
+        raise Rejected(
+            f"hit {hit.hit_id} is JACKPOT PENDING: the link controller has not answered its "
+            "claim yet (it stays pending, with its evidence, until it does)"
+        )
     if isinstance(event, ValidateHit):
         if hit.validated_by is not None:
             raise Rejected(f"hit {hit.hit_id} was validated by {hit.validated_by}")
@@ -1116,7 +1207,7 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
             wagers_returned=sorted(s.wagers),
             contribution_reversed_ten_thousandths_cent=s.round_contribution_units,
             by=by,
-            meter=None if meter is None else _reading(meter),
+            meter=_reading_of(meter),
         )
     )
     fx.extend(SeatLamp(seat=seat, lamp=Lamp.OFF) for seat in sorted(s.wagers))
@@ -1860,3 +1951,209 @@ def _stub_counted(
     if not in_play:
         return s
     return _void_round(s, "stub-count", wrong_rule, event.by, fx)
+
+
+# --- a linked progressive (docs/linked-progressives.md) -------------------------------------
+
+
+def _link_at_power_up(rules: TableRules, game: TableGame, s: TableState) -> TableState:
+    """The meter the config says: on a link (not heard yet: LINK DOWN until it is), or local."""
+    meter_rules = game.meter
+    if meter_rules is None or s.meter is None:
+        return s
+    if rules.link is None:
+        if isinstance(s.meter, LinkedMeter):  # taken off the link: a local meter again
+            return s.model_copy(
+                update={
+                    "meter": _meter_for(rules, meter_rules.meter_id, meter_rules.initial_cents),
+                    "link_silent": None,
+                    "link_refused": None,
+                }
+            )
+        return s
+    meter = s.meter
+    if not isinstance(meter, LinkedMeter) or meter.link_id != rules.link.link_id:
+        meter = _meter_for(rules, meter_rules.meter_id, meter_rules.initial_cents)
+    return s.model_copy(update={"meter": meter, "link_silent": "not heard since power-up"})
+
+
+def _link_parameters(
+    rules: TableRules,
+    game: TableGame,
+    s: TableState,
+    event: LinkParametersHeard,
+    fx: list[Effect],
+) -> TableState:
+    """Take the link's parameters, or refuse them naming the rule (5321.18(b)(4))."""
+    meter = s.meter
+    if rules.link is None or not isinstance(meter, LinkedMeter):
+        raise Rejected("this table's progressive is not on a link")
+    if (event.parameters_version, event.parameters_sha256) == (
+        meter.parameters_version,
+        meter.parameters_sha256,
+    ):
+        return s
+    if s.phase is Phase.LOCKED and meter.parameters_version:
+        # The round's contributions were made under the parameters it holds: it is settled
+        # (or voided) under them; the shell offers the new ones again after it.
+        raise Rejected("the link's parameters cannot change in the middle of a round")
+    problem = _parameters_problem(rules, game, meter, s, event)
+    if problem is not None:
+        reason, rule = problem
+        fx.append(
+            rec.LinkParametersRefused(
+                link_id=rules.link.link_id,
+                parameters_version=event.parameters_version,
+                reason=reason,
+                rule=rule,
+            )
+        )
+        return s.model_copy(update={"link_refused": f"link parameters refused: {reason}"})
+    levels = tuple(
+        LinkLevel(
+            level_id=lv.level_id,
+            contribution_rate_bp=lv.contribution_rate_bp,
+            initial_cents=lv.initial_cents,
+            reset_cents=lv.reset_cents,
+        )
+        for lv in event.levels
+    )
+    fx.append(
+        rec.LinkParametersAccepted(
+            link_id=meter.link_id,
+            parameters_version=event.parameters_version,
+            parameters_sha256=event.parameters_sha256,
+            levels=[f"{lv.level_id}:{lv.contribution_rate_bp}" for lv in levels],
+        )
+    )
+    cents = meter.cents if meter.parameters_version else levels[0].initial_cents
+    meter = meter.model_copy(
+        update={
+            "parameters_version": event.parameters_version,
+            "parameters_sha256": event.parameters_sha256,
+            "wager_cents": event.wager_cents,
+            "levels": levels,
+            "cents": cents,
+        }
+    )
+    return s.model_copy(update={"meter": meter, "link_refused": None})
+
+
+def _parameters_problem(
+    rules: TableRules,
+    game: TableGame,
+    meter: LinkedMeter,
+    s: TableState,
+    p: LinkParametersHeard,
+) -> tuple[str, str] | None:
+    """What is wrong with a link's parameters for this table: (reason, rule), or None."""
+    assert rules.link is not None
+    if p.link_id != rules.link.link_id:
+        return (
+            f"they are link {p.link_id}'s; this table is on {rules.link.link_id}",
+            "5321.18(b)(1)",
+        )
+    if rules.link.table_ref not in p.tables:
+        return (
+            f"the link does not list this table ({rules.link.table_ref})",
+            "5321.18(b)(1)",  # the controller identifies each linked table
+        )
+    if p.game != game.name:
+        return f"the link plays {p.game}; this table plays {game.name}", "5321.18(b)(4)"
+    if p.wager_cents != game.wager_cents:
+        return (
+            f"the link's wager is {p.wager_cents} cents; this table takes {game.wager_cents}",
+            "5321.18(b)(4)",
+        )
+    if not p.levels:
+        return "the link has no level", "5321.18(b)(4)"
+    if any(not 0 <= lv.contribution_rate_bp <= 10_000 for lv in p.levels):
+        return "a level's contribution rate is not 0 to 100 %", "5321.18(b)(4)"
+    if meter.parameters_version and s.link_silent is None and s.link_refused is None:
+        # NY 9 NYCRR 5321.18(b)(4): no parameter change while the link is in operation.
+        return (
+            f"version {p.parameters_version} arrived while version "
+            f"{meter.parameters_version} is in operation",
+            "5321.18(b)(4)",
+        )
+    return None
+
+
+def _link_lost(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -> TableState:
+    """5321.18(c), NJ 13:69E-1.39B(c): the progressive becomes unplayable; the game goes on.
+    Wagers recognised this round and not yet counted are withdrawn (their lamps go out);
+    counted ones stand: their contributions wait in the outbox for the link's return."""
+    if not isinstance(s.meter, LinkedMeter) or s.link_silent is not None:
+        return s if s.link_silent is None else s.model_copy(update={"link_silent": reason})
+    withdrawn: list[int] = []
+    if s.phase is Phase.BETTING:
+        withdrawn = sorted(s.wagers)
+    fx.append(
+        rec.LinkDown(
+            link_id=s.meter.link_id,
+            reason=reason,
+            round_id=s.round_id,
+            wagers_withdrawn=withdrawn,
+            rule="5321.18(c)",
+        )
+    )
+    for seat in withdrawn:
+        s = _withdraw(s, seat, fx)
+    return s.model_copy(update={"link_silent": reason, "counters": _count(s, "link_losses")})
+
+
+def _link_answer(s: TableState, event: LinkClaimAnswer, fx: list[Effect]) -> TableState:
+    """The controller answered a claim: the amount paid is its amount."""
+    hit = next((h for h in s.hits_pending if h.hit_id == event.claim_id), None)
+    if hit is None or not hit.link_claim or hit.answered or not isinstance(s.meter, LinkedMeter):
+        raise Rejected(f"no claim {event.claim_id!r} awaits the link controller's answer")
+    amount = event.amount_cents if event.status == "awarded" else 0
+    fx.append(
+        rec.LinkClaimAnswered(
+            link_id=s.meter.link_id,
+            claim_id=event.claim_id,
+            status=event.status,
+            amount_cents=amount,
+            award_version=event.award_version,
+            reason=event.reason,
+        )
+    )
+    hit = hit.model_copy(update={"answered": True, "amount_cents": amount})
+    return s.model_copy(
+        update={
+            "hits_pending": tuple(hit if h.hit_id == hit.hit_id else h for h in s.hits_pending),
+            "hit_history": tuple(hit if h.hit_id == hit.hit_id else h for h in s.hit_history),
+        }
+    )
+
+
+def _link_contribution(
+    meter: LinkedMeter, level: LinkLevel, round_id: int, seat: int, wager_cents: int
+) -> rec.LinkContribution:
+    return rec.LinkContribution(
+        link_id=meter.link_id,
+        level_id=level.level_id,
+        parameters_version=meter.parameters_version,
+        round_id=round_id,
+        seat=seat,
+        wager_cents=wager_cents,
+        rate_bp=level.contribution_rate_bp,
+        contribution_ten_thousandths_cent=wager_cents * level.contribution_rate_bp,
+    )
+
+
+def _link_claim(meter: LinkedMeter, round_id: int, entry: HitEntry, hit: Hit) -> rec.LinkClaim:
+    level = meter.claim_level
+    assert level is not None and hit.share is not None  # contributions needed parameters
+    return rec.LinkClaim(
+        link_id=meter.link_id,
+        level_id=level.level_id,
+        parameters_version=meter.parameters_version,
+        claim_id=entry.hit_id,
+        round_id=round_id,
+        seat=hit.seat,
+        hand=hit.hand,
+        cards="".join(map(str, hit.cards)),
+        share_percent=int(hit.share * 100),
+        rule=hit.rule,
+    )

@@ -20,10 +20,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from tablectl.core.effects import JackpotValidated, Record
+
+# The records a linked table journals live with the table's other records (core/effects.py).
+from tablectl.core.effects import LinkClaim as LinkClaim
+from tablectl.core.effects import LinkContribution as LinkContribution
+from tablectl.core.effects import LinkRecord as LinkRecord
 from tablectl.mqtt.contract import ID_PATTERN, TOPIC_PREFIX, Envelope, Message
 from tablectl.rules.meters import CARRY_DENOMINATOR
 
@@ -79,58 +84,6 @@ def parse_table_topic(topic: str) -> tuple[str, str, str] | None:
 
 
 # --- what a linked table journals (and so publishes on its evt topic) -----------------------
-
-
-class LinkRecord(Record):
-    """A linked table's journal record: strict types, as it is read from the network."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class LinkContribution(LinkRecord):
-    """One counted wager's share to one level of a link, at "no more bets" (the cut-off).
-
-    `contribution_ten_thousandths_cent` = `wager_cents` x `rate_bp`, where `rate_bp` is the
-    level's `contribution_rate_bp` in the parameters of `parameters_version`: the rate to the
-    meter shown plus the hidden reserve rate. The controller applies it exactly once, keyed by
-    the row's (table, seq); a contribution that does not match the link's parameters is
-    recorded as refused, with the reason, and acknowledged like any other row.
-    """
-
-    TYPE = "link.contribution"
-    link_id: LinkId
-    level_id: LevelId
-    parameters_version: StrictInt = Field(ge=1)
-    round_id: StrictInt = Field(ge=0)
-    seat: StrictInt = Field(ge=1, le=7)
-    wager_cents: StrictInt = Field(ge=1)
-    rate_bp: StrictInt = Field(ge=0, le=10_000)
-    contribution_ten_thousandths_cent: StrictInt = Field(ge=0)
-
-
-class LinkClaim(LinkRecord):
-    """A qualifying hand at a table: a claim on a level of the link.
-
-    Journaled after the round's contributions, so every contribution of the round counts
-    toward the meter it is paid from. The controller answers it on
-    `{link_id}/answers/{site}/{table}`: awarded (the amount locked by the first claim
-    committed, see `Award`) or refused (with the reason). The table holds the hand until a
-    floorperson validates it (`jackpot.validated` with `hit_id` = `claim_id`).
-    """
-
-    TYPE = "link.claim"
-    link_id: LinkId
-    level_id: LevelId
-    parameters_version: StrictInt = Field(ge=1)
-    claim_id: ClaimId = Field(description="the table's hit id; unique per table")
-    round_id: StrictInt = Field(ge=0)
-    seat: StrictInt = Field(ge=1, le=7)
-    hand: str = Field(max_length=64)
-    cards: str = Field(max_length=64, description="the evidence: the cards of the hand")
-    share_percent: StrictInt = Field(
-        ge=1, le=100, description="of the meter: 100 (a reset) or a share such as UTH's 10"
-    )
-    rule: str = Field(max_length=64)
 
 
 LINK_RECORD_TYPES: dict[str, type[Record]] = {

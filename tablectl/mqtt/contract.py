@@ -95,6 +95,15 @@ class ShufflerState(Message):
     state: str | None
 
 
+class ProgressiveLinkState(Message):
+    """A linked table's progressive link: down locks the progressive out, not the game
+    (5321.18(c), NJ 13:69E-1.39B(c); docs/linked-progressives.md)."""
+
+    link_id: str
+    link: Literal["up", "down"]
+    reason: str | None = Field(default=None, description="why LINK DOWN")
+
+
 class Health(Message):
     """Retained. Published when `shuffler` or `alarms` change, and every counters interval."""
 
@@ -106,6 +115,9 @@ class Health(Message):
         description="backends whose unacknowledged rows passed the retention bound"
     )
     counters: dict[str, dict[str, int]]
+    progressive_link: ProgressiveLinkState | None = Field(
+        default=None, description="a linked table's progressive link; null: not linked"
+    )
 
 
 class ReplyData(Message):

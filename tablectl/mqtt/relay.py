@@ -49,6 +49,7 @@ from tablectl.mqtt.contract import (
     Correlated,
     Health,
     MeterValue,
+    ProgressiveLinkState,
     ReplayCommand,
     Reply,
     ReplyData,
@@ -334,6 +335,7 @@ class Relay:
         shuffler: Callable[[], dict[str, Any]],
         delivery_fault: str | None = None,
         on_delivery: Callable[[str | None], None] = lambda fault: None,
+        progressive_link: Callable[[], ProgressiveLinkState | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """delivery_fault: the one the journal says stands; on_delivery: told a new delivery
@@ -362,6 +364,7 @@ class Relay:
         self.puback_timeout_s = config.keepalive_s / 2
         self._delivery_fault = delivery_fault
         self._on_delivery = on_delivery
+        self._progressive_link = progressive_link  # a linked table's LINK DOWN, in health
         self._acks_arrived = asyncio.Event()
         self.counters = RelayCounters()
         self._alarmed: set[str] = set()
@@ -460,6 +463,7 @@ class Relay:
             shuffler=ShufflerState(link=sh["link"], state=sh.get("state")),
             alarms=self.backlog_alarms() if alarms is None else alarms,
             counters=counters,
+            progressive_link=self._progressive_link(),
         )
 
     # --- the connection ---------------------------------------------------------------
@@ -755,7 +759,12 @@ class Relay:
         while True:
             alarms = self.backlog_alarms()
             health = self.health(alarms=alarms)
-            if schedule.due((health.shuffler, tuple(a.backend_id for a in alarms)), loop.time()):
+            changes = (
+                health.shuffler,
+                tuple(a.backend_id for a in alarms),
+                health.progressive_link,
+            )
+            if schedule.due(changes, loop.time()):
                 await self._publish(
                     client, f"{self._root}/health", health.model_dump_json().encode(), retain=True
                 )

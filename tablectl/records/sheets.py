@@ -102,6 +102,15 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.DeckAlternation: (Sheet.DECK_EVENTS,),
     rec.StubCountDue: (Sheet.DECK_EVENTS,),
     rec.StubCountRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
+    # A linked progressive: the link's ledger (PostgreSQL) keeps its meters and hits; the
+    # table's own sheets list its link's ups, downs and refused parameters.
+    rec.LinkContribution: (),
+    rec.LinkClaim: (),
+    rec.LinkClaimAnswered: (),
+    rec.LinkParametersAccepted: (),
+    rec.LinkParametersRefused: (Sheet.DEVICE_EVENTS,),
+    rec.LinkDown: (Sheet.DEVICE_EVENTS,),
+    rec.LinkUp: (Sheet.DEVICE_EVENTS,),
 }
 
 # The `by` of what the table did by itself, not a person (core/round.py voids a round the

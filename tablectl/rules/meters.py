@@ -1,9 +1,8 @@
 """Progressive meters behind one seam: what the round core needs of a meter ledger. Pure.
 
 The core never does arithmetic on a meter itself; it asks its ledger. `LocalMeter` is the
-ledger of a meter kept on this table PC. A linked, floor-wide meter will be another ledger
-with the same operations (its amounts reconciled with the floor system by the shell), added
-to `MeterState` without touching the core.
+ledger of a meter kept on this table PC; `LinkedMeter` the table's view of a meter shared by
+a link of tables and kept by the link controller (docs/linked-progressives.md).
 
 Money is integer cents. A contribution is wager x rate of progression; the part below one
 cent is carried in ten-thousandths of a cent, so no contribution is ever rounded away.
@@ -12,9 +11,9 @@ cent is carried in ten-thousandths of a cent, so no contribution is ever rounded
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Literal, Protocol, Self
+from typing import Annotated, Literal, Protocol, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # Rates are whole basis points (hundredths of a percent): one contribution is exactly
 # wager_cents * rate_bp ten-thousandths of a cent.
@@ -89,5 +88,60 @@ class LocalMeter(BaseModel):
         return self._with_units(self.units - amount * CARRY_DENOMINATOR), amount
 
 
-# Every kind of ledger the table state can hold (a linked meter joins this union).
-MeterState = LocalMeter
+class LinkLevel(BaseModel):
+    """One level of a link, as its parameters say: what each wager contributes to it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    level_id: str
+    contribution_rate_bp: int  # to the meter shown plus the hidden reserve (NJ 1.39A)
+    initial_cents: int
+    reset_cents: int
+
+
+class LinkedMeter(BaseModel):
+    """A meter shared by the tables of a link, kept by the link controller (PostgreSQL).
+
+    The table books nothing on it: a contribution is a journaled `link.contribution` the
+    controller applies, and the amount of a hit is the controller's answer to its claim. What
+    this ledger holds is the link's parameters as the table accepted them (5321.18(b)(4)), and
+    the amount it last knew (the first level's initial amount until a claim is answered).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["linked"] = "linked"
+    meter_id: str = "progressive"
+    link_id: str
+    parameters_version: int = 0  # 0: no parameters accepted yet; nothing is contributed
+    parameters_sha256: str = ""
+    wager_cents: int = 0
+    levels: tuple[LinkLevel, ...] = ()
+    cents: int = 0
+    carry: int = 0
+
+    @property
+    def units(self) -> int:
+        return self.cents * CARRY_DENOMINATOR + self.carry
+
+    @property
+    def claim_level(self) -> LinkLevel | None:
+        """The level a qualifying hand claims: the link's first (its headline meter)."""
+        return self.levels[0] if self.levels else None
+
+    def contribute(self, wager_cents: int, rate_bp: int) -> tuple[LinkedMeter, int]:
+        # The link's rates, not the table's: every level's share, journaled by the core.
+        return self, sum(wager_cents * level.contribution_rate_bp for level in self.levels)
+
+    def reverse(self, units: int) -> LinkedMeter:
+        return self  # the controller applied them: a void cannot take them back here
+
+    def pay_share(self, share: Fraction, reset_cents: int) -> tuple[LinkedMeter, int]:
+        if not 0 < share <= 1:
+            raise ValueError(f"a meter share is more than 0 and at most 100 %, not {share}")
+        # Provisional: the controller's answer to the claim says what is paid.
+        return self, self.cents * share.numerator // share.denominator
+
+
+# Every kind of ledger the table state can hold.
+MeterState = Annotated[LocalMeter | LinkedMeter, Field(discriminator="kind")]

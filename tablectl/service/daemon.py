@@ -61,11 +61,12 @@ from tablectl.drivers.reference.link import (
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
-from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
+from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import deck_status
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
@@ -178,6 +179,7 @@ class Daemon:
         # before its commit, knows it is done once this passes the count it saw.
         self.steps_done = 0
         self.hub = Hub()  # live events for `tablectl watch`
+        self.link: TableLink | None = None  # a linked progressive's ear (service/link.py)
         self.stopping = False
         self.inputs_dropped_while_stopping = 0
         self.started_at = time.time()
@@ -345,6 +347,11 @@ class Daemon:
             on_delivery=lambda fault: self.post(
                 DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
             ),
+            progressive_link=self.progressive_link,
+        )
+        # A linked progressive: the link controllers' broadcasts, heard (service/link.py).
+        self.link = (
+            None if cfg.progressive is None else TableLink(cfg, self.post, lambda: self.state)
         )
         self.pace = PaceReporter(
             cfg.storage.database,
@@ -389,6 +396,8 @@ class Daemon:
                     tasks.create_task(self.shoe.run(), name="shoe")
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self.pace.run(), name="pace")
+                if self.link is not None:
+                    tasks.create_task(self.link.run(), name="progressive-link")
                 tasks.create_task(self._watchdog(), name="watchdog")
                 tasks.create_task(self._deck_clock(), name="deck-clock")
                 # Ready once the journal is open and commands are taken; devices and the
@@ -702,7 +711,8 @@ class Daemon:
         assert self.state is not None and self.reader is not None
         cfg = self.config
         meters = []
-        if self.state.meter is not None:
+        # A linked meter is the link's: its amount is on the link's state topic, not here.
+        if self.state.meter is not None and self.state.meter.kind == "local":
             meter_id = self.state.meter.meter_id
             last = self.reader.last_meter_row(meter_id)
             if last is not None:  # the journal's reading, with the row that set it
@@ -728,6 +738,15 @@ class Daemon:
             meters=meters,
             hits_pending=list(self.state.hits_pending),
             hit_history=list(self.state.hit_history),
+        )
+
+    def progressive_link(self) -> ProgressiveLinkState | None:
+        """A linked table's LINK DOWN (or up), as health and status say it."""
+        if self.link is None or self.state is None:
+            return None
+        down = self.state.link_down
+        return ProgressiveLinkState(
+            link_id=self.link.link_id, link="up" if down is None else "down", reason=down
         )
 
     def health(self) -> dict[str, Any]:
@@ -820,6 +839,7 @@ class Daemon:
             if self.rules.deck is None
             else deck_status.view(self.rules.deck, s, self.wall_clock_ms()).model_dump(mode="json"),
             "pace": self._pace_status(),
+            "link": None if self.link is None else self.link.view(s),
         }
 
     def _pace_status(self) -> dict[str, Any] | None:

@@ -514,6 +514,9 @@ def status_line(status: Mapping[str, Any]) -> str:
         f"{name} {state}" if name == "broker" else f"{name} link {state}"
         for name, state in links(status).items()
     ]
+    link = status.get("link")
+    if isinstance(link, Mapping) and link.get("reason") is not None:
+        parts.append(f"progressive LINK DOWN: {link['reason']}")  # 5321.18(c)
     for fault in faults(status):
         if fault.what not in ("link-down", "broker-down"):  # said above
             parts.append(f"{fault.what}: {fault.command or fault.remedy}")
