@@ -63,6 +63,7 @@ from tablectl.mqtt.contract import MeterValue, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.recovery import PowerUpRecovery
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
@@ -71,6 +72,7 @@ from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
+from tablectl.util.faultpoint import fault_point
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -178,6 +180,8 @@ class Daemon:
         self._shuffle_asker: asyncio.Task[None] | None = None
         self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
         self._shuffle_requests = 0  # RequestShuffle effects so far: a new one is news
+        # What each device says first after this start settles a command in flight to it.
+        self.recovery = PowerUpRecovery(self.post)
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -208,6 +212,10 @@ class Daemon:
         if self.stopping:
             raise Rejected("the daemon is stopping")
         self._check_devices(event)
+        if isinstance(event, DealRequested) and self.shoe is not None:
+            # The boot the deal goes to: after a power cut, only that boot can show it never
+            # dealt (core/recovery.py).
+            event = DealRequested(seats=event.seats, by=event.by, shoe_boot_id=self.shoe.boot_id)
         reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         sub = _Submission(event, reply, kv=kv)
         self._queue.put_nowait(sub)
@@ -309,6 +317,7 @@ class Daemon:
                 usb_backend=self.usb_backend,
             )
             self._devices["shoe"] = self.shoe
+        self.recovery.watch(self._devices)
         self.relay = Relay(
             cfg.mqtt,
             site=cfg.table.site_id,
@@ -465,6 +474,8 @@ class Daemon:
                     kv or None,
                 )
                 stepped.append(_Stepped(sub, effects, commit))
+            for item in stepped:  # a test's power cut: taken, not yet journaled
+                fault_point("before-commit", item.sub.event.TYPE)
             # In the journal thread: the loop keeps taking edges while this one fsyncs.
             committed = await self.in_journal_thread(
                 functools.partial(store.commit_steps, [s.commit for s in stepped])
@@ -476,6 +487,8 @@ class Daemon:
                 await asyncio.sleep(0)
             self.state = state
             for item, rows in zip(stepped, committed, strict=True):
+                # A test's power cut: journaled, not yet acknowledged nor acted on.
+                fault_point("after-commit", item.sub.event.TYPE)
                 self._after_commit(item, rows)
             self.steps_done += sum(1 for item in stepped if item.refusal is None)
             for sub, refusal in refused:
@@ -509,6 +522,7 @@ class Daemon:
         assert self._tasks is not None and self.gpio is not None
         deal: asyncio.Task[str | None] | None = None
         for effect in effects:
+            fault_point("effect", type(effect).__name__)  # a test's power cut, not yet sent
             if isinstance(effect, SeatLamp):
                 self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
@@ -669,6 +683,7 @@ class Daemon:
             devices={name: device.health() for name, device in self._devices.items()},
             broker=self.relay.stats(),
             journal=self.reader.last_row,
+            awaited=self.recovery.awaited(),
         )
 
     def _device_status(self, name: str, standing: str | None) -> dict[str, Any] | None:
