@@ -8,7 +8,16 @@ The daemon and the devices are in tests/test_crash_points.py.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import random
+
 import pytest
+from tablectl.drivers.reference.link import DeviceReport, FirstWord
+from tablectl.drivers.reference.shoe_codec import ShoeEventKind, card_byte
+from tablectl.drivers.shoe.reference import ReferenceShoe
+from tablectl.drivers.transport.memory import MemoryConnector, MemoryPort
+from tablectl.simulators.shoe import ShoeSimulator
 
 from tablectl.core import effects as rec
 from tablectl.core.effects import DealCards
@@ -20,9 +29,11 @@ from tablectl.core.events import (
     TableRules,
 )
 from tablectl.core.round import Phase, TableState
-from tablectl.rules.cards import Card
+from tablectl.rules.cards import Card, parse_cards
 from tablectl.service.status import table_faults
+from tablectl.util.clock import run_virtual
 
+from .test_device_link import SETTINGS
 from .test_shoe_core import TCP, deal_events, locked, records, run
 from .test_table_core import lir, uth
 
@@ -143,3 +154,43 @@ def test_old_journals_keep_their_bytes() -> None:
     assert "shoe_boot_id" not in DealRequested().model_dump_json()
     state, _ = run([DealRequested()], state=locked())
     assert state.deal is not None and "shoe_boot_id" not in state.model_dump_json()
+
+
+@pytest.mark.parametrize("commit_s", [0.0, 0.5])
+def test_the_shoe_speaks_first_only_once_everything_it_held_is_journaled(
+    commit_s: float,
+) -> None:
+    """A STATUS lists 20 events at most, and lists again those not yet acknowledged: the first
+    word waits for one that lists none, however slow the commits (a 7-seat deal is 33 events).
+    """
+    sim = ShoeSimulator(card_ms=1, rng=random.Random(3))
+    for card in parse_cards("AsKsQsJsTs9s8s7s6s5s4s3s2sAhKhQhJhTh9h8h7h6h5h4h"):
+        sim.event(ShoeEventKind.CARD, card_byte(card))
+    port = MemoryPort()
+    port.plug(sim)
+    heard: list[DeviceReport | FirstWord] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def journaled(report: DeviceReport) -> None:
+            heard.append(report)
+            loop.call_later(commit_s, driver.acknowledge, report)  # after its commit
+
+        driver = ReferenceShoe(MemoryConnector(port), journaled, SETTINGS, (sim.boot_id, 0))
+        driver.on_first_word(heard.append)
+        task = asyncio.create_task(driver.run())
+        try:
+            async with asyncio.timeout(30):
+                while driver.first_word_due:  # noqa: ASYNC110 -- virtual time
+                    await asyncio.sleep(0.1)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    run_virtual(main())
+    cards = [h for h in heard if isinstance(h, DeviceReport) and isinstance(h.input, ShoeCard)]
+    assert len(cards) == 24 and isinstance(heard[-1], FirstWord)
+    assert heard[-1].events_held == 24 and heard[-1].boot_id == sim.boot_id
+    assert not sim.events  # every one acknowledged before it spoke

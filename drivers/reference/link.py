@@ -265,7 +265,7 @@ class DeviceCodec(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FirstWord:
-    """What a device said first after this start, once the events it held are handed on: the
+    """What a device said first after this start, once every event it held is journaled: the
     facts that settle a command the journal says was issued to it (core/recovery.py)."""
 
     device: str
@@ -322,8 +322,8 @@ class PolledDevice:
         self._fault_reported: tuple[int, int] | None = None
         self._taken: OrderedDict[int, tuple[int, int]] = OrderedDict()  # id -> (kind, arg)
         self._last_status: Status | None = None
-        # Told once, when a STATUS brings no event not yet taken (the backlog from before
-        # this start is handed on): what the device said first (service/recovery.py).
+        # Told once, at the first STATUS that lists no event (every event it held before
+        # this start journaled and acknowledged): what it said first (service/recovery.py).
         self._on_first_word: Callable[[FirstWord], None] | None = None
         self._first_word_due = True
         self._taken_since_start = 0
@@ -355,8 +355,8 @@ class PolledDevice:
         return self._boot_id
 
     def on_first_word(self, callback: Callable[[FirstWord], None]) -> None:
-        """Call back once, right after the device's events from before this start are handed
-        on (in the same call, so they are queued first)."""
+        """Call back once, at the first STATUS that lists no event: every event the device
+        held when this start began is journaled and acknowledged by then."""
         self._on_first_word = callback
 
     @property
@@ -611,7 +611,9 @@ class PolledDevice:
             self.emit(DeviceReport(self.device, inp, boot, event.event_id))
             taken += 1
         self._taken_since_start += taken
-        if self._first_word_due and taken == 0:
+        # Only a STATUS that lists no event says the device holds nothing more: one lists a
+        # few events at a time, and lists again those taken but not yet acknowledged.
+        if self._first_word_due and not status.events:
             self._first_word_due = False
             if self._on_first_word is not None:
                 self._on_first_word(

@@ -27,8 +27,8 @@ class Shuffler(Protocol):
         ...
 
     def on_first_word(self, callback: Callable[[FirstWord], None]) -> None:
-        """Call back once after this start, right after the events the device held are
-        handed on: what it said first (service/recovery.py)."""
+        """Call back once after this start, at the first STATUS that lists no event (all it
+        held is journaled): what it said first (service/recovery.py)."""
         ...
 
     @property

@@ -3,8 +3,9 @@
 The core settles a command the journal says was issued and never confirmed (a deal in
 flight at the power-up) from the device's own word (core/recovery.py). This gathers that word
 from each driver -- its boot id, its state, the events it held past the journal's cursor,
-once they are handed on -- as one `DeviceResumed` input, queued right behind those events,
-and says which devices are still awaited (`status` shows a deal waiting on one).
+at its first STATUS that lists no event (all it held is journaled by then) -- as one
+`DeviceResumed` input, and says which devices are still awaited (`status` shows a deal
+waiting on one).
 """
 
 from __future__ import annotations
