@@ -26,6 +26,7 @@ from tablectl.core.events import (
     DeviceResumed,
     PowerUp,
     ShoeCard,
+    ShoeOutOfOrder,
     TableRules,
 )
 from tablectl.core.round import Phase, TableState
@@ -127,6 +128,15 @@ def test_a_shoe_that_cannot_show_it_never_dealt_voids_the_round(
     faults = table_faults(state, shoe=True, devices={}, broker={})
     (fault,) = [f for f in faults if f.what == "shoe-fault"]
     assert fault.command == "tablectl dealer clear-shoe --by ID"
+
+
+def test_a_shoe_marked_out_of_order_is_not_asked_again() -> None:
+    """Covered or signed out of order (649a.13(g)): the dealer deals by hand."""
+    state, _ = run([ShoeOutOfOrder(by="D1")], state=in_flight())
+    state, fx = run([shoe()], state=state)
+    assert fx == [] and state.phase is Phase.LOCKED
+    waiting = table_faults(state, shoe=True, devices={}, broker={}, awaited=frozenset({"shoe"}))
+    assert not [f for f in waiting if f.what == "deal-unconfirmed"]
 
 
 def test_without_a_boot_to_compare_the_round_is_void() -> None:

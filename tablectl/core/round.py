@@ -1365,6 +1365,8 @@ def _resumed(game: TableGame, s: TableState, event: DeviceResumed, fx: list[Effe
     deal = s.deal
     if event.device != "shoe" or deal is None or not _dealing(s):
         return s  # nothing in flight to it (the events it held may have finished the deal)
+    if s.shoe_out_of_order:
+        return s  # covered or signed (649a.13(g)): the dealer deals by hand and enters hands
     progressed = bool(deal.cards or deal.discarded or deal.face_up or deal.stacks_done)
     decision = resolve_deal(issued_to_boot=deal.shoe_boot_id, progressed=progressed, shoe=event)
     void = decision.resolution is Resolution.VOID

@@ -72,6 +72,7 @@ from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
+from tablectl.util.faultpoint import armed as fault_point_armed
 from tablectl.util.faultpoint import fault_point
 
 log = structlog.get_logger(__name__)
@@ -215,7 +216,7 @@ class Daemon:
         if isinstance(event, DealRequested) and self.shoe is not None:
             # The boot the deal goes to: after a power cut, only that boot can show it never
             # dealt (core/recovery.py).
-            event = DealRequested(seats=event.seats, by=event.by, shoe_boot_id=self.shoe.boot_id)
+            event = event.model_copy(update={"shoe_boot_id": self.shoe.boot_id})
         reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         sub = _Submission(event, reply, kv=kv)
         self._queue.put_nowait(sub)
@@ -293,6 +294,8 @@ class Daemon:
                 f"the journal {cfg.storage.database} belongs to a {self.state.game} table; "
                 f"this config runs {self.game.name}: use another data_dir"
             )
+        if (step := fault_point_armed()) is not None:
+            log.warning("fault point armed: this daemon kills itself there (a test)", step=step)
         log.info(
             "table state loaded",
             game=self.game.name,

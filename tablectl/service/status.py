@@ -258,7 +258,7 @@ def _unconfirmed(s: TableState, shoe: bool, awaited: frozenset[str]) -> Iterator
     """A deal asked of the shoe before a power-up, on which the shoe has not yet spoken:
     its first report settles it (core/recovery.py); until then a person is told what to do."""
     deal = s.deal
-    if s.phase is not Phase.LOCKED or deal is None or deal.complete:
+    if s.phase is not Phase.LOCKED or deal is None or deal.complete or s.shoe_out_of_order:
         return
     if shoe and "shoe" not in awaited:
         return  # the shoe has spoken since the power-up: its cards, or the core, decide

@@ -27,6 +27,11 @@ _target = _parse(os.environ.get(ENV))
 _reached = 0
 
 
+def armed() -> str | None:
+    """The step a test named, if any (the daemon logs it: never set in production)."""
+    return os.environ.get(ENV) if _target is not None else None
+
+
 def fault_point(where: str, what: str) -> None:
     """Die here if the test named this step, `where:what` (its N-th passage)."""
     global _reached
