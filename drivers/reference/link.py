@@ -55,6 +55,7 @@ from tablectl.drivers.transport.base import (
 from tablectl.core.events import DeviceEventsRefused, DeviceIdentified, DeviceReportConflict, Event
 from tablectl.util.backoff import Backoff
 from tablectl.util.clock import monotonic_ms
+from tablectl.util.faultpoint import fault_point
 from tablectl.util.reconnect import Permanent, Reconnector
 
 log = structlog.get_logger(__name__)
@@ -175,6 +176,8 @@ class Link:
         async with self._lock:
             frame = Frame(self._address, self._seq.next(), mtype, payload)
             wire = frame.encode()
+            name = type_name(mtype)
+            fault_point("send", name)  # a test's power cut before the request leaves
             self.counters.requests += 1
             loop = asyncio.get_running_loop()
             try:
@@ -185,6 +188,7 @@ class Link:
                     self._pending = (frame.seq, future)
                     self._conn.write(wire)
                     await self._conn.drain()
+                    fault_point("sent", name)  # ... on the line, its reply not read
                     try:
                         async with asyncio.timeout(self._timeout_s):
                             reply = await future
@@ -193,6 +197,7 @@ class Link:
                     if reply.type == MsgType.NAK:
                         self.counters.naks += 1
                         raise NakError(frame, reply.payload[0] if reply.payload else 0)
+                    fault_point("reply", name)  # ... answered, the answer not acted on
                     return reply
             finally:
                 self._pending = None
@@ -253,6 +258,23 @@ class DeviceCodec(Protocol):
 
     def state_name(self, state: int) -> str: ...
 
+    def acting(self, state: int) -> bool:
+        """The device is carrying out a command (dealing, shuffling)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FirstWord:
+    """What a device said first after this start, once every event it held is journaled: the
+    facts that settle a command the journal says was issued to it (core/recovery.py)."""
+
+    device: str
+    boot_id: int
+    cursor_boot_id: int | None  # the boot of the cursor the journal kept (None: none yet)
+    state: str
+    acting: bool
+    events_held: int  # events past the journal's cursor it reported since this start
+
 
 @dataclass(frozen=True, slots=True)
 class LinkSettings:
@@ -300,6 +322,11 @@ class PolledDevice:
         self._fault_reported: tuple[int, int] | None = None
         self._taken: OrderedDict[int, tuple[int, int]] = OrderedDict()  # id -> (kind, arg)
         self._last_status: Status | None = None
+        # Told once, at the first STATUS that lists no event (every event it held before
+        # this start journaled and acknowledged): what it said first (service/recovery.py).
+        self._on_first_word: Callable[[FirstWord], None] | None = None
+        self._first_word_due = True
+        self._taken_since_start = 0
         self.link_since = datetime.now(UTC)  # when the link last went up or down
         self.reconnector: Reconnector[Connection] = Reconnector(
             name=self.codec.device,
@@ -321,6 +348,20 @@ class PolledDevice:
 
     async def wait_link_up(self) -> None:
         await self._link_ready.wait()
+
+    @property
+    def boot_id(self) -> int | None:
+        """The device's boot as last read (None: not read since this start, and no cursor)."""
+        return self._boot_id
+
+    def on_first_word(self, callback: Callable[[FirstWord], None]) -> None:
+        """Call back once, at the first STATUS that lists no event: every event the device
+        held when this start began is journaled and acknowledged by then."""
+        self._on_first_word = callback
+
+    @property
+    def first_word_due(self) -> bool:
+        return self._first_word_due
 
     async def command(self, mtype: MsgType, payload: bytes = b"") -> Frame:
         """Send a command (safe to retry: a repeated SEQ is answered from the device's cache)."""
@@ -551,6 +592,7 @@ class PolledDevice:
         stale = self._first_status
         self._first_status = False
         self._fault_in_status(status, connected=connected)
+        taken = 0
         for event in sorted(status.events, key=lambda e: e.event_id):
             if event.event_id <= self._emitted:
                 self._replayed(boot, event)
@@ -567,6 +609,23 @@ class PolledDevice:
             if self.codec.is_fault_event(event):
                 self._fault_reported = (boot, event.arg)  # STATUS will show it: told once
             self.emit(DeviceReport(self.device, inp, boot, event.event_id))
+            taken += 1
+        self._taken_since_start += taken
+        # Only a STATUS that lists no event says the device holds nothing more: one lists a
+        # few events at a time, and lists again those taken but not yet acknowledged.
+        if self._first_word_due and not status.events:
+            self._first_word_due = False
+            if self._on_first_word is not None:
+                self._on_first_word(
+                    FirstWord(
+                        device=self.device,
+                        boot_id=boot,
+                        cursor_boot_id=self.cursor[0] if self.cursor else None,
+                        state=self.codec.state_name(status.state),
+                        acting=self.codec.acting(status.state),
+                        events_held=self._taken_since_start,
+                    )
+                )
 
     def _fault_in_status(self, status: Status, *, connected: bool) -> None:
         """A device in fault is a fault whenever its STATUS says so, event or none (a jam

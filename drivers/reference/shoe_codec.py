@@ -132,3 +132,6 @@ class ShoeCodec:
         if state in ShoeState._value2member_map_:
             return ShoeState(state).name.lower()
         return f"state-{state}"
+
+    def acting(self, state: int) -> bool:
+        return state == ShoeState.DEALING

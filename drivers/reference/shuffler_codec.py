@@ -80,3 +80,6 @@ class ShufflerCodec:
         if state in ShufflerState._value2member_map_:
             return ShufflerState(state).name.lower()
         return f"state-{state}"
+
+    def acting(self, state: int) -> bool:
+        return state == ShufflerState.SHUFFLING

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from tablectl.drivers.reference.link import DeviceReport
+from tablectl.drivers.reference.link import DeviceReport, FirstWord
 
 from tablectl.core.events import Event
 
@@ -19,6 +20,21 @@ class Shuffler(Protocol):
     async def run(self) -> None: ...
 
     async def wait_link_up(self) -> None: ...
+
+    @property
+    def boot_id(self) -> int | None:
+        """The device's boot as last read (None: not read since this start, and no cursor)."""
+        ...
+
+    def on_first_word(self, callback: Callable[[FirstWord], None]) -> None:
+        """Call back once after this start, at the first STATUS that lists no event (all it
+        held is journaled): what it said first (service/recovery.py)."""
+        ...
+
+    @property
+    def first_word_due(self) -> bool:
+        """The device has not yet said its first word since this start."""
+        ...
 
     async def shuffle(self) -> None:
         """Ask for a shuffle (safe to retry). Raises LinkError when it cannot be asked."""

@@ -287,6 +287,21 @@ class DealRequestFailedRecord(Record):
     reason: str
 
 
+class DealResolved(Record):
+    """A deal the journal had asked of the shoe, unconfirmed at a power-up, settled by what
+    the shoe said first after it (core/recovery.py): asked again (it showed it never dealt),
+    dealing (its cards decide), or the round void (it cannot show that, 649a.13(f))."""
+
+    TYPE = "deal.resolved"
+    round_id: int
+    outcome: str  # reissued, dealing, voided
+    why: str
+    boot_id: int  # the shoe's, as it reported
+    state: str
+    events_held: int
+    rule: str
+
+
 class DeliveryFaultRecord(Record):
     """The broker refuses this table's rows or does not acknowledge them (its ACL, another
     table's identity, a broker that stopped answering): they wait in the journal."""
@@ -695,6 +710,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DealStarted,
         DealCompleted,
         DealRequestFailedRecord,
+        DealResolved,
         DeliveryFaultRecord,
         DeliveryFaultCleared,
         CardFaceUp,

@@ -329,6 +329,20 @@ class DealRequestFailed(Input):
     reason: str
 
 
+class DeviceResumed(Input):
+    """What a device said first after this power-up (its first STATUS, read against the cursor
+    the journal kept): the facts that settle a command the journal says was issued to it and
+    never confirmed (core/recovery.py). Its events in that STATUS come just before it."""
+
+    TYPE = "device_resumed"
+    device: str  # shuffler, shoe
+    boot_id: int
+    cursor_boot_id: int | None  # the boot the journal's cursor names (None: no cursor yet)
+    state: str  # as the device names it: idle, dealing, shuffling, ready, fault
+    acting: bool  # carrying out a command now (dealing, shuffling)
+    events_held: int  # events past the journal's cursor it reported in that STATUS
+
+
 # --- delivery to the backends ---------------------------------------------------------
 
 
@@ -424,7 +438,11 @@ class DealRequested(Command):
     wager and to `seats`, the other players in the round."""
 
     TYPE = "deal_requested"
+    LATER_FIELDS = frozenset({"shoe_boot_id"})
     seats: tuple[int, ...] = ()
+    # The boot of the shoe the deal is sent to, as the daemon knew it: after a power-up, a
+    # shoe in another boot cannot show that it never dealt (core/recovery.py).
+    shoe_boot_id: int | None = None
 
 
 class DeviceLinkReset(Command):
@@ -602,6 +620,7 @@ Event = (
     | ShoeFault
     | ShoeRebooted
     | DealRequestFailed
+    | DeviceResumed
     | DeliveryFault
     | DeliveryRestored
     | DealRequested
@@ -653,6 +672,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ShoeFault,
         ShoeRebooted,
         DealRequestFailed,
+        DeviceResumed,
         DeliveryFault,
         DeliveryRestored,
         DealRequested,

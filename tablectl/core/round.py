@@ -44,6 +44,7 @@ from tablectl.core.events import (
     DeviceIdentified,
     DeviceLinkReset,
     DeviceReportConflict,
+    DeviceResumed,
     Event,
     GpioFault,
     JournalRecovered,
@@ -79,6 +80,7 @@ from tablectl.core.events import (
     placed_before_lockout,
 )
 from tablectl.core.games.base import DECK_SIZE, DealPlan, Hit, RoundCards, TableGame, form_hands
+from tablectl.core.recovery import Resolution, resolve_deal
 from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
 
 HIT_HISTORY = 25  # hits kept in the state for status and the birth message
@@ -143,13 +145,14 @@ class StuckInput(BaseModel):
         return "lock-out-button" if self.seat is None else "seat-sensor"
 
 
-class Deal(BaseModel):
+class Deal(Evolving, BaseModel):  # BaseModel named too, for linters
     """The shoe's deal of the round in play: the plan's stacks and the cards read so far.
 
     The cards stay in the state (on the table PC); no journal record carries their order.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    LATER_FIELDS = frozenset({"shoe_boot_id"})
 
     seats: tuple[int, ...]  # the players dealt in, from the dealer's left
     stacks: tuple[int, ...]  # the by-shoe steps of the deal plan, in order
@@ -158,6 +161,7 @@ class Deal(BaseModel):
     stacks_done: tuple[int, ...] = ()  # the sizes the shoe reported
     face_up: int = 0
     complete: bool = False
+    shoe_boot_id: int | None = None  # the shoe's boot the deal was asked of (core/recovery.py)
 
     def seen(self, card: object) -> bool:
         return card in self.cards or card in self.discarded
@@ -424,6 +428,8 @@ def _apply(
             if s.deal is not None and not s.deal.cards and not s.deal.face_up:
                 s = s.model_copy(update={"deal": None})  # the dealer may ask again
             return s
+        case DeviceResumed():
+            return _resumed(game, s, event, fx)
         case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
             checked = _shoe_back(rules, game, s, event, fx)
             if checked is not None:
@@ -1464,7 +1470,39 @@ def _deal(
         )
     )
     fx.append(DealCards(stacks=stacks))
-    return s.model_copy(update={"deal": Deal(seats=seats, stacks=stacks), "deal_refused": None})
+    deal = Deal(seats=seats, stacks=stacks, shoe_boot_id=event.shoe_boot_id)
+    return s.model_copy(update={"deal": deal, "deal_refused": None})
+
+
+def _resumed(game: TableGame, s: TableState, event: DeviceResumed, fx: list[Effect]) -> TableState:
+    """What the shoe said first after a power-up settles a deal the journal had asked of it
+    and nothing confirmed (core/recovery.py): dealt again, left to its cards, or void."""
+    deal = s.deal
+    if event.device != "shoe" or deal is None or not _dealing(s):
+        return s  # nothing in flight to it (the events it held may have finished the deal)
+    if s.shoe_out_of_order:
+        return s  # covered or signed (649a.13(g)): the dealer deals by hand and enters hands
+    progressed = bool(deal.cards or deal.discarded or deal.face_up or deal.stacks_done)
+    decision = resolve_deal(issued_to_boot=deal.shoe_boot_id, progressed=progressed, shoe=event)
+    void = decision.resolution is Resolution.VOID
+    fx.append(
+        rec.DealResolved(
+            round_id=s.round_id,
+            outcome=decision.resolution.value,
+            why=decision.why,
+            boot_id=event.boot_id,
+            state=event.state,
+            events_held=event.events_held,
+            # 649a.13(f), 653a.13(f), 643a.13(f): a shoe that fails to deal voids the round.
+            rule=game.void_reasons()["shoe-jam"] if void else game.deal_plan(deal.seats).rule,
+        )
+    )
+    if decision.resolution is Resolution.REISSUE:
+        fx.append(DealCards(stacks=deal.stacks))  # the same plan, to the same boot
+        return s
+    if void:
+        return _shoe_fault(game, s, "deal-unconfirmed", fx)
+    return s
 
 
 def _shoe_dealt(

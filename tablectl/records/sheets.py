@@ -77,6 +77,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.DealStarted: (Sheet.CONTROL_ACTIONS,),
     rec.DealCompleted: (),
     rec.DealRequestFailedRecord: (Sheet.DEVICE_EVENTS,),
+    rec.DealResolved: (Sheet.DEVICE_EVENTS,),
     rec.DeliveryFaultRecord: (Sheet.DEVICE_EVENTS,),
     rec.DeliveryFaultCleared: (Sheet.DEVICE_EVENTS,),
     rec.CardFaceUp: (Sheet.DECK_EVENTS,),

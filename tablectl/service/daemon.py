@@ -68,6 +68,7 @@ from tablectl.service import status as status_view
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
+from tablectl.service.recovery import PowerUpRecovery
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
@@ -76,6 +77,8 @@ from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
+from tablectl.util.faultpoint import armed as fault_point_armed
+from tablectl.util.faultpoint import fault_point
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -201,6 +204,8 @@ class Daemon:
         self._shuffle_asker: asyncio.Task[None] | None = None
         self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
         self._shuffle_requests = 0  # RequestShuffle effects so far: a new one is news
+        # What each device says first after this start settles a command in flight to it.
+        self.recovery = PowerUpRecovery(self.post)
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -231,6 +236,10 @@ class Daemon:
         if self.stopping:
             raise Rejected("the daemon is stopping")
         self._check_devices(event)
+        if isinstance(event, DealRequested) and self.shoe is not None:
+            # The boot the deal goes to: after a power cut, only that boot can show it never
+            # dealt (core/recovery.py).
+            event = event.model_copy(update={"shoe_boot_id": self.shoe.boot_id})
         reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         sub = _Submission(event, reply, kv=kv)
         self._queue.put_nowait(sub)
@@ -308,6 +317,8 @@ class Daemon:
                 f"the journal {cfg.storage.database} belongs to a {self.state.game} table; "
                 f"this config runs {self.game.name}: use another data_dir"
             )
+        if (step := fault_point_armed()) is not None:
+            log.warning("fault point armed: this daemon kills itself there (a test)", step=step)
         log.info(
             "table state loaded",
             game=self.game.name,
@@ -332,6 +343,7 @@ class Daemon:
                 usb_backend=self.usb_backend,
             )
             self._devices["shoe"] = self.shoe
+        self.recovery.watch(self._devices)
         self.relay = Relay(
             cfg.mqtt,
             site=cfg.table.site_id,
@@ -503,6 +515,8 @@ class Daemon:
             while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             state, stepped, refused = self._step_batch(state, batch)
+            for item in stepped:  # a test's power cut: taken, not yet journaled
+                fault_point("before-commit", item.sub.event.TYPE)
             written = loop.run_in_executor(
                 self._journal_thread,
                 functools.partial(store.commit_steps, [s.commit for s in stepped]),
@@ -559,6 +573,8 @@ class Daemon:
                 await asyncio.sleep(0)
             self.state = batch.state
             for item, rows in zip(batch.stepped, committed, strict=True):
+                # A test's power cut: journaled, not yet acknowledged nor acted on.
+                fault_point("after-commit", item.sub.event.TYPE)
                 self._after_commit(item, rows)
             self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
             for sub, refusal in batch.refused:
@@ -592,6 +608,7 @@ class Daemon:
         assert self._tasks is not None and self.gpio is not None
         deal: asyncio.Task[str | None] | None = None
         for effect in effects:
+            fault_point("effect", type(effect).__name__)  # a test's power cut, not yet sent
             if isinstance(effect, SeatLamp):
                 self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
@@ -762,6 +779,7 @@ class Daemon:
             devices={name: device.health() for name, device in self._devices.items()},
             broker=self.relay.stats(),
             journal=self.reader.last_row,
+            awaited=self.recovery.awaited(),
         )
         if self.rules.deck is None:
             return found

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from tablectl.core.round import Phase, RefusedEvent, StuckCause, StuckInput, TableState
+from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
 from tablectl.util.money import dollars
 
 KNOWN_DEVICES = ("shuffler", "shoe")
@@ -75,10 +76,13 @@ def table_faults(
     devices: Mapping[str, Mapping[str, Any]],
     broker: Mapping[str, Any],
     journal: JournalLookup | None = None,
+    awaited: frozenset[str] = frozenset(),
 ) -> list[FaultView]:
     """Everything that stands in the way, in the order to clear it. shoe: the table has one;
-    devices: each device's health (its link); broker: the relay's stats."""
+    devices: each device's health (its link); broker: the relay's stats; awaited: devices
+    not heard from since this power-up (service/recovery.py)."""
     found = [f for source in _FROM_STATE for f in source(state, shoe)]
+    found += _unconfirmed(state, shoe, awaited)
     found += _from_links(devices, broker)
     return [_dated(f, journal) for f in found]
 
@@ -227,6 +231,8 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
             "rebooted": "the shoe restarted in the middle of a deal",
             "event-sequence": "the shoe's events broke their sequence",
             "event-conflict": "the shoe reported one event two ways",
+            "deal-unconfirmed": "the shoe could not show whether it dealt the round asked of it "
+            "before a power-up",
         }.get(code, f"the shoe reported {code}")
         out_of_order = s.shoe_out_of_order
         yield _Found(
@@ -261,6 +267,36 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
             ("deal.request_failed",),
             {"reason": s.deal_refused},
         )
+
+
+def _unconfirmed(s: TableState, shoe: bool, awaited: frozenset[str]) -> Iterator[_Found]:
+    """A deal asked of the shoe before a power-up, on which the shoe has not yet spoken:
+    its first report settles it (core/recovery.py); until then a person is told what to do."""
+    deal = s.deal
+    if s.phase is not Phase.LOCKED or deal is None or deal.complete or s.shoe_out_of_order:
+        return
+    if shoe and "shoe" not in awaited:
+        return  # the shoe has spoken since the power-up: its cards, or the core, decide
+    try:
+        rule = rule_on(s.game, Irregularity.SHOE_JAM).rule
+    except NotApplicable:
+        rule = None
+    yield _Found(
+        FaultView(
+            what="deal-unconfirmed",
+            device="shoe",
+            cause=f"round {s.round_id} was asked of the shoe before the daemon restarted and "
+            "the shoe has not said since whether it dealt: its first report decides (dealt "
+            "again if it never dealt, else the round is void and its wagers returned)",
+            stops=Stops.DEALING,
+            remedy="bring the shoe's link back (power, cable); if it cannot be, void the "
+            "round, take every card out of the shoe and reshuffle them",
+            command=f"tablectl dealer void shoe-jam {WHO}",
+            rule=rule,
+        ),
+        ("deal.started",),
+        {"round_id": s.round_id},
+    )
 
 
 def _gpio(s: TableState, shoe: bool) -> Iterator[_Found]:
