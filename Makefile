@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck bench bench-tables bench-link mosquitto postgresql \
+.PHONY: demo test check lint typecheck imports bench bench-tables bench-link mosquitto postgresql \
 	chromium debian-tools deb docs test-install clean
 
 $(STAMP): pyproject.toml $(SOURCES)
@@ -79,7 +79,12 @@ typecheck: $(STAMP)
 	cd build/__editable__.tablectl-*/ && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p tablectl
 	$(BIN)/mypy tests bench packaging docs/diagrams
 
-check: lint typecheck
+# The layers (docs/design.md, "Layers") as import-linter contracts (.importlinter), read in the
+# installed view as mypy is: there tablectl.drivers and tablectl.simulators exist.
+imports: $(STAMP)
+	cd build/__editable__.tablectl-*/ && ../../$(BIN)/lint-imports ../../.importlinter
+
+check: lint typecheck imports
 
 test: check mosquitto postgresql chromium debian-tools
 	$(BIN)/pytest
