@@ -97,10 +97,11 @@ test-install: $(STAMP) debian-tools
 	$(BIN)/pytest -m install tests/test_install.py
 
 # The generated parts of the docs: the README's role table (from the argparse definitions)
-# and docs/architecture.svg (from docs/architecture.dot). Tests fail when they drift.
+# and docs/architecture.svg, docs/layers.svg (from their .dot). Tests fail when they drift.
 docs: $(STAMP)
 	$(BIN)/python packaging/cli_docs.py --readme README.md
 	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+	dot -Tsvg docs/layers.dot -o docs/layers.svg
 
 # The Debian package a table PC installs (README.md, "Installing on a table PC"): needs
 # dpkg-deb and Debian's python3-venv; dependencies come from PyPI. Writes dist/tablectl_*.deb.
