@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck bench bench-tables bench-link mosquitto postgresql \
+.PHONY: demo test check lint typecheck imports bench bench-tables bench-link mosquitto postgresql \
 	chromium debian-tools deb docs test-install clean
 
 $(STAMP): pyproject.toml $(SOURCES)
@@ -82,7 +82,12 @@ typecheck: $(STAMP)
 	cd build/__editable__.tablectl-*/ && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p tablectl
 	$(BIN)/mypy tests bench packaging docs/diagrams
 
-check: lint typecheck
+# The layers (docs/design.md, "Layers") as import-linter contracts (.importlinter), read in the
+# installed view as mypy is: there tablectl.drivers and tablectl.simulators exist.
+imports: $(STAMP)
+	cd build/__editable__.tablectl-*/ && ../../$(BIN)/lint-imports ../../.importlinter
+
+check: lint typecheck imports
 
 test: check mosquitto postgresql chromium debian-tools
 	$(BIN)/pytest
@@ -95,10 +100,11 @@ test-install: $(STAMP) debian-tools
 	$(BIN)/pytest -m install tests/test_install.py
 
 # The generated parts of the docs: the README's role table (from the argparse definitions)
-# and docs/architecture.svg (from docs/architecture.dot). Tests fail when they drift.
+# and docs/architecture.svg, docs/layers.svg (from their .dot). Tests fail when they drift.
 docs: $(STAMP)
 	$(BIN)/python packaging/cli_docs.py --readme README.md
 	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+	dot -Tsvg docs/layers.dot -o docs/layers.svg
 
 # The Debian package a table PC installs (README.md, "Installing on a table PC"): needs
 # dpkg-deb and Debian's python3-venv; dependencies come from PyPI. Writes dist/tablectl_*.deb.

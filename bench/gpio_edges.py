@@ -55,7 +55,7 @@ GPIO = GpioSection(
     chip_present_ms=150,
     lockout_debounce_ms=0,
     poll_period_ms=POLL_MS,
-)
+).driver_settings()
 
 
 def gpiod(chip: FakeChip) -> GpiodBackend:

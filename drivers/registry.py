@@ -8,6 +8,7 @@ process), `memory://NAME` (a simulator in this process), anything else a serial 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tablectl.drivers.reference.link import DeviceReport, LinkSettings
@@ -48,30 +49,32 @@ def connector_for(
     return SerialConnector(port, baudrate)
 
 
-def _settings(section: Any) -> LinkSettings:
-    return LinkSettings(
-        address=section.address,
-        poll_interval_ms=section.poll_interval_ms,
-        response_timeout_ms=section.response_timeout_ms,
-        retries=section.retries,
-        missed_polls_for_link_down=section.missed_polls_for_link_down,
-    )
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceSettings:
+    """One device as the drivers are told it, already validated: the application's config
+    (`[shuffler]`, `[shoe]`) is parsed in tablectl.config, which makes these."""
+
+    driver: str  # a key of SHUFFLERS or SHOES
+    port: str  # checked by check_port
+    baudrate: int = 115200
+    link: LinkSettings = field(default_factory=LinkSettings)
+    usb_read_timeout_ms: int = 10  # the shoe's USB transport
 
 
 def make_shuffler(
-    section: Any,
+    settings: DeviceSettings,
     emit: Emit,
     *,
     cursor: tuple[int, int] | None = None,
     trace: TraceWriter | None = None,
     usb_backend: Any = None,
 ) -> Shuffler:
-    connector = connector_for(section.port, baudrate=section.baudrate, usb_backend=usb_backend)
-    return SHUFFLERS[section.driver](connector, emit, _settings(section), cursor, trace)
+    connector = connector_for(settings.port, baudrate=settings.baudrate, usb_backend=usb_backend)
+    return SHUFFLERS[settings.driver](connector, emit, settings.link, cursor, trace)
 
 
 def make_shoe(
-    section: Any,
+    settings: DeviceSettings,
     emit: Emit,
     *,
     cursor: tuple[int, int] | None = None,
@@ -79,9 +82,9 @@ def make_shoe(
     usb_backend: Any = None,
 ) -> Shoe:
     connector = connector_for(
-        section.port,
-        baudrate=section.baudrate,
+        settings.port,
+        baudrate=settings.baudrate,
         usb_backend=usb_backend,
-        usb_read_timeout_ms=section.usb_read_timeout_ms,
+        usb_read_timeout_ms=settings.usb_read_timeout_ms,
     )
-    return SHOES[section.driver](connector, emit, _settings(section), cursor, trace)
+    return SHOES[settings.driver](connector, emit, settings.link, cursor, trace)

@@ -30,8 +30,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import DeckSection, ShoeSection, TableConfig
 from tablectl.control import client
 from tablectl.core.round import Phase, TableState
-from tablectl.service.daemon import Daemon
-from tablectl.service.replay import replay
+from tablectl.service.api import Daemon, replay
 from tablectl.store.journal import Store
 
 SHOE_PORT = f"usb:{VENDOR_ID:04x}:{PRODUCT_ID:04x}"

@@ -47,7 +47,7 @@ from tablectl.core.events import (
 )
 from tablectl.core.round import Phase, TableState, step
 from tablectl.rules.cards import Card, parse_cards
-from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.api import journal_entries, journal_input
 from tablectl.store.journal import Store
 
 DECK = parse_cards("".join(f"{rank}{suit}" for suit in "cdhs" for rank in "23456789TJQKA"))

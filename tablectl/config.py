@@ -11,6 +11,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import time
 from pathlib import Path
 from typing import Annotated, Literal, Self, TypeVar
@@ -39,6 +40,9 @@ from tablectl.core.decks import (
 )
 from tablectl.core.events import DeckRules, LinkRules, SensorRules, TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
+from tablectl.drivers.gpio.settings import GpioSettings
+from tablectl.drivers.reference.link import LinkSettings
+from tablectl.drivers.registry import SHOES, SHUFFLERS, DeviceSettings, check_port
 from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
 
@@ -185,13 +189,26 @@ class DeviceSection(Strict):
     @field_validator("port")
     @classmethod
     def _port_parses(cls, port: str) -> str:
-        from tablectl.drivers.registry import check_port
-
         problem = _path_problem(port)  # a device path, and no URL holds a NUL either
         if problem:
             raise ValueError(f"{port[:80]!r} {problem}")
         check_port(port)
         return port
+
+    def driver_settings(self) -> DeviceSettings:
+        """What the device's driver is told (the drivers never see the config)."""
+        return DeviceSettings(
+            driver=self.driver,
+            port=self.port,
+            baudrate=self.baudrate,
+            link=LinkSettings(
+                address=self.address,
+                poll_interval_ms=self.poll_interval_ms,
+                response_timeout_ms=self.response_timeout_ms,
+                retries=self.retries,
+                missed_polls_for_link_down=self.missed_polls_for_link_down,
+            ),
+        )
 
 
 class ShufflerSection(DeviceSection):
@@ -201,8 +218,6 @@ class ShufflerSection(DeviceSection):
     @field_validator("driver")
     @classmethod
     def _known_driver(cls, name: str) -> str:
-        from tablectl.drivers.registry import SHUFFLERS
-
         return _known(name, SHUFFLERS)
 
 
@@ -214,9 +229,10 @@ class ShoeSection(DeviceSection):
     @field_validator("driver")
     @classmethod
     def _known_driver(cls, name: str) -> str:
-        from tablectl.drivers.registry import SHOES
-
         return _known(name, SHOES)
+
+    def driver_settings(self) -> DeviceSettings:
+        return replace(super().driver_settings(), usb_read_timeout_ms=self.usb_read_timeout_ms)
 
 
 def _known(name: str, drivers: Mapping[str, object]) -> str:
@@ -293,6 +309,22 @@ class GpioSection(Strict):
                 f"lockout_debounce_ms ({self.lockout_debounce_ms})"
             )
         return self
+
+    def driver_settings(self) -> GpioSettings:
+        """What the GPIO drivers are told (they never see the config)."""
+        return GpioSettings(
+            backend=self.backend,
+            chip=self.chip,
+            seat_sensor_pins=tuple(self.seat_sensor_pins),
+            seat_light_pins=tuple(self.seat_light_pins),
+            lockout_pin=self.lockout_pin,
+            active_low=self.active_low,
+            chip_present_ms=self.chip_present_ms,
+            chip_bounce_ms=self.chip_bounce_ms,
+            lockout_debounce_ms=self.lockout_debounce_ms,
+            lockout_hold_max_ms=self.lockout_hold_max_ms,
+            poll_period_ms=self.poll_period_ms,
+        )
 
 
 BackendId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]

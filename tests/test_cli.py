@@ -6,12 +6,13 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tablectl import cli
-from tablectl.cli.common import EXIT_INTERNAL, path_arg
+from tablectl.cli.common import EXIT_BAD_INPUT, path_arg
 
 from .conftest import EXAMPLE_CONFIG
 
@@ -39,21 +40,130 @@ def leaves(
 
 VERBS = leaves(cli.parser())
 VALUE_FREE = (argparse._StoreTrueAction, argparse._HelpAction, argparse._VersionAction)
+GARBAGE = "\x00garbage"
+# A valid value for each argument a verb cannot run without, so that in each case below the
+# one garbage argument is the reason for the refusal, not a missing neighbour.
+VALID = {
+    "reason": "shoe-jam",
+    "hit_id": "12-5",
+    "device": "shuffler",
+    "serial_number": "SN-1",
+    "link_id": "floor-a",
+    "directory": "/nonexistent/records",
+    "--by": "T1",
+    "--accept": "mark",
+    "--from": "2026-12-01",
+    "--to": "2026-12-02",
+    "--out": "/nonexistent/out",
+    "--game": "three-card-poker",
+    "--wager": "pair-plus",
+    "--paytable": "A",
+    "--tables": "2",
+    "--link": "floor-a",
+}
+# Verbs that need an argument argparse cannot mark required (one of two forms).
+ALSO_NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {("records",): ("--from", "--out")}
 
 
-def garbage_for(verb: tuple[str, ...], parser: argparse.ArgumentParser) -> list[list[str]]:
-    cases = [[*verb, "--no-such-option"], [*verb, "\x00garbage"]]
+def _name(action: argparse.Action) -> str:
+    return action.option_strings[-1] if action.option_strings else action.dest
+
+
+def _is_garbage(action: argparse.Action, value: str) -> bool:
+    """Whether `value` is no value of the option: its type refuses it, or it is a number the
+    verb checks for range after parsing. Text it takes (an employee id "-1", a link id
+    "1e999999") is a value, not garbage."""
+    if action.choices:
+        return value not in action.choices
+    if action.type in (None, str, path_arg):
+        return False
+    try:
+        parsed = action.type(value)  # type: ignore[operator]
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return True
+    return not isinstance(parsed, str)
+
+
+# Where the refusal is not argparse's and names the value, not the option: the real reason.
+REASONS = {
+    ("records", "--from"): "give a time such as",
+    ("records", "--to"): "give a time such as",
+    ("pace", "--since"): "give a time such as",
+    ("pace", "--until"): "give a time such as",
+    ("paytable", "report", "--game"): "unknown game '\\x00garbage'",
+    ("paytable", "report", "--wager"): "unknown wager '\\x00garbage'",
+    ("paytable", "report", "--paytable"): "unknown paytable '\\x00garbage'",
+    ("demo", "--game"): "unknown game '\\x00garbage'",
+}
+
+
+def _needed(verb: tuple[str, ...], parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    also = ALSO_NEEDED.get(verb, ())
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, argparse._SubParsersAction)
+        and (
+            (not a.option_strings and a.nargs in (None, 1))
+            or a.required
+            or set(a.option_strings) & set(also)
+        )
+    ]
+
+
+def _valid(action: argparse.Action, skip: argparse.Action | None = None) -> list[str]:
+    if action is skip:
+        return []
+    value = VALID[_name(action)]
+    return [value] if not action.option_strings else [action.option_strings[-1], value]
+
+
+@dataclass(frozen=True)
+class Case:
+    argv: list[str]
+    reason: str  # the refusal names this: the argument given as garbage
+
+    @property
+    def id(self) -> str:
+        return " ".join(self.argv).replace("\x00", "NUL")
+
+
+def garbage_for(verb: tuple[str, ...], parser: argparse.ArgumentParser) -> list[Case]:
+    """Each case: the verb with valid required arguments and exactly one garbage argument."""
+    needed = _needed(verb, parser)
+
+    def with_(bad: list[str], instead_of: argparse.Action | None = None) -> list[str]:
+        return [*verb, *(w for a in needed for w in _valid(a, instead_of)), *bad]
+
+    cases = [Case(with_(["--no-such-option"]), "unrecognized arguments: --no-such-option")]
+    positionals = [a for a in parser._actions if not a.option_strings]
+    if not positionals:
+        cases.append(Case(with_([GARBAGE]), "unrecognized arguments:"))
+    elif isinstance(positionals[0], argparse._SubParsersAction):  # optional verbs (devices)
+        cases.append(Case(with_([GARBAGE]), "invalid choice: '\\x00garbage'"))
+    else:
+        first = positionals[0]
+        cases.append(Case(with_([GARBAGE], first), f"argument {first.metavar or first.dest}: "))
     for action in parser._actions:
         if isinstance(action, VALUE_FREE) or not action.option_strings:
             continue
         option = action.option_strings[-1]
-        cases.append([*verb, option, "\x00garbage"])
-        cases.append([*verb, option])  # the value missing
-        # Out of range and odd numbers, where a value is parsed (never where any path is
+        named = REASONS.get((*verb, option), option)
+        cases.append(Case(with_([option, GARBAGE], action), named))
+        every_name = "/".join(action.option_strings)
+        cases.append(Case(with_([option], action), f"argument {every_name}: expected one"))
+        # Out of range and odd numbers, where a value is parsed (never where any text is
         # accepted: `demo --keep -1` would rightly run the demo).
-        if action.type not in (None, str, path_arg) or action.choices:
-            cases += [[*verb, option, v] for v in ("-1", "1e999999")]
+        odd = [v for v in ("-1", "1e999999") if _is_garbage(action, v)]
+        cases += [Case(with_([option, v], action), named) for v in odd]
     return cases
+
+
+def _takes_json(argv: list[str]) -> bool:
+    return any(
+        verb == tuple(argv[: len(verb)]) and "--json" in p._option_string_actions
+        for verb, p in VERBS
+    )
 
 
 CASES = [case for verb, parser in VERBS for case in garbage_for(verb, parser)]
@@ -78,21 +188,25 @@ def test_every_verb_is_covered() -> None:
     assert len(CASES) > 100
 
 
-@pytest.mark.parametrize("argv", CASES, ids=[" ".join(c).replace("\x00", "NUL") for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 @pytest.mark.usefixtures("unreachable_table")
-def test_garbage_arguments_end_in_a_message_not_a_traceback(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+def test_garbage_arguments_are_refused_for_what_they_are(
+    case: Case, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main(argv)
+    """Each case is bad input (exit 2) and the message names the bad argument: none is
+    refused for another reason, such as no daemon listening (exit 1)."""
+    code = cli.main(case.argv)
     out, err = capsys.readouterr()
-    assert code in (1, 2), (code, out, err)
-    assert "Traceback" not in out + err and (out + err).strip()
+    assert code == EXIT_BAD_INPUT, (code, out, err)
+    assert "Traceback" not in out + err and case.reason in out + err, (case.reason, out, err)
 
-    code = cli.main([*argv, "--json"])
+    code = cli.main([*case.argv, "--json"])
     out, err = capsys.readouterr()
-    assert code in (1, 2) and code != EXIT_INTERNAL, (code, out, err)
+    assert code == EXIT_BAD_INPUT, (code, out, err)
     replies = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert replies and replies[-1]["ok"] is False and replies[-1]["error"], out
+    assert replies and replies[-1]["ok"] is False, out
+    if _takes_json(case.argv):  # else --json is refused itself, as an unknown option
+        assert case.reason in replies[-1]["error"], (case.reason, out)
 
 
 @pytest.mark.parametrize(

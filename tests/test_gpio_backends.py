@@ -22,11 +22,12 @@ from tablectl.drivers.gpio.gpiod_backend import GpiodBackend, GpiodPollBackend
 from tablectl.drivers.gpio.gpiozero_backend import GPIOZERO_REORDER_NS, GpiozeroBackend
 from tablectl.drivers.gpio.mock import MockBackend, SimulatorLinkBackend
 from tablectl.drivers.gpio.registry import open_backend
+from tablectl.drivers.gpio.settings import GpioSettings
 from tablectl.drivers.gpio.table_io import SeatInputs, TableGpio
 from tablectl.simulators.gpio_chip import KERNEL_EVENT, FakeChip, kernel_event
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
-from tablectl.config import GpioSection, load_config
+from tablectl.config import load_config
 from tablectl.core.effects import Lamp
 from tablectl.core.events import ChipSensed, Event, GpioFault, LockoutPressed, LockoutReleased
 
@@ -55,8 +56,9 @@ class Clock:
         self.now += ns
 
 
-def gpio_config(**update: object) -> GpioSection:
-    return load_config(EXAMPLE_CONFIG).gpio.model_copy(update=update)
+def gpio_config(**update: object) -> GpioSettings:
+    """The example's [gpio] as the drivers are told it, with `update` applied."""
+    return load_config(EXAMPLE_CONFIG).gpio.model_copy(update=update).driver_settings()
 
 
 class WatchedGpio(TableGpio):

@@ -22,8 +22,7 @@ from tablectl.drivers.gpio.gpiod_backend import (
 )
 from tablectl.drivers.gpio.gpiozero_backend import GpiozeroBackend
 from tablectl.drivers.gpio.mock import SimulatorLinkBackend
-
-from tablectl.config import GpioSection
+from tablectl.drivers.gpio.settings import GpioSettings
 
 log = structlog.get_logger(__name__)
 CHIPS_GLOB = "/dev/gpiochip*"
@@ -33,7 +32,7 @@ NO_GPIO_HINT = (
 )
 
 
-def chip_path(config: GpioSection, chips: list[str], open_chip: Callable[[str], ChipPort]) -> str:
+def chip_path(config: GpioSettings, chips: list[str], open_chip: Callable[[str], ChipPort]) -> str:
     """The one chip that carries every sensor and the lock-out (one request: one order)."""
     if config.chip:
         return config.chip if config.chip.startswith("/") else f"/dev/{config.chip}"
@@ -66,7 +65,7 @@ def chip_path(config: GpioSection, chips: list[str], open_chip: Callable[[str], 
 
 
 async def open_backend(
-    config: GpioSection,
+    config: GpioSettings,
     *,
     seats: int,
     simulator_socket: Path,

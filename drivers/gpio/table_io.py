@@ -22,8 +22,8 @@ from typing import Any
 import structlog
 from tablectl.drivers.gpio.backend import LOCKOUT, Edge, GpioBackend, Levels
 from tablectl.drivers.gpio.debounce import LockoutButton, SeatDebouncer
+from tablectl.drivers.gpio.settings import GpioSettings
 
-from tablectl.config import GpioSection
 from tablectl.core.effects import Lamp
 from tablectl.core.events import (
     ChipSensed,
@@ -249,7 +249,7 @@ class TableGpio:
 
     def __init__(
         self,
-        config: GpioSection,
+        config: GpioSettings,
         backend: GpioBackend,
         *,
         seats: int,

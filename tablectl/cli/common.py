@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,88 @@ def path_arg(text: str) -> Path:
     if not text or "\x00" in text:
         raise argparse.ArgumentTypeError(f"{text!r} is not a path")
     return Path(text)
+
+
+# Refused as arguments (exit 2, naming the option) before anything reaches the daemon: a
+# request the daemon would refuse as malformed never needs a daemon to be refused.
+SEATS_AT_MOST = 7  # the control protocol's seat range (control/protocol.py `Seat`)
+
+
+def person(text: str) -> str:
+    """An employee id (--by): 1 to 64 printable characters."""
+    given = text.strip()
+    if not 1 <= len(given) <= 64 or not given.isprintable():
+        raise argparse.ArgumentTypeError(f"{text!r}: an employee id, 1 to 64 printable characters")
+    return given
+
+
+def printable(what: str, most: int) -> Callable[[str], str]:
+    """An argument of free text: `what`, 1 to `most` printable characters."""
+
+    def parse(text: str) -> str:
+        if not 1 <= len(text) <= most or not text.isprintable():
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}, 1 to {most} printable characters")
+        return text
+
+    parse.__name__ = what.replace(" ", "_")
+    return parse
+
+
+def matching(what: str, pattern: str) -> Callable[[str], str]:
+    """An identifier argument: `what`, matching `pattern` (as the config and the contract
+    spell it)."""
+    compiled = re.compile(pattern)
+
+    def parse(text: str) -> str:
+        if not compiled.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}, matching {pattern}")
+        return text
+
+    parse.__name__ = what.replace(" ", "_")
+    return parse
+
+
+def at_least_zero(text: str) -> int:
+    """A whole number, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number, 0 or more")
+    return int(text)
+
+
+def finite(*, above: float | None = None, at_least: float | None = None) -> Callable[[str], float]:
+    """A finite number (never inf or nan), above or at least a bound."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if (
+            not math.isfinite(value)
+            or (above is not None and value <= above)
+            or (at_least is not None and value < at_least)
+        ):
+            bound = f"above {above:g}" if above is not None else f"{at_least:g} or more"
+            raise argparse.ArgumentTypeError(f"{text!r}: a finite number, {bound}")
+        return value
+
+    return parse
+
+
+def seat_arg(text: str) -> int:
+    """A seat number: a whole number from 1 to 7."""
+    try:
+        seat = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a seat is a whole number") from None
+    if not 1 <= seat <= SEATS_AT_MOST:
+        raise argparse.ArgumentTypeError(f"{text!r}: a seat is 1 to {SEATS_AT_MOST}")
+    return seat
+
+
+def seat_list(text: str) -> list[int]:
+    """Seats separated by commas, e.g. 1,3,5."""
+    return [seat_arg(part) for part in text.split(",")]
 
 
 def config_arg(sp: argparse.ArgumentParser) -> None:

@@ -13,6 +13,9 @@ from tablectl.cli.common import (
     cents,
     describe,
     fail,
+    person,
+    printable,
+    seat_arg,
     socket_args,
     yes_no,
 )
@@ -38,14 +41,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     settle.add_argument("--community", default="", help="community cards, e.g. AhKh9c2d3s")
     settle.add_argument("--dealer", default="", help="the dealer's cards (optional)")
-    settle.add_argument("--fold", action="append", type=int, default=[], metavar="SEAT")
+    settle.add_argument("--fold", action="append", type=seat_arg, default=[], metavar="SEAT")
     deal = dealer_sub.add_parser(
         "deal", help="the shoe deals the round (649a.10(b)); its cards form the hands"
     )
     deal.add_argument(
         "--seat",
         action="append",
-        type=int,
+        type=seat_arg,
         default=[],
         metavar="SEAT",
         help="a player in the round without a table-system wager (repeat per seat)",
@@ -60,7 +63,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="after a shoe fault: every card is out of the shoe (649a.13(f)); it deals again",
     )
     void = dealer_sub.add_parser("void", help="void the round; every wager is returned")
-    void.add_argument("reason", help="e.g. shoe-jam, cards-face-up, wrong-card-count")
+    void.add_argument(
+        "reason",
+        type=printable("a reason", 200),
+        help="e.g. shoe-jam, cards-face-up, wrong-card-count",
+    )
     new_deck = dealer_sub.add_parser(
         "new-deck",
         help="a new deck comes to the table (649a.3): with --id and --back the table keeps "
@@ -97,7 +104,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     stuck = clear_fault.add_mutually_exclusive_group()
     stuck.add_argument(
-        "--seat", type=int, metavar="SEAT", help="a stuck seat sensor (its chip lifted, repaired)"
+        "--seat",
+        type=seat_arg,
+        metavar="SEAT",
+        help="a stuck seat sensor (its chip lifted, repaired)",
     )
     stuck.add_argument("--lockout", action="store_true", help="a stuck lock-out button (freed)")
     for sp in (
@@ -114,7 +124,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         clear_fault,
     ):
         socket_args(sp, sends=(sp.prog.split()[-1],))  # the verb is the command it sends
-        sp.add_argument("--by", help="who you are (an employee id), journaled with the command")
+        sp.add_argument(
+            "--by", type=person, help="who you are (an employee id), journaled with the command"
+        )
         sp.set_defaults(handler=send_command)
 
     floor = sub.add_parser("floor", help="the floorperson's commands (jackpot workflow)")
@@ -126,8 +138,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "document", help="a payout not paid from the table inventory is documented"
     )
     for sp in (validate, document):
-        sp.add_argument("hit_id", help="the hit, as status shows it (e.g. 12-5)")
-        sp.add_argument("--by", required=True, help="the floorperson (an employee id)")
+        sp.add_argument(
+            "hit_id", type=printable("a hit id", 32), help="the hit, as status shows it (e.g. 12-5)"
+        )
+        sp.add_argument("--by", required=True, type=person, help="the floorperson (an employee id)")
         socket_args(sp, sends=(sp.prog.split()[-1],))
         sp.set_defaults(handler=send_command)
 

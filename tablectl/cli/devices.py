@@ -7,7 +7,15 @@ import argparse
 import json
 from typing import Any
 
-from tablectl.cli.common import EXIT_OK, EXIT_REFUSED, call, human, socket_args
+from tablectl.cli.common import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    call,
+    human,
+    person,
+    printable,
+    socket_args,
+)
 from tablectl.cli.control import print_faults, send_command
 from tablectl.service.status import FaultView
 
@@ -26,8 +34,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "accept", help="accept the device now connected (another serial number) for play"
     )
     accept.add_argument("device", choices=("shuffler", "shoe"))
-    accept.add_argument("serial_number", help="its serial number, as devices shows it")
-    accept.add_argument("--by", required=True, help="the technician (an employee id)")
+    accept.add_argument(
+        "serial_number",
+        type=printable("a serial number", 64),
+        help="its serial number, as devices shows it",
+    )
+    accept.add_argument("--by", required=True, type=person, help="the technician (an employee id)")
     socket_args(accept, sends=("accept-device",))
     accept.set_defaults(handler=send_command)
     reset = devices_sub.add_parser(
@@ -36,7 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "take what follows",
     )
     reset.add_argument("device", choices=("shuffler", "shoe"))
-    reset.add_argument("--by", required=True, help="the technician (an employee id)")
+    reset.add_argument("--by", required=True, type=person, help="the technician (an employee id)")
     socket_args(reset, sends=("reset-link",))
     reset.set_defaults(handler=send_command)
 

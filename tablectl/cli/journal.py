@@ -31,6 +31,7 @@ from tablectl.cli.common import (
     describe,
     fail,
     path_arg,
+    person,
 )
 from tablectl.config import TableConfig, load_config
 from tablectl.store.chain import KV_HASHED, hash_v_column
@@ -151,12 +152,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     recover.add_argument("--config", type=path_arg, help="the table's config (finds its data)")
     recover.add_argument("--json", action="store_true", help="JSON output, errors included")
     recover.set_defaults(handler=_recover)
-
-
-def person(text: str) -> str:
-    if not 1 <= len(text.strip()) <= 64:
-        raise argparse.ArgumentTypeError(f"{text!r}: an employee id, 1 to 64 characters")
-    return text.strip()
 
 
 def _database(args: argparse.Namespace) -> Path:

@@ -18,7 +18,15 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, fail, path_arg
+from tablectl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    fail,
+    matching,
+    path_arg,
+)
+from tablectl.mqtt.contract import ID_PATTERN
 
 if TYPE_CHECKING:
     from tablectl.link.config import LinkConfig
@@ -74,7 +82,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             help="put a link in operation" if operating else "take a link out of operation",
         )
         _config_arg(verb)
-        verb.add_argument("link_id")
+        verb.add_argument("link_id", type=matching("a link id", ID_PATTERN))
         verb.add_argument("--json", action="store_true")
         verb.set_defaults(handler=_ledger_verb(functools.partial(_operate, operating=operating)))
     verify = verbs.add_parser(

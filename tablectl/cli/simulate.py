@@ -15,12 +15,16 @@ from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
+    at_least_zero,
     config_arg,
     config_path,
     fail,
+    finite,
     host_port,
+    matching,
 )
 from tablectl.config import load_config
+from tablectl.mqtt.contract import ID_PATTERN
 from tablectl.util import instance_lock
 from tablectl.util.instance_lock import InstanceLocked
 
@@ -66,7 +70,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     config_arg(table)
     table.add_argument(
-        "--shuffle-ms", type=int, default=1500, help="how long a shuffle takes (default 1500)"
+        "--shuffle-ms",
+        type=at_least_zero,
+        default=1500,
+        help="how long a shuffle takes (default 1500)",
     )
     for device, default in (("shuffler", "SHF-0001"), ("shoe", "SHOE-0001")):
         table.add_argument(
@@ -83,17 +90,37 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="N light tables on a link, for link controllers (docs/linked-progressives.md)",
     )
     floor.add_argument("--tables", type=_positive(2000), required=True, metavar="N")
-    floor.add_argument("--link", required=True, metavar="LINK_ID")
+    floor.add_argument(
+        "--link", type=matching("a link id", ID_PATTERN), required=True, metavar="LINK_ID"
+    )
     floor.add_argument("--broker", type=host_port, default=("127.0.0.1", 1883), metavar="HOST:PORT")
-    floor.add_argument("--site", default="floor-sim", help="tables are SITE/t001 ... (default)")
-    floor.add_argument("--backend-id", default="link", help="the controllers' ack id")
-    floor.add_argument("--rounds-per-minute", type=float, default=60.0, help="per table")
+    floor.add_argument(
+        "--site",
+        type=matching("a site id", SITE_PATTERN),
+        default="floor-sim",
+        help="tables are SITE/t001 ... (default)",
+    )
+    floor.add_argument(
+        "--backend-id",
+        type=matching("a backend id", ID_PATTERN),
+        default="link",
+        help="the controllers' ack id",
+    )
+    floor.add_argument("--rounds-per-minute", type=finite(above=0), default=60.0, help="per table")
     floor.add_argument("--seats", type=_positive(7), default=5, help="players per table, at most")
     floor.add_argument(
-        "--claim-every-s", type=float, default=0.0, help="a claim somewhere this often (0: none)"
+        "--claim-every-s",
+        type=finite(at_least=0),
+        default=0.0,
+        help="a claim somewhere this often (0: none)",
     )
-    floor.add_argument("--seconds", type=float, default=0.0, help="then stop (0: run until ^C)")
+    floor.add_argument(
+        "--seconds", type=finite(at_least=0), default=0.0, help="then stop (0: run until ^C)"
+    )
     floor.set_defaults(handler=lambda args: asyncio.run(_floor(args)), quiet_logs=True)
+
+
+SITE_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"  # table.site_id (config.py)
 
 
 def _positive(most: int) -> Callable[[str], int]:
@@ -108,8 +135,6 @@ def _positive(most: int) -> Callable[[str], int]:
 async def _floor(args: argparse.Namespace) -> int:
     from tablectl.simulators.floor import Floor, FloorPlay, floor_status, play
 
-    if args.rounds_per_minute <= 0 or args.claim_every_s < 0 or args.seconds < 0:
-        return fail(args, "--rounds-per-minute above 0; --claim-every-s, --seconds 0 or more", 2)
     host, port = args.broker
     floor = Floor(host, port, args.link, args.tables, site=args.site, backend_id=args.backend_id)
     print(f"{args.tables} tables {floor.tables_config()} on link {args.link}, via {host}:{port}")
@@ -150,8 +175,6 @@ def _table(args: argparse.Namespace) -> int:
             'a simulated table: set gpio.backend = "mock"',
             EXIT_BAD_INPUT,
         )
-    if args.shuffle_ms < 0:
-        return fail(args, "--shuffle-ms: 0 or more", EXIT_BAD_INPUT)
     from tablectl.simulators.table import SimulatedTable
 
     try:

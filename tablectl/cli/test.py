@@ -17,6 +17,8 @@ from tablectl.cli.common import (
     EXIT_OK,
     EXIT_REFUSED,
     fail,
+    person,
+    seat_list,
     socket_args,
     socket_path,
 )
@@ -32,7 +34,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "sensors", help="ask for a chip on each seat in turn; light its lamp; report each seat"
     )
     sensors.add_argument(
-        "--seats", help="which seats, e.g. 1,3,5 (default: every seat of the table)"
+        "--seats",
+        type=seat_list,
+        help="which seats, e.g. 1,3,5 (default: every seat of the table)",
     )
     lockout = test_sub.add_parser("lockout", help="ask for a press of the lock-out button")
     shoe = test_sub.add_parser(
@@ -54,7 +58,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     }
     for sp, sends in steps.items():
         socket_args(sp, sends=sends)
-        sp.add_argument("--by", help="who you are (an employee id), journaled with the result")
+        sp.add_argument(
+            "--by", type=person, help="who you are (an employee id), journaled with the result"
+        )
         sp.set_defaults(handler=_test)
 
 
@@ -156,14 +162,12 @@ def _seats(args: argparse.Namespace, status: dict[str, Any]) -> list[int]:
     count = len(status.get("seat_lamps") or ())
     if not args.seats:
         return list(range(1, count + 1))
-    try:
-        seats = [int(s) for s in args.seats.split(",")]
-    except ValueError:
-        raise ValueError(f"--seats {args.seats!r}: seat numbers separated by commas") from None
+    seats: list[int] = args.seats  # whole numbers 1 to 7 (seat_list)
     outside = [s for s in seats if not 1 <= s <= count]
     if outside:
         raise ValueError(
-            f"--seats {args.seats}: this table has seats 1 to {count} (table.seats = {count}); "
+            f"--seats {','.join(map(str, seats))}: this table has seats 1 to {count} "
+            f"(table.seats = {count}); "
             f"no seat {', '.join(map(str, outside))}"
         )
     return seats

@@ -246,6 +246,10 @@ AnyRequest = (
     | HitRequest
 )
 Request = Annotated[AnyRequest, Field(discriminator="cmd")]
+# The steps of a technician's walk test (tablectl.service.walk_test runs them).
+TestRequest = (
+    TestBeginRequest | TestSeatRequest | TestLockoutRequest | TestShoeRequest | TestEndRequest
+)
 REQUEST_TYPES: tuple[type[_Request], ...] = get_args(AnyRequest)
 
 

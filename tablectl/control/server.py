@@ -19,7 +19,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -41,14 +41,10 @@ from tablectl.control.protocol import (
     parse_request,
     to_input,
 )
+from tablectl.control.service import TableService
 from tablectl.core.round import Rejected
-from tablectl.service import status as status_view
-from tablectl.service.walk_test import technician_test
 from tablectl.util.instance_lock import OwnedPath
 from tablectl.util.logs import Throttled
-
-if TYPE_CHECKING:
-    from tablectl.service.daemon import Daemon
 
 log = structlog.get_logger(__name__)
 MAX_REQUEST_BYTES = 64 * 1024
@@ -76,9 +72,9 @@ def decode(line: bytes) -> Any:
 
 
 class ControlServer:
-    def __init__(self, path: Path, daemon: Daemon, access: AccessSection) -> None:
+    def __init__(self, path: Path, table: TableService, access: AccessSection) -> None:
         self._path = path
-        self._daemon = daemon
+        self._table = table
         self._policy = AccessPolicy(access)
         self._request_timeout_s = access.request_timeout_s
         self._max_connections = access.max_connections
@@ -286,29 +282,20 @@ class ControlServer:
             return request, {"ok": False, "error": f"internal error: {type(exc).__name__}"}
 
     async def _execute(self, request: AnyRequest, peer: Peer) -> Any:
-        daemon = self._daemon
+        table = self._table
         match request:
             case StatusRequest():
-                return daemon.status()
+                return table.status()
             case DevicesRequest():
-                status = daemon.status()
-                return {
-                    "devices": status_view.devices(status),
-                    "broker": status_view.broker(status),
-                    "control": self.stats(),
-                }
+                return {**table.devices(), "control": self.stats()}
             case WatchRequest():
                 if self._watchers >= self._max_watchers:
                     raise RequestError(f"busy: {self._max_watchers} watchers already")
                 self._watchers += 1
-                status = daemon.status()
-                return {
-                    "last_seq": status["journal"]["last_seq"],
-                    "links": status_view.links(status),
-                }
+                return {"last_seq": table.last_seq(), "links": table.links()}
             case ShufflerTestRequest():
                 log.info("shuffler diagnostic requested", cmd=request.cmd, user=peer.user)
-                return await daemon.shuffler_test(request.cmd)
+                return await table.shuffler_test(request.cmd)
             case (
                 TestBeginRequest()
                 | TestSeatRequest()
@@ -317,18 +304,18 @@ class ControlServer:
                 | TestEndRequest()
             ):
                 by = f"{request.by} ({peer.user})" if request.by else peer.user
-                return await technician_test(daemon, request, by)
+                return await table.technician_test(request, by)
             case ResetLinkRequest():
-                done = await daemon.reset_link(request.device, f"{request.by} ({peer.user})")
-                return {"journaled": done, "status": daemon.status()}
-        done = await daemon.submit(to_input(request, peer.user, now_ms=daemon.wall_clock_ms()))
-        return {"journaled": done, "status": daemon.status()}
+                done = await table.reset_link(request.device, f"{request.by} ({peer.user})")
+                return {"journaled": done, "status": table.status()}
+        done = await table.submit(to_input(request, peer.user, now_ms=table.wall_clock_ms()))
+        return {"journaled": done, "status": table.status()}
 
     # --- watchers -------------------------------------------------------------------------
 
     async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Journal rows and link changes, one JSON line each, until the client leaves."""
-        sub = self._daemon.hub.subscribe()
+        sub = self._table.subscribe()
         hung_up = asyncio.ensure_future(reader.read(1))  # anything, or EOF: the client is done
         try:
             while True:

@@ -65,6 +65,7 @@ from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapsh
 from tablectl.mqtt.relay import Relay
 from tablectl.service import deck_status
 from tablectl.service import status as status_view
+from tablectl.service.control_port import DaemonControl
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
@@ -327,7 +328,7 @@ class Daemon:
             last_seq=store.last_seq,
         )
         self.shuffler: Shuffler = registry.make_shuffler(
-            cfg.shuffler,
+            cfg.shuffler.driver_settings(),
             self.post_device,
             cursor=parse_cursor(store.get(cursor_key("shuffler"))),
             trace=self._trace("shuffler", cfg.shuffler.trace_file),
@@ -336,7 +337,7 @@ class Daemon:
         self._devices["shuffler"] = self.shuffler
         if cfg.shoe is not None:
             self.shoe = registry.make_shoe(
-                cfg.shoe,
+                cfg.shoe.driver_settings(),
                 self.post_device,
                 cursor=parse_cursor(store.get(cursor_key("shoe"))),
                 trace=self._trace("shoe", cfg.shoe.trace_file),
@@ -370,13 +371,15 @@ class Daemon:
             cfg.records,
             lambda pace: self.relay.publish_pace(pace.model_dump_json().encode()),
         )
-        control = ControlServer(cfg.storage.socket_path, self, cfg.access)
+        control = ControlServer(cfg.storage.socket_path, DaemonControl(self), cfg.access)
         try:
             backend, levels = await self._open_gpio()
         except GpioUnavailable as exc:
             store.close()
             raise StartupError(f"GPIO unavailable: {exc}") from None
-        self.gpio = TableGpio(cfg.gpio, backend, seats=cfg.table.seats, emit=self.post)
+        self.gpio = TableGpio(
+            cfg.gpio.driver_settings(), backend, seats=cfg.table.seats, emit=self.post
+        )
         if backend.info.polled:
             log.warning(
                 "GPIO is polled: edges are stamped at each read",
@@ -461,7 +464,7 @@ class Daemon:
         if self.gpio_backend is not None:
             return self.gpio_backend, await self.gpio_backend.open()
         return await open_backend(
-            self.config.gpio,
+            self.config.gpio.driver_settings(),
             seats=self.config.table.seats,
             simulator_socket=self.config.simulator_socket,
         )

@@ -93,7 +93,7 @@ def gpio_problems(config: TableConfig) -> list[str]:
     from tablectl.drivers.gpio.registry import CHIPS_GLOB, chip_path
 
     try:
-        path = chip_path(gpio, sorted(glob.glob(CHIPS_GLOB)), GpiodChip)
+        path = chip_path(gpio.driver_settings(), sorted(glob.glob(CHIPS_GLOB)), GpiodChip)
     except GpioUnavailable as exc:
         return [f"GPIO unavailable: {exc}"]
     if not os.path.exists(path):

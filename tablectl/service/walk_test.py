@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tablectl.control.protocol import (
     TestBeginRequest,
     TestEndRequest,
-    TestLockoutRequest,
+    TestRequest,
     TestSeatRequest,
     TestShoeRequest,
 )
@@ -44,9 +44,6 @@ from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
 
-TestRequest = (
-    TestBeginRequest | TestSeatRequest | TestLockoutRequest | TestShoeRequest | TestEndRequest
-)
 ShoeReport = ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault
 
 

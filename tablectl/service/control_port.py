@@ -1,0 +1,58 @@
+"""The daemon as the control server sees it (`tablectl.control.service.TableService`).
+
+The control package sits below the service layer and imports none of it; this adapter is the
+one place that hands the server what it asks for, so the daemon keeps no control-specific
+methods and the server no knowledge of the daemon.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tablectl.control.protocol import TestRequest
+from tablectl.control.service import Watch
+from tablectl.core.events import Event
+from tablectl.service import status as status_view
+from tablectl.service.walk_test import technician_test
+
+if TYPE_CHECKING:
+    from tablectl.service.daemon import Daemon
+
+
+class DaemonControl:
+    """A `TableService` over a running daemon."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    def status(self) -> dict[str, Any]:
+        return self._daemon.status()
+
+    def devices(self) -> dict[str, Any]:
+        status = self._daemon.status()
+        return {"devices": status_view.devices(status), "broker": status_view.broker(status)}
+
+    def links(self) -> dict[str, str]:
+        return status_view.links(self._daemon.status())
+
+    def last_seq(self) -> int:
+        assert self._daemon.store is not None
+        return self._daemon.store.last_seq
+
+    def subscribe(self) -> Watch:
+        return self._daemon.hub.subscribe()
+
+    def wall_clock_ms(self) -> int:
+        return self._daemon.wall_clock_ms()
+
+    async def submit(self, event: Event) -> list[dict[str, Any]]:
+        return await self._daemon.submit(event)
+
+    async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]:
+        return await self._daemon.reset_link(device, by)
+
+    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
+        return await self._daemon.shuffler_test(cmd)
+
+    async def technician_test(self, request: TestRequest, by: str) -> dict[str, Any]:
+        return await technician_test(self._daemon, request, by)
