@@ -60,6 +60,7 @@ VALID = {
     "--paytable": "A",
     "--tables": "2",
     "--link": "floor-a",
+    "deck_id": "D17",
 }
 # Verbs that need an argument argparse cannot mark required (one of two forms).
 ALSO_NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {("records",): ("--from", "--out")}
