@@ -176,6 +176,8 @@ hostile_values = st.one_of(
     st.floats(),
     st.sampled_from([0, -1, 2**31, 2**63 - 1, -(2**63), 10**21, 10**100]),
     st.integers(min_value=-(10**30), max_value=10**30),
+    st.integers(min_value=0, max_value=5_000_000),  # plausible: some pass, and must run
+    st.floats(min_value=0, max_value=1e5),
     st.booleans(),
     st.text(max_size=12).map(lambda t: t + "\0" + t),
     st.sampled_from(LONG).map(lambda n: "x" * n),
@@ -206,7 +208,7 @@ def names_the_field(lines: list[str], path: Path_, original: dict[str, object]) 
     the file has none), one of that section's fields (its required port)."""
     if any(_field_name(path) in line for line in lines):
         return True
-    return path[0] not in original and any(line.startswith(f"{path[0]}.") for line in lines)
+    return path[0] not in original and any(ln.strip().startswith(f"{path[0]}.") for ln in lines)
 
 
 @st.composite
