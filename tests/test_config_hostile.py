@@ -466,3 +466,27 @@ def test_run_refuses_a_bad_config_before_it_starts_anything(tmp_path: Path) -> N
     assert run.returncode == 2, run.stderr
     assert "mqtt.backlog_alarm_hours: Input should be a finite number" in run.stderr
     assert not data_dir.exists()
+
+
+def test_a_sections_own_rule_is_reported_beside_its_bad_field(tmp_path: Path) -> None:
+    """Every error at once: a bad mqtt.port does not hide mqtt's TLS rule, nor a bad GPIO
+    timing the pins the seats need (fixing one error must not reveal the next)."""
+    text = (REPO / "config" / "three-card-poker.toml").read_text()
+    for old, new in [
+        ("port = 1883", 'port = 0\ncert_file = "/etc/hostname"\nkey_file = "/etc/hostname"'),
+        ("lockout_debounce_ms = 50", "lockout_debounce_ms = inf"),
+        ("seat_light_pins = [17, 27, 22, 23, 24, 25]", "seat_light_pins = [17, 27]"),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "table.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.errors == [
+        "gpio.lockout_debounce_ms: Input should be a finite number",
+        "mqtt.port: Input should be greater than or equal to 1",
+        "mqtt: cert_file is set but tls is false: set tls = true",
+        "gpio.seat_light_pins lists 2 pins for 6 seats: 649a.2(c)(1) needs a wagering device "
+        "at each betting position",
+    ]
