@@ -81,15 +81,20 @@ def _path_problem(text: str, most: int = PATH_MAX_BYTES) -> str | None:
     return None
 
 
+def _shown(text: str) -> str:
+    """A value quoted in a message, cut short if long (a 4 kB path is not read, it is counted)."""
+    return repr(text[:80]) + ("..." if len(text) > 80 else "")
+
+
 def _usable_path(path: Path, most: int = PATH_MAX_BYTES) -> Path:
     problem = _path_problem(str(path), most)
     if problem:
-        raise ValueError(
-            f"{str(path)[:80]!r}... {problem}"
-            if len(str(path)) > 80
-            else f"{str(path)!r} {problem}"
-        )
+        raise ValueError(f"{_shown(str(path))} {problem}")
     return path
+
+
+def _usable_data_dir(path: Path) -> Path:
+    return _usable_path(path, _DATA_DIR_MAX_BYTES)
 
 
 def _socket_path(path: Path) -> Path:
@@ -102,13 +107,13 @@ FsPath = Annotated[Path, AfterValidator(_usable_path)]
 
 def _in_a_directory(path: Path) -> Path:
     if not path.parent.is_dir():
-        raise ValueError(f"{str(path.parent)[:80]!r} is not a directory: create it first")
+        raise ValueError(f"{_shown(str(path.parent))} is not a directory: create it first")
     return path
 
 
 # A file the daemon creates at start (a trace): its directory must be there.
 NewFile = Annotated[Path, AfterValidator(_usable_path), AfterValidator(_in_a_directory)]
-DataDir = Annotated[Path, AfterValidator(lambda p: _usable_path(p, _DATA_DIR_MAX_BYTES))]
+DataDir = Annotated[Path, AfterValidator(_usable_data_dir)]
 # A Unix socket the daemon binds or connects to: the AF_UNIX limit, as the path is written
 # (bind() takes it as given, relative or not).
 UnixSocketPath = Annotated[Path, AfterValidator(_socket_path)]
@@ -140,7 +145,7 @@ def host_name(text: str) -> str:
         encoded = text.encode("idna")
     except UnicodeError:
         raise ValueError(
-            f"{text[:80]!r} is not a host name: labels of 1 to 63 characters between dots"
+            f"{_shown(text)} is not a host name: labels of 1 to 63 characters between dots"
         ) from None
     if not 1 <= len(encoded) <= 253:
         raise ValueError("a host name is 1 to 253 characters")
@@ -191,7 +196,7 @@ class DeviceSection(Strict):
     def _port_parses(cls, port: str) -> str:
         problem = _path_problem(port)  # a device path, and no URL holds a NUL either
         if problem:
-            raise ValueError(f"{port[:80]!r} {problem}")
+            raise ValueError(f"{_shown(port)} {problem}")
         check_port(port)
         return port
 
@@ -291,9 +296,8 @@ class GpioSection(Strict):
     sensor_stuck_rounds: int = Field(default=1, ge=1, le=10)
     # gpiod-poll: a press must last longer than this to be seen; it is each edge's resolution.
     poll_period_ms: int = Field(default=2, ge=1, le=20)
-    simulator_socket: UnixSocketPath | None = (
-        None  # mock: default data_dir / "table-simulator.sock"
-    )
+    # mock: default data_dir / "table-simulator.sock"
+    simulator_socket: UnixSocketPath | None = None
 
     @model_validator(mode="after")
     def _times_fit(self) -> Self:
@@ -830,9 +834,7 @@ def _behind_the_first_errors(
         except RecursionError:
             break
         names = {str(loc[-1]) for loc in removed}
-        for error in exc.errors():
-            if error["type"] == "missing" and _raw_loc(raw, error["loc"]) in removed:
-                continue
+        for error in exc.errors():  # a taken-out field's own "Field required" names it
             lines = _describe(dict(error))
             if not any(re.search(rf"\b{re.escape(n)}\b", line) for n in names for line in lines):
                 found += [line for line in lines if line not in found]

@@ -176,6 +176,8 @@ hostile_values = st.one_of(
     st.floats(),
     st.sampled_from([0, -1, 2**31, 2**63 - 1, -(2**63), 10**21, 10**100]),
     st.integers(min_value=-(10**30), max_value=10**30),
+    st.integers(min_value=0, max_value=5_000_000),  # plausible: some pass, and must run
+    st.floats(min_value=0, max_value=1e5),
     st.booleans(),
     st.text(max_size=12).map(lambda t: t + "\0" + t),
     st.sampled_from(LONG).map(lambda n: "x" * n),
@@ -206,7 +208,7 @@ def names_the_field(lines: list[str], path: Path_, original: dict[str, object]) 
     the file has none), one of that section's fields (its required port)."""
     if any(_field_name(path) in line for line in lines):
         return True
-    return path[0] not in original and any(line.startswith(f"{path[0]}.") for line in lines)
+    return path[0] not in original and any(ln.strip().startswith(f"{path[0]}.") for ln in lines)
 
 
 @st.composite
@@ -464,3 +466,27 @@ def test_run_refuses_a_bad_config_before_it_starts_anything(tmp_path: Path) -> N
     assert run.returncode == 2, run.stderr
     assert "mqtt.backlog_alarm_hours: Input should be a finite number" in run.stderr
     assert not data_dir.exists()
+
+
+def test_a_sections_own_rule_is_reported_beside_its_bad_field(tmp_path: Path) -> None:
+    """Every error at once: a bad mqtt.port does not hide mqtt's TLS rule, nor a bad GPIO
+    timing the pins the seats need (fixing one error must not reveal the next)."""
+    text = (REPO / "config" / "three-card-poker.toml").read_text()
+    for old, new in [
+        ("port = 1883", 'port = 0\ncert_file = "/etc/hostname"\nkey_file = "/etc/hostname"'),
+        ("lockout_debounce_ms = 50", "lockout_debounce_ms = inf"),
+        ("seat_light_pins = [17, 27, 22, 23, 24, 25]", "seat_light_pins = [17, 27]"),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "table.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.errors == [
+        "gpio.lockout_debounce_ms: Input should be a finite number",
+        "mqtt.port: Input should be greater than or equal to 1",
+        "mqtt: cert_file is set but tls is false: set tls = true",
+        "gpio.seat_light_pins lists 2 pins for 6 seats: 649a.2(c)(1) needs a wagering device "
+        "at each betting position",
+    ]

@@ -745,7 +745,7 @@ def test_a_bad_time_zone_or_shift_in_the_config_is_named(tmp_path: Path) -> None
         load_config(table_config(tmp_path, time_zone='"Europe/Nowhere"'))
     with pytest.raises(ConfigError, match=r"records.shift_starts: .*in order"):
         load_config(table_config(tmp_path, shift_starts='["14:00", "06:00"]'))
-    with pytest.raises(ConfigError, match=r"records.shift_starts.0: .*time of day"):
+    with pytest.raises(ConfigError, match=r"records.shift_starts\[0\]: .*time of day"):
         load_config(table_config(tmp_path, shift_starts='["6 am"]'))
     config = load_config(table_config(tmp_path, shift_starts="[06:00:00, 18:00:00]"))
     assert [t.hour for t in config.records.shift_starts] == [6, 18]
