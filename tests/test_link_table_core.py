@@ -38,7 +38,7 @@ from tablectl.link.contract import (
 from tablectl.rules.meters import LinkedMeter
 from tablectl.service.link import TableLink
 
-from .test_table_core import chip, collected, lockout, opened, records, run, settle, tcp
+from .test_table_core import chip, collected, lockout, opened, records, run, settle, tcp, uth
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "three-card-poker.toml"
 REF = "pa-demo-casino/tcp-07"
@@ -364,3 +364,21 @@ def test_the_listener_posts_only_changes_and_never_trusts_a_retained_word(tmp_pa
     (answer,) = posted[4:]
     assert isinstance(answer, LinkClaimAnswer) and answer.status == "refused"
     assert held[0].hits_pending[0].answered and held[0].hits_pending[0].amount_cents == 0
+
+
+def test_a_uth_straight_flush_claims_ten_percent_of_the_links_meter() -> None:
+    """653a.12(d)(1): a share of the meter is claimed as such; the controller pays it."""
+    rules = uth().model_copy(
+        update={"link": LinkRules(link_id="bank", table_ref=REF, link_timeout_ms=5000)}
+    )
+    uth_parameters = parameters(
+        changes={"game": "ultimate-texas-holdem", "paytable": None, "wager_cents": 100}
+    )
+    events = [*opened(rules), uth_parameters, LinkRestored(heard="ack")]
+    state, _ = run([*events, chip(3), lockout(), *collected(3)], rules=rules)
+    state, effects = run([settle("7h6h5h2c3d", s3="9h8h")], rules=rules, state=state)
+    (claim,) = records(effects, rec.LinkClaim)
+    assert (claim.share_percent, claim.hand, claim.rule) == (10, "straight-flush", "653a.12(d)")
+    assert not records(effects, rec.MeterSharePaid) and not records(effects, rec.JackpotHit)
+    (hit,) = state.hits_pending
+    assert hit.link_claim and not hit.paid_from_table_inventory
