@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from tablectl import cli
-from tablectl.config import ConfigError, load_config
+from tablectl.config import ConfigError, TableConfig, load_config
 from tablectl.core import effects as rec
 from tablectl.core.effects import Lamp, SeatLamp
 from tablectl.core.events import (
+    Event,
     LinkClaimAnswer,
     LinkLevelTerms,
     LinkLost,
@@ -23,9 +24,21 @@ from tablectl.core.events import (
 )
 from tablectl.core.link_watch import LinkWatch
 from tablectl.core.round import Phase, Rejected, TableState
+from tablectl.link.contract import (
+    ClaimAnswer,
+    ClaimAnswers,
+    LevelParameters,
+    LinkParameters,
+    LinkState,
+    answers_topic,
+    parameters_topic,
+    state_topic,
+    table_topic,
+)
 from tablectl.rules.meters import LinkedMeter
+from tablectl.service.link import TableLink
 
-from .test_table_core import chip, collected, lockout, opened, records, run, settle, tcp
+from .test_table_core import chip, collected, lockout, opened, records, run, settle, tcp, uth
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "three-card-poker.toml"
 REF = "pa-demo-casino/tcp-07"
@@ -238,3 +251,134 @@ def test_a_game_without_a_meter_cannot_be_linked(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"progressive\.link: a let-it-ride table has no"):
         load_config(path)
+
+
+# --- the listener: what the controllers' messages become ------------------------------------
+
+
+def _linked_config(tmp_path: Path) -> TableConfig:
+    path = tmp_path / "table.toml"
+    path.write_text(EXAMPLE.read_text() + '\n[progressive]\nlink = "bank"\n')
+    return load_config(path)
+
+
+def _link_parameters() -> LinkParameters:
+    return LinkParameters(
+        link_id="bank",
+        title="Mini Royal",
+        game="three-card-poker",
+        paytable="A",
+        wager_cents=100,  # the example table's wager
+        hit_policy="ordered",
+        simultaneous_window_ms=1000,
+        link_timeout_ms=5000,
+        broadcast_interval_ms=200,
+        backend_id="link",
+        tables=[REF],
+        levels=[
+            LevelParameters(
+                level_id="progressive",
+                title="Mini Royal",
+                rate_bp=1400,
+                initial_cents=100_000,
+                reset_cents=100_000,
+            )
+        ],
+        parameters_version=1,
+        parameters_sha256="sha-1",
+    )
+
+
+def _link_state(state: str = "up") -> bytes:
+    return (
+        LinkState(
+            link_id="bank",
+            version=3,
+            state=state,  # type: ignore[arg-type]
+            parameters_version=1,
+            amount_cents=100_070,
+            levels=[],
+            pending=[],
+            controller_id="c1",
+            ts="2026-12-03T17:00:00.000Z",
+        )
+        .model_dump_json()
+        .encode()
+    )
+
+
+def test_the_listener_posts_only_changes_and_never_trusts_a_retained_word(tmp_path: Path) -> None:
+    config = _linked_config(tmp_path)
+    rules = config.rules()
+    posted: list[Event] = []
+    now = [0]
+    held: list[TableState] = [run(opened(rules), rules=rules)[0]]
+
+    def post(event: Event) -> None:  # the daemon's queue, stepped at once
+        posted.append(event)
+        held[0] = run([event], rules=rules, state=held[0])[0]
+
+    link = TableLink(config, post, lambda: held[0], clock_ms=lambda: now[0])
+    ack = table_topic("pa-demo-casino", "tcp-07", "ack/link")
+
+    link.receive(ack, b'{"acked_through_seq": 7}', retained=True)
+    link.receive(state_topic("bank"), _link_state(), retained=True)
+    assert posted == []  # retained copies: amounts shown, the link not put up
+    assert link.link_state is not None and link.link_state.amount_cents == 100_070
+
+    parameters = _link_parameters().model_dump_json().encode()
+    link.receive(parameters_topic("bank"), parameters, retained=True)
+    (heard,) = posted
+    assert isinstance(heard, LinkParametersHeard) and heard.parameters_version == 1
+    link.check()
+    assert len(posted) == 1  # once: the core holds them now
+
+    link.receive(ack, b'{"acked_through_seq": 8}', retained=False)
+    assert isinstance(posted[-1], LinkRestored) and posted[-1].heard == "ack"
+    assert held[0].link_down is None and link.view(held[0])["state"] == "up"
+    now[0] = 5001
+    link.check()
+    assert isinstance(posted[-1], LinkLost) and held[0].link_down is not None
+    assert link.view(held[0])["state"] == "LINK DOWN"
+    link.receive(state_topic("bank"), _link_state(), retained=False)
+    assert isinstance(posted[-1], LinkRestored) and posted[-1].heard == "state"
+    assert len(posted) == 4  # parameters, up, down, up: nothing else
+
+    # An answer is posted for a claim the core holds pending, once.
+    held[0] = run(
+        [chip(5), lockout(), *collected(5), settle(s5="AsKsQs")], rules=rules, state=held[0]
+    )[0]
+    answers = ClaimAnswers(
+        link_id="bank",
+        site="pa-demo-casino",
+        table="tcp-07",
+        version=9,
+        answers=[ClaimAnswer(claim_id="1-5", seq=40, status="refused", reason="not a winner")],
+    )
+    link.receive(
+        answers_topic("bank", "pa-demo-casino", "tcp-07"),
+        answers.model_dump_json().encode(),
+        retained=True,  # answers are the controller's record: a retained one counts
+    )
+    link.check()
+    (answer,) = posted[4:]
+    assert isinstance(answer, LinkClaimAnswer) and answer.status == "refused"
+    assert held[0].hits_pending[0].answered and held[0].hits_pending[0].amount_cents == 0
+
+
+def test_a_uth_straight_flush_claims_ten_percent_of_the_links_meter() -> None:
+    """653a.12(d)(1): a share of the meter is claimed as such; the controller pays it."""
+    rules = uth().model_copy(
+        update={"link": LinkRules(link_id="bank", table_ref=REF, link_timeout_ms=5000)}
+    )
+    uth_parameters = parameters(
+        changes={"game": "ultimate-texas-holdem", "paytable": None, "wager_cents": 100}
+    )
+    events = [*opened(rules), uth_parameters, LinkRestored(heard="ack")]
+    state, _ = run([*events, chip(3), lockout(), *collected(3)], rules=rules)
+    state, effects = run([settle("7h6h5h2c3d", s3="9h8h")], rules=rules, state=state)
+    (claim,) = records(effects, rec.LinkClaim)
+    assert (claim.share_percent, claim.hand, claim.rule) == (10, "straight-flush", "653a.12(d)")
+    assert not records(effects, rec.MeterSharePaid) and not records(effects, rec.JackpotHit)
+    (hit,) = state.hits_pending
+    assert hit.link_claim and not hit.paid_from_table_inventory

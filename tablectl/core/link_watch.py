@@ -35,7 +35,8 @@ class LinkWatch:
             self.last_heard_ms, self.heard = now_ms, "state"
 
     def heard_ack(self, now_ms: int) -> None:
-        """A controller acknowledged this table's rows: it committed them, so it is alive."""
+        """A controller acknowledged this table's rows (live, not the retained copy): it
+        committed them, so it is alive."""
         self.last_heard_ms, self.heard = now_ms, "ack"
 
     def up(self, now_ms: int) -> bool:

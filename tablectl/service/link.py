@@ -93,8 +93,10 @@ class TableLink:
         now = self._clock_ms()
         try:
             if topic == self.ack_topic:
-                json.loads(payload)["acked_through_seq"]
-                self.watch.heard_ack(now)
+                if not isinstance(json.loads(payload)["acked_through_seq"], int):
+                    raise TypeError("acked_through_seq is not an integer")
+                if not retained:  # a retained ack may be a dead controller's last word
+                    self.watch.heard_ack(now)
             elif topic == parameters_topic(self.link_id):
                 self.parameters = LinkParameters.model_validate_json(payload)
             elif topic == state_topic(self.link_id):
