@@ -508,7 +508,7 @@ class DeckSection(Strict):
 
     # 649a.3(c), 653a.3(c): at most 4 hours dealt by hand, 8 from a shoe (game.dealing);
     # default: that limit. Lower is allowed, higher is refused.
-    max_age_hours: FiniteFloat | None = Field(default=None, gt=0, le=8)
+    max_age_hours: FiniteFloat | None = Field(default=None, gt=0)
     # A warning this long before a deck's limit, so the next deck is brought in time.
     warn_before_minutes: int = Field(default=15, ge=0, le=240)
     # Without a shuffler that counts each deck after its shuffle: the dealer counts the stub
