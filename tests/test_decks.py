@@ -470,3 +470,23 @@ def test_status_says_what_holds_the_table_and_the_command_that_clears_it() -> No
     found = {f.what: f for f in deck_faults(rules.deck, game, state, T0)}
     due = found["stub-count-due"]
     assert due.rule == "653a.10(d)" and due.command == "tablectl dealer stub-count N --by ID"
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_a_round_opened_on_the_deck_the_shuffler_says_played_the_previous_round_is_void(
+    game: str,
+) -> None:
+    """649a.3(b)(3) from the shuffler's report (DECK): the round its shuffle opened is on the
+    deck that played the round before: void, every wager returned; the decks go on."""
+    chapter, base = GAMES[game]
+    rules = with_decks(base())
+    state, _ = run(rules, played(rules), introduced(rules))  # round 1 on D1
+    state, _ = run(rules, [*shuffled(), ChipSensed(seat=2, present=True, since_ns=1)], state)
+    assert state.round_id == 2 and state.deck.round_deck == "D2" and state.wagers
+    state, fx = step(rules, state, DeckInPlay(deck_id="D1", source="shuffler", by="shuffler"))
+    (alternation,) = records(fx, rec.DeckAlternation)
+    assert alternation.rule == f"{chapter}.3(b)(3)" and alternation.round_voided
+    (voided,) = records(fx, rec.RoundVoided)
+    assert voided.reason == "deck-alternation" and voided.wagers_returned == [2]
+    state, _ = run(rules, [ChipSensed(seat=2, present=False, since_ns=2), *shuffled()], state)
+    assert state.round_id == 3 and state.deck.round_deck == "D2"

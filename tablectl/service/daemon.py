@@ -37,6 +37,7 @@ from tablectl.core.events import (
     DealRequested,
     DealRequestFailed,
     DeckClock,
+    DeckInPlay,
     DeckIntroduced,
     DeliveryFault,
     DeliveryRestored,
@@ -420,7 +421,13 @@ class Daemon:
             log.warning("the shuffler's deck could not be read", error=str(exc))
             return
         state = self.state
-        if deck is None or state is None or state.deck.find(deck[0]) is not None:
+        if deck is None or state is None:
+            return
+        if state.deck.find(deck[0]) is not None:
+            if opened and deck[0] != state.deck.round_deck:
+                # 649a.3(b)(3): the round opened on another deck than the one due.
+                with contextlib.suppress(Rejected):
+                    await self.submit(DeckInPlay(deck_id=deck[0], source="shuffler", by="shuffler"))
             return
         due = state.deck.next_deck(deck_rules)
         shuffled = state.deck.round_deck if opened else None if due is None else due.deck_id
