@@ -19,6 +19,7 @@ from tablectl.drivers.reference.messages import (
     NakReason,
     Status,
     encode_counted,
+    encode_deck_info,
     encode_self_tested,
 )
 from tablectl.drivers.reference.shuffler_codec import EventKind, FaultCode, ShufflerState
@@ -51,6 +52,10 @@ class ShufflerSimulator(SimulatedDevice):
         self.shuffles = 0
         # Set to a report to make the self-test fail with it (a dirty sensor, say).
         self.self_test_failure: str | None = None
+        # The decks it alternates, (id, back colour), reported to DECK; None: a shuffler that
+        # knows no deck identity (it NAKs DECK as an unknown type, as older ones do).
+        self.decks: list[tuple[str, str]] | None = None
+        self.loaded: tuple[str, str] | None = None  # the deck of the last shuffle
         super().__init__(identity, address=address, rng=rng)
 
     def _reboot_state(self) -> None:
@@ -87,6 +92,8 @@ class ShufflerSimulator(SimulatedDevice):
             self.event(EventKind.SHUFFLE_STARTED)
             self.spawn(self._shuffle(), "sim-shuffle")
             return self.reply(request, MsgType.ACK)
+        if request.type == MsgType.DECK and self.decks is not None:
+            return self.reply(request, MsgType.DECK_INFO, encode_deck_info(self.loaded))
         if request.type in (MsgType.COUNT, MsgType.SELF_TEST):
             # Diagnostics run on a machine at rest; a count needs the counter, not a fault.
             if self.state is ShufflerState.SHUFFLING:
@@ -120,6 +127,8 @@ class ShufflerSimulator(SimulatedDevice):
             self.fail(code)
             return
         self.rng.shuffle(self.deck)
+        if self.decks:
+            self.loaded = self.decks[self.shuffles % len(self.decks)]  # 649a.3(b)(3)
         self.shuffles += 1
         self.last_count = len(self.deck)
         self.state = ShufflerState.READY

@@ -49,6 +49,8 @@ from tablectl.core.events import (
 )
 from tablectl.core.round import Phase, Rejected, TableState, step
 from tablectl.rules.cards import parse_cards
+from tablectl.service.deck_status import deck_faults
+from tablectl.service.deck_status import view as deck_view
 from tablectl.service.replay import replay
 from tablectl.store.journal import Store
 
@@ -440,3 +442,51 @@ def test_a_journal_written_before_issue_18_replays_identically(tmp_path: Path) -
     assert result.rows == store.last_seq > 40
     powered = [row for row in store.inputs() if row.type == "power_up"]
     assert powered and all(row.data["rules"]["revision"] == 2 for row in powered)
+
+
+def test_status_says_what_holds_the_table_and_the_command_that_clears_it() -> None:
+    """A deck near its limit is a warning (it stops nothing); past it, the command names the
+    deck to replace; a stub count due names the count to enter (service/deck_status.py)."""
+    rules = with_decks(uth(), every=2)
+    assert rules.deck is not None
+    game = rules.game.table_game()
+    state = introduced(rules)
+    near = T0 + 8 * HOUR - 10 * MIN
+    found = {f.what: f for f in deck_faults(rules.deck, game, state, near)}
+    assert found["deck-age-warning"].stops.value == "nothing"
+    assert "in 10 minutes" in found["deck-age-warning"].cause
+    state, _ = step(rules, state, DeckClock(at_ms=T0 + 8 * HOUR))
+    ages = [f for f in deck_faults(rules.deck, game, state, T0 + 8 * HOUR) if f.what == "deck-age"]
+    assert [f.command for f in ages] == [
+        "tablectl dealer new-deck --id ID --back red --replaces D1 --by ID",
+        "tablectl dealer new-deck --id ID --back blue --replaces D2 --by ID",
+    ]
+    assert {(f.stops.value, f.rule) for f in ages} == {("rounds", "653a.3(c)(2)")}
+    view = deck_view(rules.deck, state, T0 + 8 * HOUR)
+    assert view.blocked_by == "deck-age" and view.decks[0].to_limit_ms == 0
+    state = introduced(rules)
+    for _ in range(2):
+        state, _ = run(rules, played(rules), state)
+    found = {f.what: f for f in deck_faults(rules.deck, game, state, T0)}
+    due = found["stub-count-due"]
+    assert due.rule == "653a.10(d)" and due.command == "tablectl dealer stub-count N --by ID"
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_a_round_opened_on_the_deck_the_shuffler_says_played_the_previous_round_is_void(
+    game: str,
+) -> None:
+    """649a.3(b)(3) from the shuffler's report (DECK): the round its shuffle opened is on the
+    deck that played the round before: void, every wager returned; the decks go on."""
+    chapter, base = GAMES[game]
+    rules = with_decks(base())
+    state, _ = run(rules, played(rules), introduced(rules))  # round 1 on D1
+    state, _ = run(rules, [*shuffled(), ChipSensed(seat=2, present=True, since_ns=1)], state)
+    assert state.round_id == 2 and state.deck.round_deck == "D2" and state.wagers
+    state, fx = step(rules, state, DeckInPlay(deck_id="D1", source="shuffler", by="shuffler"))
+    (alternation,) = records(fx, rec.DeckAlternation)
+    assert alternation.rule == f"{chapter}.3(b)(3)" and alternation.round_voided
+    (voided,) = records(fx, rec.RoundVoided)
+    assert voided.reason == "deck-alternation" and voided.wagers_returned == [2]
+    state, _ = run(rules, [ChipSensed(seat=2, present=False, since_ns=2), *shuffled()], state)
+    assert state.round_id == 3 and state.deck.round_deck == "D2"

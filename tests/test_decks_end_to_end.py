@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tablectl.drivers.reference.messages import ProtocolError, decode_deck_info, encode_deck_info
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
@@ -109,3 +110,37 @@ async def test_decks_are_introduced_alternate_and_the_stub_is_counted_through_th
         assert store is not None
         replayed = await table.daemon.in_journal_thread(lambda: replay(store))
         assert replayed.identical, replayed.difference
+
+
+async def test_a_shuffler_that_reports_its_decks_introduces_them(
+    broker: PrivateBroker, tmp_path: Path
+) -> None:
+    """The shuffler's DECK request (docs/protocols/shuffler.md): each deck it shuffles, by id
+    and back colour, is introduced without the dealer; one that does not report (it NAKs
+    DECK as an unknown type, as older shufflers do) leaves the introduction to the dealer."""
+    async with simulated_table(broker, tmp_path / "data", deck=DeckSection()) as table:
+        await table.until_shuffler_has_nothing_left()
+        assert table.state.deck.decks == () and table.state.phase is Phase.CLOSED
+        await table.stop()
+        table.sim.decks = [("S1", "red"), ("S2", "blue")]  # it alternates them (649a.3(b)(3))
+        await table.start()
+        await table.wait_phase(Phase.BETTING)
+        life = table.state.deck
+        assert [(d.deck_id, d.back) for d in life.decks] == [("S1", "red"), ("S2", "blue")]
+        assert life.round_deck == "S1"
+        store = table.daemon.store
+        assert store is not None
+        sources = [
+            row.data["source"]
+            for row in store.rows_after(0, limit=1000)
+            if row.type == "deck.introduced"
+        ]
+        assert sources == ["shuffler", "shuffler"]
+
+
+def test_deck_info_round_trips_and_a_reply_that_does_not_decode_is_refused() -> None:
+    assert decode_deck_info(encode_deck_info(("D17", "red"))) == ("D17", "red")
+    assert decode_deck_info(encode_deck_info(None)) is None
+    for bad in (b"", b"\x03D17", b"\x03D17\x00", b"\x03D17\x03red!", b"\x02\xff\xfe\x03red"):
+        with pytest.raises(ProtocolError):
+            decode_deck_info(bad)

@@ -21,12 +21,14 @@ class MsgType(IntEnum):
     DEAL = 0x04  # shoe
     COUNT = 0x05  # shuffler: count the cards it holds
     SELF_TEST = 0x06  # shuffler
+    DECK = 0x07  # shuffler: which deck it holds (a later addition: older shufflers NAK it)
     # device -> host
     STATUS = 0x81
     ACK = 0x82
     IDENT = 0x83
     COUNTED = 0x84
     SELF_TESTED = 0x85
+    DECK_INFO = 0x86
     NAK = 0x8F
 
 
@@ -168,6 +170,50 @@ def decode_counted(payload: bytes) -> tuple[int, int]:
         raise ProtocolError(f"COUNTED payload must be {_COUNTED.size} bytes", payload)
     counted, expected = _COUNTED.unpack(payload)
     return int(counted), int(expected)
+
+
+MAX_DECK_FIELD_BYTES = 32
+
+
+def encode_deck_info(deck: tuple[str, str] | None) -> bytes:
+    """DECK_INFO: the deck's id and back colour, each length-prefixed; none: two empty fields."""
+    deck_id, back = deck or ("", "")
+    out = b""
+    for text in (deck_id, back):
+        raw = text.encode()
+        if len(raw) > MAX_DECK_FIELD_BYTES:
+            raise ValueError(f"deck field {text!r} is longer than {MAX_DECK_FIELD_BYTES} bytes")
+        out += bytes([len(raw)]) + raw
+    return out
+
+
+def decode_deck_info(payload: bytes) -> tuple[str, str] | None:
+    """(deck id, back colour) of the deck the shuffler holds, or None: it holds none it knows."""
+    fields: list[str] = []
+    at = 0
+    for _ in range(2):
+        if at >= len(payload) or payload[at] > MAX_DECK_FIELD_BYTES:
+            raise ProtocolError("DECK_INFO payload too short or a field too long", payload)
+        n = payload[at]
+        raw = payload[at + 1 : at + 1 + n]
+        if len(raw) != n:
+            raise ProtocolError("DECK_INFO field runs past the payload", payload)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("DECK_INFO field is not UTF-8", payload) from exc
+        if not text.isprintable():
+            raise ProtocolError("DECK_INFO field is not printable", payload)
+        fields.append(text)
+        at += 1 + n
+    if at != len(payload):
+        raise ProtocolError("DECK_INFO has bytes past its two fields", payload)
+    deck_id, back = fields
+    if not deck_id and not back:
+        return None
+    if not deck_id or not back:
+        raise ProtocolError("DECK_INFO gives an id without a back colour, or the reverse", payload)
+    return deck_id, back
 
 
 def encode_self_tested(passed: bool, report: str) -> bytes:

@@ -55,4 +55,9 @@ class Shuffler(Protocol):
         """The reset is journaled: take the device's events after event_id."""
         ...
 
+    async def deck_loaded(self) -> tuple[str, str] | None:
+        """The deck it holds, (id, back colour), where its protocol reports one; else None.
+        Raises LinkError when it cannot be asked."""
+        ...
+
     def health(self) -> dict[str, Any]: ...

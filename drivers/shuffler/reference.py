@@ -17,6 +17,7 @@ from tablectl.drivers.reference.messages import (
     NakReason,
     ProtocolError,
     decode_counted,
+    decode_deck_info,
     decode_self_tested,
     type_name,
 )
@@ -56,6 +57,23 @@ class ReferenceShuffler(PolledDevice):
     async def self_test(self) -> tuple[bool, str]:
         """The device's self-test: (passed, its report)."""
         return await self._diagnostic(MsgType.SELF_TEST, MsgType.SELF_TESTED, decode_self_tested)
+
+    async def deck_loaded(self) -> tuple[str, str] | None:
+        """The deck it holds, (id, back colour), where it reports one (DECK); None from a
+        shuffler that does not (it NAKs DECK as an unknown type) or holds none it knows."""
+        try:
+            reply = await self.command(MsgType.DECK)
+        except NakError as exc:
+            if exc.reason == NakReason.UNKNOWN_TYPE:
+                return None
+            raise
+        try:
+            if reply.type != MsgType.DECK_INFO:
+                raise LinkError(f"DECK answered with {type_name(reply.type)}")
+            return decode_deck_info(reply.payload)
+        except (LinkError, ProtocolError) as exc:
+            self.counters.bad_replies += 1
+            raise LinkError(f"DECK: {exc}") from None
 
     async def _diagnostic(
         self, request: MsgType, expected: MsgType, decode: Callable[[bytes], T]

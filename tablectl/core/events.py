@@ -517,10 +517,13 @@ class DeckClock(Input):
 
 
 class DeckInPlay(Command):
-    """The dealer deals this round from this deck (649a.3(b)(3): decks alternate)."""
+    """This round is dealt from this deck (649a.3(b)(3): decks alternate): the dealer says so
+    (refused for the deck of the previous round), or the shuffler reported the deck whose
+    shuffle opened the round (that deck again: the round is void)."""
 
     TYPE = "deck_in_play"
     deck_id: DeckId
+    source: Literal["dealer", "shuffler"] = "dealer"
 
 
 class StubCounted(Command):

@@ -1737,7 +1737,7 @@ def _deck_input(
         case DeckIntroduced():
             return _deck_ages(game, deck_rules, _introduce(game, deck_rules, s, event, fx), fx)
         case DeckInPlay():
-            return _deck_in_play(game, deck_rules, s, event)
+            return _deck_in_play(game, deck_rules, s, event, fx)
         case StubCounted():
             return _stub_counted(game, deck_rules, s, event, fx)
 
@@ -1856,7 +1856,7 @@ def _replaced(rules: DeckRules, s: TableState, life: DeckLife, event: DeckIntrod
 
 
 def _deck_in_play(
-    game: TableGame, rules: DeckRules, s: TableState, event: DeckInPlay
+    game: TableGame, rules: DeckRules, s: TableState, event: DeckInPlay, fx: list[Effect]
 ) -> TableState:
     """The dealer names the deck the round is dealt from: the deck that played the previous
     round is refused (649a.3(b)(3): each deck is used for every other round)."""
@@ -1866,6 +1866,21 @@ def _deck_in_play(
     if life.find(event.deck_id) is None:
         decks_here = ", ".join(d.deck_id for d in life.decks) or "none"
         raise Rejected(f"deck {event.deck_id} is not at the table; decks: {decks_here}")
+    if rules.alternate and event.deck_id == life.previous_round_deck and event.source == "shuffler":
+        # The shuffler delivered the deck that played the previous round: this round is not
+        # played on it (649a.3(b)(3)); its wagers are returned and the decks go on alternating.
+        rule = decks.alternation_rule(game)
+        fx.append(
+            rec.DeckAlternation(
+                round_id=s.round_id,
+                deck_id=event.deck_id,
+                previous_round_deck=event.deck_id,
+                round_voided=True,
+                rule=rule,
+            )
+        )
+        s = _void_round(s, "deck-alternation", rule, "shuffler", fx)
+        return _with_life(s, s.deck.model_copy(update={"round_deck": event.deck_id}))
     if rules.alternate and event.deck_id == life.previous_round_deck:
         raise Rejected(
             f"deck {event.deck_id} played the previous round: the decks alternate, each used "

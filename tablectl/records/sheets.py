@@ -116,7 +116,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
 
 # The `by` of what the table did by itself, not a person (core/round.py voids a round the
 # shoe spoiled with by="shoe"): such rows are not control actions.
-AUTOMATIC_BY = frozenset({"shoe"})
+AUTOMATIC_BY = frozenset({"shoe", "shuffler"})
 
 
 # --- rows -------------------------------------------------------------------------------

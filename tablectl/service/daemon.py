@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import structlog
+from pydantic import ValidationError
 
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
@@ -36,6 +37,8 @@ from tablectl.core.events import (
     DealRequested,
     DealRequestFailed,
     DeckClock,
+    DeckInPlay,
+    DeckIntroduced,
     DeliveryFault,
     DeliveryRestored,
     DeviceLinkReset,
@@ -43,6 +46,7 @@ from tablectl.core.events import (
     PowerUp,
     ShoeCleared,
     ShoeFault,
+    ShuffleCompleted,
     ShuffleRequestFailed,
     TableRules,
 )
@@ -453,6 +457,42 @@ class Daemon:
             # A deck introduced meanwhile brings its own times: look again within a minute.
             await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
 
+    async def _deck_from_shuffler(self, opened: bool) -> None:
+        """A shuffler that reports the deck it shuffled (DECK) introduces a deck the table does
+        not know (649a.3): the round's deck if the shuffle opened one, else the next deck."""
+        deck_rules = self.rules.deck
+        if deck_rules is None:
+            return
+        try:
+            deck = await self.shuffler.deck_loaded()
+        except LinkError as exc:
+            log.warning("the shuffler's deck could not be read", error=str(exc))
+            return
+        state = self.state
+        if deck is None or state is None:
+            return
+        if state.deck.find(deck[0]) is not None:
+            if opened and deck[0] != state.deck.round_deck:
+                # 649a.3(b)(3): the round opened on another deck than the one due.
+                with contextlib.suppress(Rejected):
+                    await self.submit(DeckInPlay(deck_id=deck[0], source="shuffler", by="shuffler"))
+            return
+        due = state.deck.next_deck(deck_rules)
+        shuffled = state.deck.round_deck if opened else None if due is None else due.deck_id
+        full = len(state.deck.decks) >= decks.decks_needed(deck_rules)
+        try:
+            introduced = DeckIntroduced(
+                deck_id=deck[0],
+                back=deck[1],
+                at_ms=self.wall_clock_ms(),
+                replaces=shuffled if full else None,
+                source="shuffler",
+                by="shuffler",
+            )
+            await self.submit(introduced)
+        except (ValidationError, Rejected) as exc:
+            log.warning("the shuffler's deck was not introduced", deck=deck, error=str(exc))
+
     def _trace(self, device: str, path: Any) -> TraceWriter | None:
         if path is None:
             return None
@@ -596,6 +636,10 @@ class Daemon:
         self.hub.publish_rows(rows)
         for type_, data in item.commit.entries:
             log.info(type_, **data)
+        event = item.sub.event
+        if isinstance(event, ShuffleCompleted) and not event.stale and self._tasks is not None:
+            opened = any(row.type == "round.opened" for row in rows)
+            self._tasks.create_task(self._deck_from_shuffler(opened), name="shuffler-deck")
         item.sub.followup = self._execute(item.effects)
         item.sub.answer([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
 
