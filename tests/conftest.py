@@ -33,6 +33,29 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_CONFIG = REPO / "config" / "three-card-poker.toml"
 
 
+# The longest modules first: under xdist (pyproject's addopts, --dist loadfile) a module runs
+# on one worker, and one started last would run on alone at the end. Stable: the order within
+# a module, and of every other module, stays.
+LONGEST_FIRST = (
+    "test_deb.py",
+    "test_records.py",
+    "test_simulate_table.py",
+    "test_report.py",
+    "test_link_controller.py",
+    "test_poker.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(
+        key=lambda item: (
+            LONGEST_FIRST.index(item.path.name)
+            if item.path.name in LONGEST_FIRST
+            else len(LONGEST_FIRST)
+        )
+    )
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _logs_to_stderr() -> None:
     # structlog's default prints to stdout, which would mix with what CLI tests read.

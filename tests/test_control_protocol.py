@@ -25,6 +25,8 @@ from tablectl.rules.cards import parse_cards
         ({"cmd": "settle", "hands": {"1": 5}}, "hands.1: Input should be a valid string"),
         ({"cmd": "void"}, "reason: Field required"),
         ({"cmd": "validate", "hit_id": "3-1"}, "by: Field required"),
+        ({"cmd": "new-deck", "by": "\x00T1"}, "by: '\\\\x00T1': an employee id, printable"),
+        ({"cmd": "validate", "hit_id": "3-1", "by": "T\x1b[2J"}, "an employee id, printable"),
         ({"cmd": "new-deck", "extra": 1}, "extra: Extra inputs are not permitted"),
         ({"cmd": "clear-fault", "seat": "3"}, "seat: Input should be a valid integer"),
         ({"cmd": "clear-fault", "lockout": 1}, "lockout: Input should be a valid boolean"),

@@ -11,9 +11,17 @@ groups against the `[access]` section of the config before anything else.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from tablectl.core.events import (
     Back,
@@ -57,6 +65,13 @@ class _Request(BaseModel):
     # Who is acting, as they identify themselves (an employee id); the socket adds the
     # operating-system user it sees.
     by: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _by_is_printable(self) -> Self:
+        # A name journaled and shown to people: no control characters (a NUL, an escape).
+        if self.by is not None and not self.by.isprintable():
+            raise ValueError(f"by: {self.by!r}: an employee id, printable characters only")
+        return self
 
 
 class StatusRequest(_Request):
