@@ -371,8 +371,10 @@ async def _run_daemon(config: Path, cfg: TableConfig) -> tuple[int, str]:
 def test_what_check_accepts_runs_and_stops(
     edge: tuple[Path_, object], tmp_path: Path, broker: PrivateBroker
 ) -> None:
-    home = Path(tempfile.mkdtemp(dir=tmp_path, prefix="r"))
-    asyncio.run(_edge_runs_or_is_refused(home, broker, *edge))
+    # Not under tmp_path: under pytest-xdist its path is longer (popen-gwN/...), and the
+    # default sockets in data_dir would pass the AF_UNIX limit for a reason not the edge's.
+    with tempfile.TemporaryDirectory(prefix="tc-") as home:
+        asyncio.run(_edge_runs_or_is_refused(Path(home), broker, *edge))
 
 
 async def _edge_runs_or_is_refused(
