@@ -3,7 +3,8 @@
 verify recomputes, independently of the database's trigger, every event's SHA-256 chain, and
 checks for every link and level, to the ten-thousandth of a cent:
   meter = initial + contributions to the meter + reset amounts - awards from the meter
-(each term summed from the events; resets and a full-amount-each award are put in by the
+(each term summed from the events; a voided round's `contribution.reversed` events count as
+negative contributions; resets and a full-amount-each award are put in by the
 operator, so they are the events' `seed`), that the reserve and overflow pools are their own
 sums, that every event balances, that every contribution is wager x rate, that versions run
 1..N with the link's row at N, and that the NJ 1.39A meters of the SQL view agree.
