@@ -180,6 +180,16 @@ def test_a_void_after_the_count_reverses_each_of_the_rounds_contributions_on_the
     assert state.round_link_contributions == () and state.phase is Phase.CLOSED
 
 
+def test_a_counted_rounds_contributions_survive_a_restart_and_a_later_void_reverses_them() -> None:
+    state = on_the_link()
+    state, _ = run([chip(2), lockout(), *collected(2)], rules=LINKED, state=state)
+    saved = TableState.model_validate_json(state.model_dump_json())  # the daemon's saved state
+    assert saved == state and len(saved.round_link_contributions) == 1
+    _, effects = run([VoidRound(reason="shoe-jam")], rules=LINKED, state=saved)
+    (reversal,) = records(effects, rec.LinkContributionReversed)
+    assert (reversal.seat, reversal.contribution_ten_thousandths_cent) == (2, 500 * 1400)
+
+
 def test_a_void_before_the_count_reverses_nothing_on_the_link() -> None:
     state = on_the_link()
     state, effects = run([chip(2), VoidRound(reason="shoe-jam")], rules=LINKED, state=state)
