@@ -241,7 +241,9 @@ async def test_a_round_voided_after_its_count_takes_its_contributions_off_the_li
     controller = ControllerProcess(setup.path, "c1")
     await controller.start()
     try:
-        async with linked_table(broker, tmp_path / "data") as table:
+        # A long link timeout: this test is not about LINK DOWN (a loaded machine's slow
+        # broadcast must not withdraw the round's wagers before they are counted).
+        async with linked_table(broker, tmp_path / "data", timeout_ms=30_000) as table:
             await table.daemon.wait_until(link_up, 30)
             (before,) = await ledger_rows(setup, "SELECT display_units FROM link_level")
             # Round 1 is counted (its contributions journaled), then voided.
@@ -302,6 +304,10 @@ async def test_a_round_voided_after_its_count_takes_its_contributions_off_the_li
                 s for s, _ in journal(table, "link.contribution") + reversals
             )
             assert all(named for k, _, named in kinds if k == "contribution.reversed")
+            # Once the table is quiet again (the next round taking bets), its journal replays
+            # as it was written.
+            await table.wait_phase(Phase.BETTING, 30)
+            await table.until_shuffler_has_nothing_left()
             store = table.daemon.store
             assert store is not None and replay(store).identical
     finally:
