@@ -14,6 +14,7 @@ from tablectl.link.contract import (
     LevelParameters,
     LinkClaim,
     LinkContribution,
+    LinkContributionReversed,
     LinkDefinition,
 )
 
@@ -99,6 +100,69 @@ def test_a_contribution_is_wager_times_rate_to_the_unit() -> None:
     # 14 % to the meter, 1 % to the hidden reserve: 500 x 1400 and 500 x 100 units.
     assert (level.display_units, level.reserve_units) == (100_000 * 10_000 + 700_000, 50_000)
     assert b.events[-1].kind == "contribution" and b.events[-1].balances()
+
+
+def reversal(table: str, seq: int, round_id: int, *, rate: int = 1500) -> TableRow:
+    record = LinkContributionReversed(
+        link_id="bank",
+        level_id="progressive",
+        parameters_version=1,
+        round_id=round_id,
+        seat=1,
+        wager_cents=500,
+        rate_bp=rate,
+        contribution_ten_thousandths_cent=500 * rate,
+        reason="shoe-jam",
+        rule="649a.13(f)",
+    )
+    return TableRow(table, seq, record.TYPE, record)
+
+
+def test_a_reversal_takes_off_each_pool_what_its_contribution_put_on() -> None:
+    b = book(definition(reserve_bp=100, limit=100_050))  # $0.50 of room below the limit
+    start = b.levels["progressive"].display_units
+    b.apply(contribution("s/t1", 1, rate=1500), T0)  # 50 cents to the meter, 20 overflow
+    b.apply(reversal("s/t1", 2, 1), T0)
+    event = b.events[-1]
+    assert event.kind == "contribution.reversed" and event.balances()
+    assert (event.display_units, event.reserve_units, event.overflow_units) == (
+        -500_000,
+        -50_000,
+        -200_000,
+    )
+    assert event.contribution_units == -750_000 and event.ref_version == b.version - 1
+    level = b.levels["progressive"]
+    assert (level.display_units, level.reserve_units, level.overflow_units) == (start, 0, 0)
+    b.apply(contribution("s/t1", 3, rate=1500), T0)
+    b.apply(contribution("s/t1", 4, rate=1500), T0)  # no room left: all 70 cents overflow
+    b.apply(reversal("s/t1", 5, 4), T0)
+    event = b.events[-1]
+    assert event.kind == "contribution.reversed" and event.balances()
+    assert (event.display_units, event.reserve_units, event.overflow_units) == (
+        0,
+        -50_000,
+        -700_000,
+    )
+    assert (level.display_units, level.reserve_units, level.overflow_units) == (
+        start + 500_000,
+        50_000,
+        200_000,
+    )
+    # Once only: the same contribution again (another seq) is refused, nothing moves.
+    b.apply(reversal("s/t1", 6, 4), T0)
+    assert b.events[-1].kind == "reversal.refused" and "reversed already" in b.events[-1].detail
+    assert level.display_units == start + 500_000
+
+
+def test_a_reversal_after_a_reset_takes_the_spent_reserve_share_off_the_meter() -> None:
+    b = book(definition(reserve_bp=100))
+    b.apply(contribution("s/t1", 1, rate=1500), T0)
+    b.apply(claim("s/t2", 1, "h"), T0)  # the reset spends the reserve
+    level = b.levels["progressive"]
+    assert level.reserve_units == 0 and level.display_units == 100_000 * 10_000
+    b.apply(reversal("s/t1", 2, 1), T0)
+    assert b.events[-1].kind == "contribution.reversed" and b.events[-1].balances()
+    assert level.display_units == 100_000 * 10_000 - 750_000
 
 
 def test_a_contribution_not_matching_the_parameters_is_refused_with_the_reason() -> None:

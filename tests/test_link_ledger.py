@@ -20,7 +20,7 @@ from tablectl.cli import main
 from tablectl.link import ledger
 from tablectl.link.audit import verify
 from tablectl.link.book import TableRow
-from tablectl.link.contract import LinkClaim, LinkContribution
+from tablectl.link.contract import LinkClaim, LinkContribution, LinkContributionReversed
 from tablectl.link.controller import StartupError, check_against_ledger
 
 from .link_support import LinkSetup, new_database, prepare
@@ -43,12 +43,14 @@ async def connection(setup: LinkSetup) -> ledger.Connection:
     return await ledger.connect(setup.conninfo, application_name="test")
 
 
-def contribution(table: str, seq: int, seat: int = 1, rate: int = 1400) -> TableRow:
+def contribution(
+    table: str, seq: int, seat: int = 1, rate: int = 1400, round_id: int | None = None
+) -> TableRow:
     record = LinkContribution(
         link_id="bank",
         level_id="progressive",
         parameters_version=1,
-        round_id=seq,
+        round_id=seq if round_id is None else round_id,
         seat=seat,
         wager_cents=500,
         rate_bp=rate,
@@ -63,7 +65,7 @@ async def test_migrations_apply_once_and_a_changed_one_is_refused(setup: LinkSet
         assert await ledger.schema_version(conn) == 0
         with pytest.raises(ledger.LedgerError, match="tablectl link migrate"):
             await ledger.check_schema(conn)
-        assert await ledger.migrate(conn, by="test") == ["0001_ledger.sql"]
+        assert await ledger.migrate(conn, by="test") == ["0001_ledger.sql", "0002_reversals.sql"]
         assert await ledger.migrate(conn, by="test") == []
         # Two at once (two operators): one applies, the other finds it done.
         other = await connection(setup)
@@ -107,6 +109,105 @@ async def test_the_event_table_is_append_only_and_verify_finds_any_tampering(
         )
         assert any("contribution is not wager x rate" in f for f in result.failures)
         assert any("meter" in f and "!=" in f for f in result.failures), result.failures
+    finally:
+        await conn.close()
+
+
+def reversal(table: str, seq: int, round_id: int, seat: int = 1, rate: int = 1400) -> TableRow:
+    record = LinkContributionReversed(
+        link_id="bank",
+        level_id="progressive",
+        parameters_version=1,
+        round_id=round_id,
+        seat=seat,
+        wager_cents=500,
+        rate_bp=rate,
+        contribution_ten_thousandths_cent=500 * rate,
+        reason="shoe-jam",
+        rule="649a.13(f)",
+    )
+    return TableRow(table, seq, record.TYPE, record)
+
+
+async def meter_units(conn: ledger.Connection) -> int:
+    (snapshot,) = await ledger.snapshots(conn)
+    return snapshot.levels[0].amount_units
+
+
+async def test_a_voided_rounds_reversals_take_its_contributions_off_the_meter_once(
+    setup: LinkSetup,
+) -> None:
+    """Round 1 (seats 1, 2) counts on table 1, round 1 (seat 3) on table 2; table 1 voids its
+    round: the meter is what it was without it, each row in once even when sent again, a
+    reversal naming no applied contribution or one reversed already is refused, and verify
+    (meter = initial + contributions - reversals - awards) is clean."""
+    await prepare(setup)
+    conn = await connection(setup)
+    try:
+        before = await meter_units(conn)
+        t1 = [contribution("s/t01", s, seat=s, round_id=1) for s in (1, 2)]
+        t2 = [contribution("s/t02", 1, seat=3)]
+        voids = [reversal("s/t01", 3, 1, seat=1), reversal("s/t01", 4, 1, seat=2)]
+        # One batch with the contributions and their reversals, sent twice; then again alone.
+        await ledger.apply_rows(conn, [*t1, *t2, *voids], by="a")
+        await ledger.apply_rows(conn, [*t1, *t2, *voids], by="b")
+        await ledger.apply_rows(conn, voids, by="c")
+        assert await meter_units(conn) == before + 500 * 1400
+        cur = await conn.execute(
+            "SELECT kind, count(*), sum(contribution_units), sum(display_units) FROM link_event"
+            " WHERE table_ref IS NOT NULL GROUP BY kind ORDER BY kind"
+        )
+        assert await cur.fetchall() == [
+            ("contribution", 3, 3 * 500 * 1400, 3 * 500 * 1400),
+            ("contribution.reversed", 2, -2 * 500 * 1400, -2 * 500 * 1400),
+        ]
+        # Each reversal names the contribution it takes back.
+        cur = await conn.execute(
+            "SELECT r.seat, c.seat, c.kind FROM link_event r JOIN link_event c"
+            " ON c.link_id = r.link_id AND c.version = r.ref_version"
+            " WHERE r.kind = 'contribution.reversed' ORDER BY r.seq"
+        )
+        assert await cur.fetchall() == [(1, 1, "contribution"), (2, 2, "contribution")]
+        # Reversed again under another seq, or never contributed: refused, and acknowledged.
+        again = [reversal("s/t01", 5, 1, seat=1), reversal("s/t02", 2, 9, seat=3)]
+        result = await ledger.apply_rows(conn, again, by="a")
+        assert result.cursors == {"s/t01": 5, "s/t02": 2}
+        cur = await conn.execute(
+            "SELECT detail FROM link_event WHERE kind = 'reversal.refused' ORDER BY seq DESC"
+        )
+        reasons = [json.loads(d)["reason"] for (d,) in await cur.fetchall()]
+        assert "reversed already" in reasons[0] and "no contribution of round 9" in reasons[1]
+        assert await meter_units(conn) == before + 500 * 1400
+        result_ = await verify(conn)
+        assert result_.ok, result_.failures
+        (level,) = result_.links["bank"].values()
+        assert level.progressive_in_units == 500 * 1400
+    finally:
+        await conn.close()
+
+
+async def test_a_reversal_after_a_hit_and_reset_comes_off_the_meter_as_it_is(
+    setup: LinkSetup,
+) -> None:
+    """The level was hit and reset between the count and the void: the contribution still
+    comes off the meter (as the table's own meter takes a void back from what it holds)."""
+    await prepare(setup)
+    conn = await connection(setup)
+    try:
+        claim = LinkClaim(
+            link_id="bank", level_id="progressive", parameters_version=1, claim_id="h",
+            round_id=7, seat=3, hand="mini-royal-flush", cards="AsKsQs", share_percent=100,
+            rule="649a.12(e)",
+        )  # fmt: skip
+        await ledger.apply_rows(
+            conn,
+            [contribution("s/t01", 1), TableRow("s/t02", 1, claim.TYPE, claim)],
+            by="a",
+        )
+        after_reset = await meter_units(conn)
+        await ledger.apply_rows(conn, [reversal("s/t01", 2, 1)], by="a")
+        assert await meter_units(conn) == after_reset - 500 * 1400
+        assert (await verify(conn)).ok
     finally:
         await conn.close()
 

@@ -188,7 +188,8 @@ async def test_the_sign_shows_the_ledgers_amount_pending_and_link_down(
                 # The amount: what the page shows is the ledger's, at the version it shows.
                 view = await ledger_view()
                 shown_version = await page.until(
-                    f"document.getElementById('amount').dataset.version === '{view.version}'"
+                    # `?.`: right after Page.reload the old document may still answer.
+                    f"document.getElementById('amount')?.dataset.version === '{view.version}'"
                     " && document.getElementById('amount').textContent"
                 )
                 assert shown_version == dollars(view.amount_cents)

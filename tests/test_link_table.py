@@ -25,6 +25,8 @@ from tablectl.core.events import ValidateHit
 from tablectl.core.round import Phase, Rejected, TableState
 from tablectl.link import ledger
 from tablectl.link.audit import verify
+from tablectl.link.book import TableRow
+from tablectl.link.contract import LinkContribution, LinkContributionReversed
 from tablectl.rules.meters import LinkedMeter
 from tablectl.service import status as status_view
 from tablectl.service.replay import replay
@@ -226,3 +228,87 @@ async def test_a_linked_table_contributes_claims_and_locks_out_on_link_loss(
     finally:
         first.stop()
         second.stop()
+
+
+async def test_a_round_voided_after_its_count_takes_its_contributions_off_the_link(
+    broker: PrivateBroker, postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    """Round 1 counts two wagers, then the shoe jams (649a.13(f)): the table journals a
+    reversal per contribution, the controller applies each once, and the link's meter is
+    back to what it was; the rows sent again (twice) change nothing; verify is clean."""
+    setup = write_config(tmp_path, new_database(postgres), broker, tables=TABLE_REF)
+    await prepare(setup)
+    controller = ControllerProcess(setup.path, "c1")
+    await controller.start()
+    try:
+        # A long link timeout: this test is not about LINK DOWN (a loaded machine's slow
+        # broadcast must not withdraw the round's wagers before they are counted).
+        async with linked_table(broker, tmp_path / "data", timeout_ms=30_000) as table:
+            await table.daemon.wait_until(link_up, 30)
+            (before,) = await ledger_rows(setup, "SELECT display_units FROM link_level")
+            # Round 1 is counted (its contributions journaled), then voided.
+            await table.wait_phase(Phase.BETTING, 30)
+            await table.place_wagers(2, 5)
+            await table.lock()
+            assert table.state.counted and len(journal(table, "link.contribution")) == 2
+            reply = await table.dealer(cmd="void", reason="shoe-jam")
+            assert reply["ok"], reply
+            reversals = journal(table, "link.contribution_reversed")
+            assert [(d["round_id"], d["seat"], d["rule"]) for _, d in reversals] == [
+                (1, 2, "649a.13(f)"),
+                (1, 5, "649a.13(f)"),
+            ]
+            amounts = [d["contribution_ten_thousandths_cent"] for _, d in reversals]
+            assert amounts == [UNITS_PER_WAGER, UNITS_PER_WAGER]
+            ((_, voided),) = journal(table, "round.voided")
+            assert voided["contribution_reversed_ten_thousandths_cent"] == 2 * UNITS_PER_WAGER
+
+            last = max(seq for seq, _ in reversals)
+            async with asyncio.timeout(60):  # the relay hears the link's acks
+                while table.daemon.relay.acks.acked["link"] < last:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            assert await ledger_rows(setup, "SELECT display_units FROM link_level") == [before]
+
+            # The table's link rows sent again, twice, as a replay would: nothing changes.
+            rows = [
+                TableRow(TABLE_REF, seq, type_, model.model_validate(data))
+                for type_, model in (
+                    ("link.contribution", LinkContribution),
+                    ("link.contribution_reversed", LinkContributionReversed),
+                )
+                for seq, data in journal(table, type_)
+            ]
+            rows.sort(key=lambda r: r.seq)
+            conn = await ledger.connect(setup.conninfo, application_name="test-replay")
+            try:
+                for _ in range(2):
+                    again = await ledger.apply_rows(conn, rows, by="replay")
+                    assert again.applied == 0 and again.events == 0
+                result = await verify(conn)
+                assert result.ok, result.failures
+            finally:
+                await conn.close()
+            kinds = await ledger_rows(
+                setup,
+                "SELECT kind, seq, ref_version IS NOT NULL FROM link_event"
+                " WHERE table_ref = %s AND seq IS NOT NULL ORDER BY seq",
+                TABLE_REF,
+            )
+            assert [k for k, _, _ in kinds] == [
+                "contribution",
+                "contribution",
+                "contribution.reversed",
+                "contribution.reversed",
+            ]
+            assert [s for _, s, _ in kinds] == sorted(
+                s for s, _ in journal(table, "link.contribution") + reversals
+            )
+            assert all(named for k, _, named in kinds if k == "contribution.reversed")
+            # Once the table is quiet again (the next round taking bets), its journal replays
+            # as it was written.
+            await table.wait_phase(Phase.BETTING, 30)
+            await table.until_shuffler_has_nothing_left()
+            store = table.daemon.store
+            assert store is not None and replay(store).identical
+    finally:
+        controller.stop()

@@ -21,6 +21,7 @@ from tablectl.core.events import (
     LinkRules,
     TableRules,
     ValidateHit,
+    VoidRound,
 )
 from tablectl.core.link_watch import LinkWatch
 from tablectl.core.round import Phase, Rejected, TableState
@@ -132,6 +133,78 @@ def test_contributions_are_journaled_at_the_count_for_every_level() -> None:
     # The cut-off: the rows come before the count is final.
     kinds = [type(e) for e in effects if isinstance(e, rec.Record)]
     assert kinds.index(rec.WagersCounted) > kinds.index(rec.LinkContribution)
+
+
+def test_a_void_after_the_count_reverses_each_of_the_rounds_contributions_on_the_link() -> None:
+    two_levels = parameters(
+        changes={
+            "levels": (
+                LinkLevelTerms(
+                    level_id="progressive",
+                    contribution_rate_bp=1400,
+                    initial_cents=100_000,
+                    reset_cents=100_000,
+                ),
+                LinkLevelTerms(
+                    level_id="mini", contribution_rate_bp=37, initial_cents=5000, reset_cents=5000
+                ),
+            )
+        }
+    )
+    state, _ = run([*opened(LINKED), two_levels, LinkRestored(heard="state")], rules=LINKED)
+    state, effects = run([chip(2), chip(5), lockout(), *collected(2, 5)], rules=LINKED, state=state)
+    contributed = records(effects, rec.LinkContribution)
+    assert len(contributed) == 4
+    state, effects = run([VoidRound(reason="shoe-jam", by="dealer-1")], rules=LINKED, state=state)
+    reversed_ = records(effects, rec.LinkContributionReversed)
+    # One reversal per contribution, naming it and carrying its exact amount and the rule.
+    assert [
+        (r.round_id, r.seat, r.level_id, r.parameters_version, r.contribution_ten_thousandths_cent)
+        for r in reversed_
+    ] == [
+        (c.round_id, c.seat, c.level_id, c.parameters_version, c.contribution_ten_thousandths_cent)
+        for c in contributed
+    ]
+    assert [r.contribution_ten_thousandths_cent for r in reversed_] == [
+        500 * 1400,
+        500 * 37,
+        500 * 1400,
+        500 * 37,
+    ]
+    assert {(r.reason, r.rule) for r in reversed_} == {("shoe-jam", "649a.13(f)")}
+    (voided,) = records(effects, rec.RoundVoided)
+    assert voided.contribution_reversed_ten_thousandths_cent == 2 * 500 * (1400 + 37)
+    # The reversals are journaled before the void itself, and the next void reverses nothing.
+    kinds = [type(e) for e in effects if isinstance(e, rec.Record)]
+    assert kinds.index(rec.RoundVoided) > kinds.index(rec.LinkContributionReversed)
+    assert state.round_link_contributions == () and state.phase is Phase.CLOSED
+
+
+def test_a_counted_rounds_contributions_survive_a_restart_and_a_later_void_reverses_them() -> None:
+    state = on_the_link()
+    state, _ = run([chip(2), lockout(), *collected(2)], rules=LINKED, state=state)
+    saved = TableState.model_validate_json(state.model_dump_json())  # the daemon's saved state
+    assert saved == state and len(saved.round_link_contributions) == 1
+    _, effects = run([VoidRound(reason="shoe-jam")], rules=LINKED, state=saved)
+    (reversal,) = records(effects, rec.LinkContributionReversed)
+    assert (reversal.seat, reversal.contribution_ten_thousandths_cent) == (2, 500 * 1400)
+
+
+def test_a_void_before_the_count_reverses_nothing_on_the_link() -> None:
+    state = on_the_link()
+    state, effects = run([chip(2), VoidRound(reason="shoe-jam")], rules=LINKED, state=state)
+    assert not records(effects, rec.LinkContributionReversed)
+    (voided,) = records(effects, rec.RoundVoided)
+    assert voided.contribution_reversed_ten_thousandths_cent == 0
+
+
+def test_a_settled_round_keeps_its_contributions() -> None:
+    state = on_the_link()
+    state, _ = run([chip(2), lockout(), *collected(2)], rules=LINKED, state=state)
+    assert len(state.round_link_contributions) == 1
+    state, effects = run([settle(s2="2c3d5h")], rules=LINKED, state=state)
+    assert state.round_link_contributions == ()
+    assert not records(effects, rec.LinkContributionReversed)
 
 
 def test_link_loss_withdraws_uncounted_wagers_and_refuses_new_ones_the_game_goes_on() -> None:

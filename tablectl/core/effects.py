@@ -605,6 +605,28 @@ class LinkContribution(LinkRecord):
     contribution_ten_thousandths_cent: StrictInt = Field(ge=0)
 
 
+class LinkContributionReversed(LinkRecord):
+    """A counted contribution taken back: its round was voided, so its wager was returned.
+
+    One per `link.contribution` of the round, naming it by (round, seat, level) and carrying
+    its exact amount; the controller applies it once, keyed by the row's (table, seq), and
+    takes off the link exactly what that contribution put on (docs/linked-progressives.md,
+    "A voided round"). `rule` is the section the void was made under.
+    """
+
+    TYPE = "link.contribution_reversed"
+    link_id: str = Field(pattern=_LINK_ID)
+    level_id: str = Field(pattern=_LINK_ID)
+    parameters_version: StrictInt = Field(ge=1)
+    round_id: StrictInt = Field(ge=0)
+    seat: StrictInt = Field(ge=1, le=7)
+    wager_cents: StrictInt = Field(ge=1)
+    rate_bp: StrictInt = Field(ge=0, le=10_000)
+    contribution_ten_thousandths_cent: StrictInt = Field(ge=0)
+    reason: str = Field(max_length=200, description="the void's reason")
+    rule: str = Field(max_length=200, description="the section the round was voided under")
+
+
 class LinkClaim(LinkRecord):
     """A qualifying hand at a table: a claim on a level of the link.
 
@@ -737,6 +759,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         StubCountDue,
         StubCountRecord,
         LinkContribution,
+        LinkContributionReversed,
         LinkClaim,
         LinkParametersAccepted,
         LinkParametersRefused,

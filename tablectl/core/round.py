@@ -198,6 +198,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
             # A linked progressive (docs/linked-progressives.md).
             "link_silent",
             "link_refused",
+            "round_link_contributions",
         }
     )
 
@@ -211,6 +212,8 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     decided_after_lockout: tuple[int, ...] = ()
     counted: bool = False  # the accepted count is final and contributions are booked
     round_contribution_units: int = 0  # reversed exactly on a void
+    # A linked meter: the round's contributions, each reversed on the link by a void.
+    round_link_contributions: tuple[rec.LinkContribution, ...] = ()
     meter: MeterState | None = None
     deck_ready: bool = False
     shuffle_requested: bool = False
@@ -566,6 +569,7 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
                 "decided_after_lockout": (),
                 "counted": False,
                 "round_contribution_units": 0,
+                "round_link_contributions": (),
                 "deal": None,
                 "deal_refused": None,
             }
@@ -879,12 +883,15 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
     seats = sorted(s.wagers)
     meter, booked = s.meter, 0
     meter_rules = game.meter
+    linked: list[rec.LinkContribution] = []
     if isinstance(meter, LinkedMeter):
         # The contribution cut-off: this round's wagers count toward the link's meter as of
         # "no more bets" (NM 15.1.24.19(A)); the controller applies each row once.
         for seat in seats:
             for level in meter.levels:
-                fx.append(_link_contribution(meter, level, s.round_id, seat, s.wagers[seat]))
+                linked.append(_link_contribution(meter, level, s.round_id, seat, s.wagers[seat]))
+        fx.extend(linked)
+        booked = sum(c.contribution_ten_thousandths_cent for c in linked)
     elif meter is not None and meter_rules is not None:
         for seat in seats:
             meter, units = meter.contribute(s.wagers[seat], meter_rules.rate_bp)
@@ -910,7 +917,12 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
         )
     )
     return s.model_copy(
-        update={"counted": True, "meter": meter, "round_contribution_units": booked}
+        update={
+            "counted": True,
+            "meter": meter,
+            "round_contribution_units": booked,
+            "round_link_contributions": tuple(linked),
+        }
     )
 
 
@@ -1102,6 +1114,7 @@ def _settle(
             "meter": meter,
             "wagers": {},
             "round_contribution_units": 0,
+            "round_link_contributions": (),
             "deal": None,
             "hits_pending": (*s.hits_pending, *pending),
             "hit_history": (*reversed(pending), *s.hit_history)[:HIT_HISTORY],
@@ -1205,6 +1218,8 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
     Before the count is final (a fault right at power-up) there is nothing to reverse yet:
     the contributions are booked only at the final count."""
     meter = s.meter.reverse(s.round_contribution_units) if s.meter is not None else None
+    # A linked meter: the controller takes back each contribution it applied, once.
+    fx.extend(_link_reversal(c, reason, rule) for c in s.round_link_contributions)
     fx.append(
         rec.RoundVoided(
             round_id=s.round_id,
@@ -1224,6 +1239,7 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
             "wagers": {},
             "undecided": (),
             "round_contribution_units": 0,
+            "round_link_contributions": (),
             "deal": None,
             "counters": _count(s, "rounds_voided"),
         }
@@ -2192,6 +2208,23 @@ def _link_contribution(
         wager_cents=wager_cents,
         rate_bp=level.contribution_rate_bp,
         contribution_ten_thousandths_cent=wager_cents * level.contribution_rate_bp,
+    )
+
+
+def _link_reversal(
+    contribution: rec.LinkContribution, reason: str, rule: str
+) -> rec.LinkContributionReversed:
+    return rec.LinkContributionReversed(
+        link_id=contribution.link_id,
+        level_id=contribution.level_id,
+        parameters_version=contribution.parameters_version,
+        round_id=contribution.round_id,
+        seat=contribution.seat,
+        wager_cents=contribution.wager_cents,
+        rate_bp=contribution.rate_bp,
+        contribution_ten_thousandths_cent=contribution.contribution_ten_thousandths_cent,
+        reason=reason,
+        rule=rule,
     )
 
 

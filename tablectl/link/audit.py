@@ -3,7 +3,8 @@
 verify recomputes, independently of the database's trigger, every event's SHA-256 chain, and
 checks for every link and level, to the ten-thousandth of a cent:
   meter = initial + contributions to the meter + reset amounts - awards from the meter
-(each term summed from the events; resets and a full-amount-each award are put in by the
+(each term summed from the events; a voided round's `contribution.reversed` events count as
+negative contributions; resets and a full-amount-each award are put in by the
 operator, so they are the events' `seed`), that the reserve and overflow pools are their own
 sums, that every event balances, that every contribution is wager x rate, that versions run
 1..N with the link's row at N, and that the NJ 1.39A meters of the SQL view agree.
@@ -127,6 +128,12 @@ def _count(
             out.failures.append(f"{where}: contribution is not wager x rate")
         t.progressive_in_units += v["contribution_units"]
         t.contributions_to_meter_units += v["display_units"]
+    elif kind == "contribution.reversed":
+        # A voided round's contribution taken back: the negative of one (migration 0002).
+        if v["contribution_units"] != -v["wager_cents"] * v["rate_bp"]:
+            out.failures.append(f"{where}: reversal is not -(wager x rate)")
+        t.progressive_in_units += v["contribution_units"]
+        t.contributions_to_meter_units += v["display_units"]
     elif kind == "level.initialized":
         t.initial_units += v["display_units"]
     elif kind == "meter.reset":
@@ -187,7 +194,7 @@ async def _check_levels(conn: Connection, out: Verification) -> None:
 REPORT_COLUMNS = (
     "link_id", "level_id", "table", "contributions", "wagers_cents", "progressive_in_units",
     "to_meter_units", "to_reserve_units", "to_overflow_units", "contributions_refused", "hits",
-    "wins_cents", "claims_refused",
+    "wins_cents", "claims_refused", "contributions_reversed",
 )  # fmt: skip
 
 
@@ -197,16 +204,23 @@ async def report_rows(conn: Connection, start: datetime, end: datetime) -> list[
         "SELECT link_id, coalesce(level_id, ''), table_ref,"
         " count(*) FILTER (WHERE kind = 'contribution'),"
         " coalesce(sum(wager_cents) FILTER (WHERE kind = 'contribution'), 0),"
-        " coalesce(sum(contribution_units) FILTER (WHERE kind = 'contribution'), 0),"
-        " coalesce(sum(display_units) FILTER (WHERE kind = 'contribution'), 0),"
-        " coalesce(sum(reserve_units) FILTER (WHERE kind = 'contribution'), 0),"
-        " coalesce(sum(overflow_units) FILTER (WHERE kind = 'contribution'), 0),"
+        # Net of a voided round's reversals: its wagers were returned.
+        " coalesce(sum(contribution_units)"
+        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+        " coalesce(sum(display_units)"
+        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+        " coalesce(sum(reserve_units)"
+        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+        " coalesce(sum(overflow_units)"
+        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
         " count(*) FILTER (WHERE kind = 'contribution.refused'),"
         " count(*) FILTER (WHERE kind = 'award'),"
         " coalesce(sum(award_cents) FILTER (WHERE kind = 'award'), 0),"
-        " count(*) FILTER (WHERE kind = 'claim.refused')"
+        " count(*) FILTER (WHERE kind = 'claim.refused'),"
+        " count(*) FILTER (WHERE kind = 'contribution.reversed')"
         " FROM link_event WHERE at >= %s AND at < %s AND table_ref IS NOT NULL"
-        " AND kind IN ('contribution', 'contribution.refused', 'award', 'claim.refused')"
+        " AND kind IN ('contribution', 'contribution.refused', 'award', 'claim.refused',"
+        " 'contribution.reversed')"
         " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
         (start, end),
     )

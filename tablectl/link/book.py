@@ -25,6 +25,7 @@ from tablectl.link.contract import (
     LevelParameters,
     LinkClaim,
     LinkContribution,
+    LinkContributionReversed,
     LinkDefinition,
 )
 from tablectl.rules.meters import LocalMeter
@@ -43,6 +44,8 @@ EventKind = Literal[
     "meter.reset",
     "claim.refused",
     "award.validated",
+    "contribution.reversed",
+    "reversal.refused",
 ]
 
 
@@ -118,13 +121,29 @@ class KnownClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class KnownContribution:
+    """A contribution event, for a reversal to take back exactly what it put on."""
+
+    version: int
+    contribution_units: int
+    display_units: int
+    reserve_units: int
+    overflow_units: int
+    reversed: bool
+
+
+# (table_ref, round_id, seat, level_id): what a reversal names its contribution by.
+ContributionKey = tuple[str, int, int, str]
+
+
+@dataclass(frozen=True, slots=True)
 class TableRow:
     """One row of a table's event stream, as the controller hands it to the ledger."""
 
     table_ref: str
     seq: int
     type: str
-    record: LinkContribution | LinkClaim | JackpotValidated | None = None
+    record: LinkContribution | LinkContributionReversed | LinkClaim | JackpotValidated | None = None
     ts: str = ""  # the table's journal time, kept as evidence of a claim
     malformed: str | None = None  # a link row that did not parse: refused, with why
     online: bool | None = None  # a status message (not a row of the stream)
@@ -142,6 +161,7 @@ class LinkBook:
     levels: dict[str, LevelBook]
     windows: dict[str, Window] = field(default_factory=dict)
     claims: dict[tuple[str, str], KnownClaim] = field(default_factory=dict)
+    contributions: dict[ContributionKey, KnownContribution] = field(default_factory=dict)
     events: list[EventRow] = field(default_factory=list)
     awards_changed: set[str] = field(default_factory=set)  # tables whose answers changed
 
@@ -161,9 +181,11 @@ class LinkBook:
     def apply(self, row: TableRow, lock_time: datetime) -> None:
         """One table row: a contribution, a claim or a validation (other rows change nothing)."""
         if row.malformed is not None:
-            kind: EventKind = (
-                "claim.refused" if row.type == "link.claim" else "contribution.refused"
-            )
+            kind: EventKind = "contribution.refused"
+            if row.type == "link.claim":
+                kind = "claim.refused"
+            elif row.type == "link.contribution_reversed":
+                kind = "reversal.refused"
             self._next(
                 kind,
                 table_ref=row.table_ref,
@@ -172,6 +194,8 @@ class LinkBook:
             )
         elif isinstance(row.record, LinkContribution):
             self.contribute(row, row.record)
+        elif isinstance(row.record, LinkContributionReversed):
+            self.reverse(row, row.record)
         elif isinstance(row.record, LinkClaim):
             self.claim(row, row.record, lock_time)
         elif isinstance(row.record, JackpotValidated):
@@ -238,6 +262,80 @@ class LinkBook:
         level.reserve_units += event.reserve_units
         level.overflow_units += event.overflow_units
         self._touch(level)
+        self.contributions[(row.table_ref, rec.round_id, rec.seat, rec.level_id)] = (
+            KnownContribution(
+                event.version, event.contribution_units, to_meter, to_reserve, overflow, False
+            )
+        )
+
+    def reverse(self, row: TableRow, rec: LinkContributionReversed) -> None:
+        """A voided round's contribution taken back: each pool loses exactly what the
+        contribution put on it, even if the level was hit since (as the table's own meter
+        takes a void's contributions back from the meter it holds then). A share a pool no
+        longer holds (the reserve or overflow spent on a reset) comes off the meter shown.
+        A reversal naming no applied contribution, or one reversed already, is refused."""
+        level = self.levels.get(rec.level_id)
+        known = self.contributions.get((row.table_ref, rec.round_id, rec.seat, rec.level_id))
+        reason = None
+        if rec.link_id != self.link_id:
+            reason = f"the table is on link {self.link_id}, not {rec.link_id}"
+        elif level is None:
+            reason = f"link {self.link_id} has no level {rec.level_id}"
+        elif known is None:
+            reason = (
+                f"no contribution of round {rec.round_id} seat {rec.seat} to {rec.level_id} "
+                "was applied"
+            )
+        elif known.reversed:
+            reason = f"the contribution of event {known.version} was reversed already"
+        elif known.contribution_units != rec.contribution_ten_thousandths_cent:
+            reason = (
+                f"reverses {rec.contribution_ten_thousandths_cent} units; the contribution "
+                f"of event {known.version} was {known.contribution_units}"
+            )
+        if reason is None and level is not None and known is not None:
+            from_reserve = min(known.reserve_units, level.reserve_units)
+            from_overflow = min(known.overflow_units, level.overflow_units)
+            from_meter = known.contribution_units - from_reserve - from_overflow
+            if from_meter > level.display_units:
+                reason = f"the meter holds {level.display_units} units, less than {from_meter}"
+        if reason is not None or level is None or known is None:
+            self._next(
+                "reversal.refused",
+                table_ref=row.table_ref,
+                seq=row.seq,
+                level_id=rec.level_id,
+                round_id=rec.round_id,
+                seat=rec.seat,
+                wager_cents=rec.wager_cents,
+                rate_bp=rec.rate_bp,
+                detail=canonical_json(
+                    {"reason": reason or "no level", "record": rec.model_dump(mode="json")}
+                ),
+            )
+            return
+        event = self._next(
+            "contribution.reversed",
+            table_ref=row.table_ref,
+            seq=row.seq,
+            level_id=rec.level_id,
+            round_id=rec.round_id,
+            seat=rec.seat,
+            ref_version=known.version,
+            wager_cents=rec.wager_cents,
+            rate_bp=rec.rate_bp,
+            contribution_units=-known.contribution_units,
+            display_units=-from_meter,
+            reserve_units=-from_reserve,
+            overflow_units=-from_overflow,
+            detail=canonical_json({"reason": rec.reason, "rule": rec.rule}),
+        )
+        level.display_units += event.display_units
+        level.reserve_units += event.reserve_units
+        level.overflow_units += event.overflow_units
+        self._touch(level)
+        key = (row.table_ref, rec.round_id, rec.seat, rec.level_id)
+        self.contributions[key] = replace(known, reversed=True)
 
     def _refuse_claim(self, row: TableRow, rec: LinkClaim, reason: str) -> None:
         self._next(

@@ -28,6 +28,7 @@ from tablectl.core.effects import JackpotValidated, Record
 # The records a linked table journals live with the table's other records (core/effects.py).
 from tablectl.core.effects import LinkClaim as LinkClaim
 from tablectl.core.effects import LinkContribution as LinkContribution
+from tablectl.core.effects import LinkContributionReversed as LinkContributionReversed
 from tablectl.core.effects import LinkRecord as LinkRecord
 from tablectl.mqtt.contract import ID_PATTERN, TOPIC_PREFIX, Envelope, Message
 from tablectl.rules.meters import CARRY_DENOMINATOR
@@ -88,6 +89,7 @@ def parse_table_topic(topic: str) -> tuple[str, str, str] | None:
 
 LINK_RECORD_TYPES: dict[str, type[Record]] = {
     LinkContribution.TYPE: LinkContribution,
+    LinkContributionReversed.TYPE: LinkContributionReversed,
     LinkClaim.TYPE: LinkClaim,
 }
 
@@ -101,6 +103,11 @@ class EnvelopeHeader(Envelope):
 class LinkContributionEvent(Envelope):
     type: Literal["link.contribution"]
     data: LinkContribution
+
+
+class LinkContributionReversedEvent(Envelope):
+    type: Literal["link.contribution_reversed"]
+    data: LinkContributionReversed
 
 
 class LinkClaimEvent(Envelope):
@@ -117,9 +124,14 @@ class JackpotValidatedEvent(Envelope):
 
 # The evt types a controller reads the data of; every other row only moves the cursor.
 INBOUND_EVENT_MODELS: dict[
-    str, type[LinkContributionEvent] | type[LinkClaimEvent] | type[JackpotValidatedEvent]
+    str,
+    type[LinkContributionEvent]
+    | type[LinkContributionReversedEvent]
+    | type[LinkClaimEvent]
+    | type[JackpotValidatedEvent],
 ] = {
     "link.contribution": LinkContributionEvent,
+    "link.contribution_reversed": LinkContributionReversedEvent,
     "link.claim": LinkClaimEvent,
     "jackpot.validated": JackpotValidatedEvent,
 }
@@ -310,6 +322,7 @@ def link_asyncapi_document() -> dict[str, Any]:
     }
     received: dict[str, type[BaseModel]] = {
         "LinkContributionEvent": LinkContributionEvent,
+        "LinkContributionReversedEvent": LinkContributionReversedEvent,
         "LinkClaimEvent": LinkClaimEvent,
         "JackpotValidatedEvent": JackpotValidatedEvent,
     }

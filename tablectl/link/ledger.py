@@ -30,6 +30,7 @@ from tablectl.core.effects import JackpotValidated
 from tablectl.link.book import (
     EventRow,
     KnownClaim,
+    KnownContribution,
     LevelBook,
     LinkBook,
     TableRow,
@@ -45,6 +46,7 @@ from tablectl.link.contract import (
     ClaimAnswer,
     LevelState,
     LinkClaim,
+    LinkContributionReversed,
     LinkDefinition,
     LinkParameters,
     PendingAward,
@@ -487,6 +489,7 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
         levels = await _levels(conn, found)
         books = {lk: _book(row, levels[lk]) for lk, row in found.items()}
         await _load_claims(conn, books, rows, link_of)
+        await _load_contributions(conn, books, rows, link_of)
         cur = await conn.execute("SELECT clock_timestamp()")
         lock_row = await cur.fetchone()
         lock_time: datetime = lock_row[0] if lock_row else datetime.now(UTC)
@@ -581,6 +584,52 @@ async def _load_claims(
         for table_ref, claim_id, kind, version, validated in await cur.fetchall():
             award_version = version if kind == "award" else None
             book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
+
+
+async def _load_contributions(
+    conn: Connection,
+    books: dict[str, LinkBook],
+    rows: Sequence[TableRow],
+    link_of: dict[str, str],
+) -> None:
+    """For a batch with reversals: the contributions they name, and whether each was
+    reversed already (a contribution applied in this batch is the book's own to know)."""
+    wanted: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)
+    for row in rows:
+        rec = row.record
+        if isinstance(rec, LinkContributionReversed) and row.table_ref in link_of:
+            key = (row.table_ref, rec.round_id, rec.seat, rec.level_id)
+            wanted[link_of[row.table_ref]].append(key)
+    for link_id, keys in wanted.items():
+        if link_id not in books:
+            continue
+        cur = await conn.execute(
+            "SELECT DISTINCT ON (e.table_ref, e.round_id, e.seat, e.level_id)"
+            " e.table_ref, e.round_id, e.seat, e.level_id, e.version, e.contribution_units,"
+            " e.display_units, e.reserve_units, e.overflow_units, EXISTS ("
+            "  SELECT 1 FROM link_event r WHERE r.link_id = e.link_id"
+            "  AND r.kind = 'contribution.reversed' AND r.ref_version = e.version)"
+            " FROM link_event e WHERE e.link_id = %s AND e.kind = 'contribution'"
+            " AND (e.table_ref, e.round_id, e.seat, e.level_id) IN ("
+            "  SELECT * FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::text[]))"
+            " ORDER BY e.table_ref, e.round_id, e.seat, e.level_id, e.version DESC",
+            (link_id, *(list(column) for column in zip(*keys, strict=True))),
+        )
+        book = books[link_id]
+        for (
+            table_ref,
+            round_id,
+            seat,
+            level_id,
+            version,
+            units,
+            *pools,
+            done,
+        ) in await cur.fetchall():
+            display, reserve, overflow = pools
+            book.contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
+                version, units, display, reserve, overflow, done
+            )
 
 
 # --- reads -------------------------------------------------------------------------------------

@@ -106,6 +106,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     # A linked progressive: the link's ledger (PostgreSQL) keeps its meters and hits; the
     # table's own sheets list its link's ups, downs and refused parameters.
     rec.LinkContribution: (),
+    rec.LinkContributionReversed: (),  # the voided-rounds sheet lists the void itself
     rec.LinkClaim: (),
     rec.LinkClaimAnswered: (),
     rec.LinkParametersAccepted: (),
