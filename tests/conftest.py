@@ -124,9 +124,10 @@ class SimulatedTable:
         await self.daemon.wait_until(lambda s: s.phase is phase, timeout_s)
 
     def _count_decisions(self, event: Event, state: TableState, effects: list[Effect]) -> None:
-        # Observers see a step before it is committed: it is done at the next steps_done.
+        # Observers see a step before it is committed (the core steps ahead of the commits in
+        # flight): it is done once steps_done reaches the steps taken with it.
         if isinstance(event, ChipSensed) and event.present:
-            self._decided[event.seat].append(self.daemon.steps_done + 1)
+            self._decided[event.seat].append(self.daemon.steps_taken)
 
     async def until_decided(self, *seats: int, timeout_s: float = 10) -> None:
         """Wait until the core has committed the next resting decision of each seat."""

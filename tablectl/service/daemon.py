@@ -186,6 +186,9 @@ class Daemon:
         # Steps committed (and their effects run) since start; an observer, which sees a step
         # before its commit, knows it is done once this passes the count it saw.
         self.steps_done = 0
+        # Steps taken by the core, committed or not: an observer's step is steps_taken when it
+        # sees it, and done once steps_done reaches that (the core steps ahead of commits).
+        self.steps_taken = 0
         self.hub = Hub()  # live events for `tablectl watch`
         self.link: TableLink | None = None  # a linked progressive's ear (service/link.py)
         self.stopping = False
@@ -589,6 +592,7 @@ class Daemon:
                 commit = StepCommit(state.model_dump_json(), [], None, kv)
                 stepped.append(_Stepped(sub, [], commit, refusal=exc))
                 continue
+            self.steps_taken += 1
             for observer in self.observers:
                 observer(sub.event, new_state, effects)
             state = new_state
