@@ -153,7 +153,21 @@ def _version() -> str:
         return "unknown"
 
 
+def _standard_descriptors_open() -> None:
+    """A closed stdin, stdout or stderr (`<&-`) becomes /dev/null: otherwise the next file,
+    socket or pty opened takes its number, and reading commands or printing would use it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _standard_descriptors_open()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parser().parse_args(argv)
