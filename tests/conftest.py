@@ -73,6 +73,10 @@ def broker() -> Iterator[PrivateBroker]:
         yield b
 
 
+# How long a test waits on the daemon before it calls it hung (never a timing assertion).
+HANG_GUARD_S = 30.0
+
+
 @dataclass
 class SimulatedTable:
     """The daemon on simulated devices, with a backend listening; restartable."""
@@ -164,7 +168,10 @@ class SimulatedTable:
                 assert (await self.dealer(cmd="document", hit_id=hit.hit_id, by="floor-1"))["ok"]
 
     async def dealer(self, **request: object) -> dict[str, object]:
-        return await asyncio.to_thread(control.call, self.config.storage.socket_path, request)
+        # A hang guard, not a timing: four test workers on two cores stall a reply for seconds.
+        return await asyncio.to_thread(
+            control.call, self.config.storage.socket_path, request, HANG_GUARD_S
+        )
 
     async def until_shuffler_has_nothing_left(self, timeout_s: float = 10) -> None:
         """Until nothing more can come from the shuffler: no shuffle asked for or under way,

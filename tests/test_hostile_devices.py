@@ -165,7 +165,7 @@ async def test_no_device_event_is_lost_or_journaled_twice_across_kills(
             sim.lies.__init__()  # type: ignore[misc]
         runs = log.read_text().count("tablectl running")
         proc = await start()
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(90):  # a hang guard: four workers share two cores
             # Up (its start-up checks passed, SIGTERM handled), and both devices drained: a
             # SIGTERM before it is up would end it by the signal's default, not its stop.
             while log.read_text().count("tablectl running") == runs:  # noqa: ASYNC110 -- a log file
