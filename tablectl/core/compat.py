@@ -8,6 +8,7 @@ before the field existed, and an old row validates with the default.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
@@ -22,10 +23,18 @@ class Evolving(BaseModel):
     def _without_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         if isinstance(data, dict):
-            fields = type(self).model_fields
-            for name in self.LATER_FIELDS:
-                if name in data and getattr(self, name) == fields[name].get_default(
-                    call_default_factory=True
-                ):
+            for name, default in _later_defaults(type(self)):
+                if name in data and getattr(self, name) == default:
                     del data[name]
         return data
+
+
+@cache
+def _later_defaults(model: type[Evolving]) -> tuple[tuple[str, Any], ...]:
+    """Each later field with its default, made once per model: the core dumps its state at
+    every step, and a default factory (or its deep copy) each time was most of that."""
+    fields = model.model_fields
+    return tuple(
+        (name, fields[name].get_default(call_default_factory=True))
+        for name in sorted(model.LATER_FIELDS)
+    )
