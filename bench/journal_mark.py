@@ -10,7 +10,7 @@ machine's noise:
   transaction): the store as it was;
 - store: `Store.commit_steps` as the daemon runs it, the mark included.
 Each figure is the median of a run's commits; runs repeat, and min/median/max over the runs
-are printed (2 noisy cores). The group commit (`Daemon._consume`) shares one commit, and so
+are printed (2 noisy cores). The group commit (`Dispatcher.consume`) shares one commit, and so
 one mark write, among every input that queued meanwhile.
 
 Run: .venv/bin/python bench/journal_mark.py [--runs 7] [--commits 200] [--steps 1] [--dir DIR]

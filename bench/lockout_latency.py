@@ -4,7 +4,7 @@ The edge is driven from a worker thread (as gpiozero's callbacks arrive) and tim
 - queued: the lock-out event is in the table's single FIFO queue. From here on no chip can
   be recognised, since every later chip event is behind it in the same queue;
 - closed: the core's state says no more wagers are accepted. The core steps an input while
-  the commit before it is still being written (service/daemon.py, _consume): a lock-out
+  the commit before it is still being written (service/dispatcher.py, consume): a lock-out
   waits neither for a commit (SQLite synchronous=FULL, about a millisecond) nor for its
   after-commit work.
 Each run is done idle and under load: chip events posted into the table's queue (the one

@@ -1,170 +1,73 @@
-"""The daemon: wires devices, the pure core, the journal, MQTT and the control socket.
+"""The daemon: wires the dispatcher, the devices, the GPIO, the journal, MQTT and the
+control socket, and says what the table looks like to the outside.
 
-Every input -- a debounced chip, the lock-out button, a shuffler report, a person's command --
-goes through one queue and one consumer, so the core sees them in a single order. Each step's
-input, new state and journal rows are committed *before* its effects run (seat lamps, shuffle
-commands) and before the relay may publish them. Inputs that queue up while a commit is on
-disk are stepped in order and committed together (group commit: one fsync for all of them).
+The dispatcher (service/dispatcher.py) owns the one input queue, the core's steps and the
+group commit; the device supervisor (service/devices.py) owns the shuffler and the shoe. This
+module builds them in order, runs them in one task group, and does what a committed step
+asks: a device hears its report was taken, the lamps and the devices act, the caller hears.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import structlog
-from pydantic import ValidationError
 
 from tablectl.config import TableConfig
 from tablectl.control.server import ControlServer
 from tablectl.core import decks
-from tablectl.core.effects import (
-    DealCards,
-    Effect,
-    Lamp,
-    RequestShuffle,
-    SeatLamp,
-)
+from tablectl.core.effects import DealCards, Effect, Lamp, RequestShuffle, SeatLamp
 from tablectl.core.events import (
-    DealRequested,
-    DealRequestFailed,
     DeckClock,
-    DeckInPlay,
-    DeckIntroduced,
     DeliveryFault,
     DeliveryRestored,
-    DeviceLinkReset,
     Event,
     PowerUp,
-    ShoeCleared,
-    ShoeFault,
     ShuffleCompleted,
-    ShuffleRequestFailed,
     TableRules,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
-from tablectl.drivers import registry
+from tablectl.core.round import Phase, Rejected, TableState
 from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
 from tablectl.drivers.gpio.registry import open_backend
 from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.drivers.reference.link import (
-    DeviceReport,
-    LinkDown,
-    LinkError,
-    cursor_key,
-    parse_cursor,
-)
+from tablectl.drivers.reference.link import DeviceReport
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
-from tablectl.drivers.transport.base import TraceWriter
 from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import deck_status
 from tablectl.service import status as status_view
 from tablectl.service.control_port import DaemonControl
-from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.service.devices import DeviceSupervisor
+from tablectl.service.dispatcher import Dispatcher, StepObserver, Stepped
 from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
-from tablectl.service.recovery import PowerUpRecovery
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
 from tablectl.store.integrity import check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
-from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
+from tablectl.store.journal import JournalReader, JournalRow, Store
 from tablectl.util import sdnotify
-from tablectl.util.backoff import Backoff
 from tablectl.util.faultpoint import armed as fault_point_armed
 from tablectl.util.faultpoint import fault_point
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-# At most this many queued inputs share one commit (a burst's first waits for no more).
-MAX_STEPS_PER_COMMIT = 512
-# Batches stepped ahead of the one being written: enough that a lock-out never waits for a
-# commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
-COMMITS_IN_FLIGHT = 4
 DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again
+LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
+DEAL_ANSWER_S = 3.0  # `dealer deal` waits this long to say whether the shoe took the deal
 
 
 class StartupError(Exception):
     """The daemon cannot start on this machine; the message says what to change."""
-
-
-StepObserver = Callable[[Event, TableState, list[Effect]], None]
-LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
-SHUFFLE_RETRY_MAX_S = 30.0  # a refused SHUFFLE is asked again, backing off up to this
-DEAL_ANSWER_S = 3.0  # `dealer deal` waits this long to say whether the shoe took the deal
-
-
-@runtime_checkable
-class ShufflerDiagnostics(Protocol):
-    """What a shuffler driver provides for `tablectl shuffler count` and `self-test`.
-
-    The reference driver has both (COUNT and SELF_TEST, docs/protocols/shuffler.md); a vendor's
-    driver without them leaves the technician told that it cannot.
-    """
-
-    async def count_deck(self) -> tuple[int, int]:
-        """Count the cards the shuffler holds: (counted, expected)."""
-        ...
-
-    async def self_test(self) -> tuple[bool, str]:
-        """Run the device's self-test: (passed, the device's report)."""
-        ...
-
-
-@dataclass
-class _Submission:
-    event: Event
-    # Resolves to the rows the command produced (type, data, seq), or raises Rejected.
-    reply: asyncio.Future[list[dict[str, Any]]] | None = None
-    # A device's report: its cursor is committed with the input, then the device is told.
-    report: DeviceReport | None = None
-    # Key-values a command commits with its input (a link reset's new cursor).
-    kv: dict[str, str] | None = None
-    # What a command set going that its caller waits for (a deal: did the shoe take it?).
-    followup: asyncio.Task[str | None] | None = None
-
-    def answer(
-        self, rows: list[dict[str, Any]] | None = None, *, error: Exception | None = None
-    ) -> None:
-        """Tell whoever asked. A caller that gave up (a client gone, a timeout) cancelled
-        its wait: the step stands, and there is no one to tell."""
-        if self.reply is None or self.reply.done():
-            return
-        if error is not None:
-            self.reply.set_exception(error)
-        else:
-            self.reply.set_result(rows or [])
-
-
-@dataclass
-class _Stepped:
-    """One input the core stepped on, waiting for the commit it shares with others."""
-
-    sub: _Submission
-    effects: list[Effect]
-    commit: StepCommit
-    refusal: Rejected | None = None  # a device report the core refused: only its cursor moves
-
-
-@dataclass
-class _Batch:
-    """Inputs stepped together and the commit that makes them durable, under way."""
-
-    stepped: list[_Stepped]
-    refused: list[tuple[_Submission, Rejected]]
-    state: TableState  # the state after the batch: what others read once it is on disk
-    written: asyncio.Future[list[list[JournalRow]]]
 
 
 @dataclass
@@ -180,61 +83,71 @@ class Daemon:
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
         self.game = self.rules.game.table_game()
-        self.observers: list[StepObserver] = []
         self.ready = asyncio.Event()
-        self._stepped = asyncio.Event()
-        # Steps committed (and their effects run) since start; an observer, which sees a step
-        # before its commit, knows it is done once this passes the count it saw.
-        self.steps_done = 0
-        # Steps taken by the core, committed or not: an observer's step is steps_taken when it
-        # sees it, and done once steps_done reaches that (the core steps ahead of commits).
-        self.steps_taken = 0
         self.hub = Hub()  # live events for `tablectl watch`
         self.link: TableLink | None = None  # a linked progressive's ear (service/link.py)
         self.stopping = False
-        self.inputs_dropped_while_stopping = 0
         self.started_at = time.time()
-        self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
-        # Batches stepped and being committed, oldest first (_consume -> _finish_commits).
-        self._committing: asyncio.Queue[_Batch] = asyncio.Queue(maxsize=COMMITS_IN_FLIGHT)
-        # Every database write happens here, one at a time, in order.
-        self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
-        self._tasks: asyncio.TaskGroup | None = None
+        self.dispatcher = Dispatcher(self.rules)
+        self.supervisor = DeviceSupervisor(
+            self.config,
+            self.rules,
+            boot_id=self.boot_id,
+            post=self.post,
+            post_report=self._post_report,
+            submit=self.submit,
+            state=lambda: self.state,
+            wall_clock_ms=self.wall_clock_ms,
+            shuffle_retry_s=self.shuffle_retry_s,
+        )
         self.gpio: TableGpio | None = None
         self.walk_test: WalkTest | None = None  # a technician's walk test (control socket)
         self.store: Store | None = None
         self.reader: JournalReader | None = None
-        self.state: TableState | None = None
-        self.shoe: Shoe | None = None
         self.pace: PaceReporter | None = None  # game pace, from the journal once a minute
-        self._devices: dict[str, Shuffler | Shoe] = {}
-        self._traces: dict[str, TraceWriter] = {}
-        self._shuffle_asker: asyncio.Task[None] | None = None
-        self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
-        self._shuffle_requests = 0  # RequestShuffle effects so far: a new one is news
-        # What each device says first after this start settles a command in flight to it.
-        self.recovery = PowerUpRecovery(self.post)
+
+    # --- what tests, simulators and the walk test reach through the daemon ---------------
+
+    @property
+    def state(self) -> TableState | None:
+        """The table as its last committed step left it."""
+        return self.dispatcher.state
+
+    @property
+    def observers(self) -> list[StepObserver]:
+        """Called at each step, before its commit (tests, benchmarks)."""
+        return self.dispatcher.observers
+
+    @property
+    def steps_taken(self) -> int:
+        return self.dispatcher.steps_taken
+
+    @property
+    def steps_done(self) -> int:
+        return self.dispatcher.steps_done
+
+    @property
+    def shuffler(self) -> Shuffler:
+        return self.supervisor.shuffler
+
+    @property
+    def shoe(self) -> Shoe | None:
+        return self.supervisor.shoe
+
+    @property
+    def inputs_dropped_while_stopping(self) -> int:
+        return self.dispatcher.dropped_while_stopping
 
     # --- inputs -------------------------------------------------------------------------
 
     def post(self, event: Event) -> None:
-        """Queue an input from the table's own hardware (refused once the daemon is stopping)."""
-        if self.stopping:
-            # Acceptance is closed: nothing sensed after the stop signal becomes a wager.
-            self.inputs_dropped_while_stopping += 1
-            return
-        self._queue.put_nowait(_Submission(event))
+        """Queue an input from the table's own hardware (dropped once the daemon stops)."""
+        self.dispatcher.post(event)
 
-    def post_device(self, report: DeviceReport) -> None:
-        """Queue a device's report; the device hears it was taken only after the commit."""
-        if self.stopping:
-            # Not acknowledged, so the device keeps it for the next start.
-            self.inputs_dropped_while_stopping += 1
-            return
-        trace = self._traces.get(report.device)
-        if trace is not None:
-            trace.input(report.input.TYPE + " " + report.input.model_dump_json())
-        self._queue.put_nowait(_Submission(report.input, report=report))
+    def _post_report(self, report: DeviceReport) -> None:
+        """A device's report; the device hears it was taken only after the commit. Once the
+        daemon stops it is not acknowledged, so the device keeps it for the next start."""
+        self.dispatcher.post(report.input, report)
 
     async def submit(
         self, event: Event, *, kv: dict[str, str] | None = None
@@ -243,15 +156,10 @@ class Daemon:
         kv: key-values to commit with it."""
         if self.stopping:
             raise Rejected("the daemon is stopping")
-        self._check_devices(event)
-        if isinstance(event, DealRequested) and self.shoe is not None:
-            # The boot the deal goes to: after a power cut, only that boot can show it never
-            # dealt (core/recovery.py).
-            event = event.model_copy(update={"shoe_boot_id": self.shoe.boot_id})
-        reply: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
-        sub = _Submission(event, reply, kv=kv)
-        self._queue.put_nowait(sub)
-        rows = await reply
+        event = self.supervisor.check_command(event)
+        sub = await self.dispatcher.submit(event, kv)
+        assert sub.reply is not None
+        rows = sub.reply.result()
         if sub.followup is not None:
             # The dealer hears whether the shoe took the deal, not only that it was asked.
             with contextlib.suppress(TimeoutError):
@@ -264,42 +172,19 @@ class Daemon:
                     )
         return rows
 
-    def _check_devices(self, event: Event) -> None:
-        """What only the devices can say about a command: refused before it is journaled."""
-        shoe, state = self.shoe, self.state
-        if shoe is None or state is None or state.shoe_out_of_order:
-            return
-        if isinstance(event, DealRequested | ShoeCleared) and not shoe.link_up:
-            raise Rejected(
-                "the shoe link is down: check its power and cable (`tablectl devices`); or "
-                "`tablectl dealer shoe-out-of-order` and deal by hand"
-            )
-        if isinstance(event, ShoeCleared):
-            showing = shoe.fault_showing()
-            if showing is not None:
-                code = showing.code if isinstance(showing, ShoeFault) else "a fault"
-                raise Rejected(
-                    f"the shoe still reports {code}: open it, take out every card, close it, "
-                    "and confirm again"
-                )
-
     async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]:
-        """A technician resets a device link stopped at refused events: the events the device
-        holds are skipped (journaled as such, with who) and the link takes what follows."""
-        driver = self._devices.get(device)
-        if driver is None:
-            raise Rejected(f"this table has no {device}")
-        try:
-            boot, journaled, last = driver.reset_point()
-        except LinkError as exc:
-            raise Rejected(f"reset-link {device}: {exc}") from None
-        reset = DeviceLinkReset(
-            device=device, boot_id=boot, from_event_id=journaled, to_event_id=last, by=by
-        )
-        # The new cursor is committed with the reset: a restart goes on from there too.
-        rows = await self.submit(reset, kv={cursor_key(device): f"{boot}:{last}"})
-        driver.reset_to(boot, last)
-        return rows
+        return await self.supervisor.reset_link(device, by)
+
+    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
+        return await self.supervisor.shuffler_test(cmd)
+
+    async def in_journal_thread(self, work: Callable[[], T]) -> T:
+        """Run a database write in the journal thread: every write, one at a time, in order."""
+        return await self.dispatcher.in_journal_thread(work)
+
+    async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
+        """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
+        await self.dispatcher.wait_until(predicate, timeout_s)
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -316,42 +201,24 @@ class Daemon:
             store.close()
             raise StartupError(f"{cfg.storage.database}: {integrity_refusal(problems)}")
         saved = store.get("table_state")
-        self.state = (
-            TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
-        )
-        if self.state.game != self.game.name:
+        state = TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
+        if state.game != self.game.name:
             store.close()
             raise StartupError(
-                f"the journal {cfg.storage.database} belongs to a {self.state.game} table; "
+                f"the journal {cfg.storage.database} belongs to a {state.game} table; "
                 f"this config runs {self.game.name}: use another data_dir"
             )
+        self.dispatcher.open(store, state)
         if (step := fault_point_armed()) is not None:
             log.warning("fault point armed: this daemon kills itself there (a test)", step=step)
         log.info(
             "table state loaded",
             game=self.game.name,
-            phase=self.state.phase.value,
-            meter_cents=self.state.meter.cents if self.state.meter else None,
+            phase=state.phase.value,
+            meter_cents=state.meter.cents if state.meter else None,
             last_seq=store.last_seq,
         )
-        self.shuffler: Shuffler = registry.make_shuffler(
-            cfg.shuffler.driver_settings(),
-            self.post_device,
-            cursor=parse_cursor(store.get(cursor_key("shuffler"))),
-            trace=self._trace("shuffler", cfg.shuffler.trace_file),
-            usb_backend=self.usb_backend,
-        )
-        self._devices["shuffler"] = self.shuffler
-        if cfg.shoe is not None:
-            self.shoe = registry.make_shoe(
-                cfg.shoe.driver_settings(),
-                self.post_device,
-                cursor=parse_cursor(store.get(cursor_key("shoe"))),
-                trace=self._trace("shoe", cfg.shoe.trace_file),
-                usb_backend=self.usb_backend,
-            )
-            self._devices["shoe"] = self.shoe
-        self.recovery.watch(self._devices)
+        self.supervisor.open(store, self.usb_backend)
         self.relay = Relay(
             cfg.mqtt,
             site=cfg.table.site_id,
@@ -362,7 +229,7 @@ class Daemon:
             in_journal_thread=self.in_journal_thread,
             snapshot=self.snapshot,
             shuffler=self.shuffler.health,
-            delivery_fault=self.state.delivery_fault,
+            delivery_fault=state.delivery_fault,
             # The core journals a delivery fault and its end, as every other fault.
             on_delivery=lambda fault: self.post(
                 DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
@@ -395,7 +262,6 @@ class Daemon:
             )
         try:
             async with asyncio.TaskGroup() as tasks:
-                self._tasks = tasks
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
                 if self.rules.deck is not None:
@@ -404,18 +270,16 @@ class Daemon:
                 # Then the inputs as the lines read now: chips resting, the button held.
                 self.gpio.start(levels)
                 # The lamps say what the journal says: recognised wagers, wins to verify.
-                for seat in self.state.wagers:
+                for seat in state.wagers:
                     self.gpio.set_lamp(seat, Lamp.ON)
-                for hit in self.state.hits_pending:
+                for hit in state.hits_pending:
                     self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
-                tasks.create_task(self._consume(), name="table-core")
-                tasks.create_task(self._finish_commits(), name="table-commits")
+                tasks.create_task(self.dispatcher.consume(), name="table-core")
+                tasks.create_task(self.dispatcher.finish_commits(self), name="table-commits")
                 tasks.create_task(self.gpio.run(), name="gpio")
                 tasks.create_task(control.serve(), name="control-socket")
-                tasks.create_task(self.shuffler.run(), name="shuffler")
-                if self.shoe is not None:
-                    tasks.create_task(self.shoe.run(), name="shoe")
+                self.supervisor.start(tasks)
                 tasks.create_task(self.relay.run(), name="mqtt-relay")
                 tasks.create_task(self.pace.run(), name="pace")
                 if self.link is not None:
@@ -432,13 +296,11 @@ class Daemon:
             await control.close()
             if self.gpio:
                 self.gpio.close()
-            # A commit under way finishes (it is one transaction) before the database closes.
-            self._journal_thread.shutdown(wait=True)
+            self.dispatcher.close()
             self.relay.close()
             self.reader.close()
             store.close()
-            for trace in self._traces.values():
-                trace.close()
+            self.supervisor.close()
 
     def wall_clock_ms(self) -> int:
         """UTC milliseconds: what a deck's age is measured in (core/decks.py)."""
@@ -459,49 +321,6 @@ class Daemon:
                 continue
             # A deck introduced meanwhile brings its own times: look again within a minute.
             await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
-
-    async def _deck_from_shuffler(self, opened: bool) -> None:
-        """A shuffler that reports the deck it shuffled (DECK) introduces a deck the table does
-        not know (649a.3): the round's deck if the shuffle opened one, else the next deck."""
-        deck_rules = self.rules.deck
-        if deck_rules is None:
-            return
-        try:
-            deck = await self.shuffler.deck_loaded()
-        except LinkError as exc:
-            log.warning("the shuffler's deck could not be read", error=str(exc))
-            return
-        state = self.state
-        if deck is None or state is None:
-            return
-        if state.deck.find(deck[0]) is not None:
-            if opened and deck[0] != state.deck.round_deck:
-                # 649a.3(b)(3): the round opened on another deck than the one due.
-                with contextlib.suppress(Rejected):
-                    await self.submit(DeckInPlay(deck_id=deck[0], source="shuffler", by="shuffler"))
-            return
-        due = state.deck.next_deck(deck_rules)
-        shuffled = state.deck.round_deck if opened else None if due is None else due.deck_id
-        full = len(state.deck.decks) >= decks.decks_needed(deck_rules)
-        try:
-            introduced = DeckIntroduced(
-                deck_id=deck[0],
-                back=deck[1],
-                at_ms=self.wall_clock_ms(),
-                replaces=shuffled if full else None,
-                source="shuffler",
-                by="shuffler",
-            )
-            await self.submit(introduced)
-        except (ValidationError, Rejected) as exc:
-            log.warning("the shuffler's deck was not introduced", deck=deck, error=str(exc))
-
-    def _trace(self, device: str, path: Any) -> TraceWriter | None:
-        if path is None:
-            return None
-        trace = TraceWriter.open(path, f"{device} {self.config.table.table_id} boot {self.boot_id}")
-        self._traces[device] = trace
-        return trace
 
     async def _open_gpio(self) -> tuple[GpioBackend, Levels]:
         if self.gpio_backend is not None:
@@ -533,7 +352,8 @@ class Daemon:
 
     def close_acceptance(self) -> None:
         """The stop signal: from now on no chip edge, button or command reaches the core."""
-        self.stopping = True  # post() drops every device input from here on
+        self.stopping = self.supervisor.stopping = True
+        self.dispatcher.accepting = False  # every device input is dropped from here on
         sdnotify.notify("STOPPING=1\nSTATUS=stopping: acceptance closed")
         if self.state is not None and self.state.phase is Phase.BETTING:
             # The journal still says "betting"; the next start locks the round out first
@@ -542,98 +362,19 @@ class Daemon:
                 "stopping while betting: no more wagers are recognised", round=self.state.round_id
             )
 
-    async def in_journal_thread(self, work: Callable[[], T]) -> T:
-        """Run a database write in the journal thread: every write, one at a time, in order."""
-        return await asyncio.get_running_loop().run_in_executor(self._journal_thread, work)
+    # --- after a commit (the dispatcher's AfterCommit) -----------------------------------
 
-    async def _consume(self) -> None:
-        """Step each batch of inputs as it comes and hand its commit to the journal thread
-        without waiting for it: a lock-out edge is stepped while the commit before it is still
-        being written, never behind it or its after-commit work. Commits stay in order (one
-        journal thread), and a step's effects, replies and device acknowledgements wait for
-        its own commit (_finish_commits)."""
-        assert self.store is not None and self.state is not None
-        store = self.store
-        loop = asyncio.get_running_loop()
-        state = self.state
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            state, stepped, refused = self._step_batch(state, batch)
-            for item in stepped:  # a test's power cut: taken, not yet journaled
-                fault_point("before-commit", item.sub.event.TYPE)
-            written = loop.run_in_executor(
-                self._journal_thread,
-                functools.partial(store.commit_steps, [s.commit for s in stepped]),
-            )
-            await self._committing.put(_Batch(stepped, refused, state, written))
+    def durable(self) -> None:
+        # The relay hands the rows to the broker first, rather than waiting behind the
+        # lamps, replies and log lines of committed() (docs/mqtt.md, Performance).
+        self.relay.wake()
 
-    def _step_batch(
-        self, state: TableState, batch: list[_Submission]
-    ) -> tuple[TableState, list[_Stepped], list[tuple[_Submission, Rejected]]]:
-        """The core's steps for a batch: the state after it, each step with its commit, and
-        the commands the core refused."""
-        stepped: list[_Stepped] = []
-        refused: list[tuple[_Submission, Rejected]] = []
-        for sub in batch:
-            report = sub.report
-            kv = dict(sub.kv or {})
-            if report is not None and report.cursor_value is not None:
-                kv[report.cursor_key] = report.cursor_value
-            try:
-                new_state, effects = step(self.rules, state, sub.event)
-            except Rejected as exc:
-                if report is None:
-                    refused.append((sub, exc))
-                    continue
-                # A device's report is never lost or taken twice: its cursor moves anyway.
-                log.warning("device report refused", device=report.device, error=str(exc))
-                commit = StepCommit(state.model_dump_json(), [], None, kv)
-                stepped.append(_Stepped(sub, [], commit, refusal=exc))
-                continue
-            self.steps_taken += 1
-            for observer in self.observers:
-                observer(sub.event, new_state, effects)
-            state = new_state
-            # Every input is journaled with what it produced (and the device's cursor), so
-            # the state can be replayed and the report is taken once.
-            commit = StepCommit(
-                new_state.model_dump_json(),
-                journal_entries(effects),
-                journal_input(sub.event),
-                kv or None,
-            )
-            stepped.append(_Stepped(sub, effects, commit))
-        return state, stepped, refused
-
-    async def _finish_commits(self) -> None:
-        """Each batch once on disk, in order: the state others read, then the effects. A
-        task of the daemon's own group, beside _consume: a stop cancels both at once."""
-        while True:
-            batch = await self._committing.get()
-            committed = await batch.written
-            if any(committed):
-                # Durable: the relay hands the rows to the broker first, rather than waiting
-                # behind the lamps, replies and log lines below (docs/mqtt.md, Performance).
-                self.relay.wake()
-                await asyncio.sleep(0)
-            self.state = batch.state
-            for item, rows in zip(batch.stepped, committed, strict=True):
-                # A test's power cut: journaled, not yet acknowledged nor acted on.
-                fault_point("after-commit", item.sub.event.TYPE)
-                self._after_commit(item, rows)
-            self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
-            for sub, refusal in batch.refused:
-                sub.answer(error=refusal)
-            self._stepped.set()
-
-    def _after_commit(self, item: _Stepped, rows: list[JournalRow]) -> None:
+    def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
         """A step is on disk (input, rows and device cursor): its device hears it was taken,
         its effects run, and whoever asked for it hears back."""
         report = item.sub.report
         if report is not None:
-            self._devices[report.device].acknowledge(report)
+            self.supervisor.acknowledge(report)
         if item.refusal is not None:
             item.sub.answer(error=item.refusal)
             return
@@ -641,93 +382,24 @@ class Daemon:
         for type_, data in item.commit.entries:
             log.info(type_, **data)
         event = item.sub.event
-        if isinstance(event, ShuffleCompleted) and not event.stale and self._tasks is not None:
-            opened = any(row.type == "round.opened" for row in rows)
-            self._tasks.create_task(self._deck_from_shuffler(opened), name="shuffler-deck")
+        if isinstance(event, ShuffleCompleted) and not event.stale:
+            self.supervisor.shuffled(opened=any(row.type == "round.opened" for row in rows))
         item.sub.followup = self._execute(item.effects)
         item.sub.answer([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
 
-    async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
-        """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
-        async with asyncio.timeout(timeout_s):
-            while self.state is None or not predicate(self.state):
-                self._stepped.clear()
-                await self._stepped.wait()
-
     def _execute(self, effects: list[Effect]) -> asyncio.Task[str | None] | None:
         """Run a step's effects; the deal request, if any, for whoever waits on it."""
-        assert self._tasks is not None and self.gpio is not None
+        assert self.gpio is not None
         deal: asyncio.Task[str | None] | None = None
         for effect in effects:
             fault_point("effect", type(effect).__name__)  # a test's power cut, not yet sent
             if isinstance(effect, SeatLamp):
                 self.gpio.set_lamp(effect.seat, effect.lamp)
             elif isinstance(effect, RequestShuffle):
-                self._shuffle_requests += 1
-                self._shuffle_wanted.set()
-                if self._shuffle_asker is None or self._shuffle_asker.done():
-                    self._shuffle_asker = self._tasks.create_task(
-                        self._request_shuffle(), name="shuffle-request"
-                    )
+                self.supervisor.want_shuffle()
             elif isinstance(effect, DealCards):
-                deal = self._tasks.create_task(
-                    self._request_deal(effect.stacks), name="deal-request"
-                )
+                deal = self.supervisor.deal(effect.stacks)
         return deal
-
-    async def _request_shuffle(self) -> None:
-        """Ask the shuffler to shuffle while the core wants a deck, again and again (backing
-        off) while it refuses; the core hears of a refusal once per reason, not per attempt.
-        A device that fails or a link that drops never ends the daemon."""
-        told: str | None = None
-        backoff = Backoff(initial_s=self.shuffle_retry_s, max_s=SHUFFLE_RETRY_MAX_S)
-
-        def wanted() -> bool:
-            return self.state is not None and self.state.shuffle_requested and not self.stopping
-
-        asked = -1
-        while wanted():
-            if asked != self._shuffle_requests:  # the core asked anew: its refusal is news
-                asked, told = self._shuffle_requests, None
-                backoff.reset()
-            self._shuffle_wanted.clear()
-            await self.shuffler.wait_link_up()
-            if not wanted():
-                return
-            try:
-                await self.shuffler.shuffle()
-                return
-            except LinkDown:
-                pass  # it shows as a link fault; asked again once the link is back
-            except (LinkError, OSError) as exc:
-                why = exc.summary if isinstance(exc, LinkError) else str(exc)
-                if why != told:
-                    log.warning("shuffle request refused", error=why)
-                    told = why
-                    self.post(ShuffleRequestFailed(reason=why, retrying=True))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff.next_delay()):
-                    await self._shuffle_wanted.wait()  # or sooner, when the core asks anew
-
-    async def _request_deal(self, stacks: tuple[int, ...]) -> str | None:
-        """Have the shoe deal; why it did not (also journaled), or None."""
-        assert self.shoe is not None
-        try:
-            async with asyncio.timeout(10):
-                await self.shoe.wait_link_up()
-            await self.shoe.deal(stacks)
-            return None
-        except (LinkError, OSError, TimeoutError) as exc:
-            why = (
-                exc.summary
-                if isinstance(exc, LinkError)
-                else "the shoe link is down"
-                if isinstance(exc, TimeoutError)
-                else str(exc)
-            )
-            log.warning("deal request failed", error=why)
-            self.post(DealRequestFailed(reason=why))
-            return why
 
     async def _report_links(self) -> None:
         """STATUS= for systemd whenever its line changes (phase, a link, a block), and a
@@ -743,24 +415,6 @@ class Daemon:
             if (now_links := status_view.links(status)) != links:
                 links = now_links
                 self.hub.publish({"event": "links", "links": links})
-
-    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
-        """A technician's count request or self-test, if the shuffler's driver has them."""
-        driver = self.shuffler
-        if not isinstance(driver, ShufflerDiagnostics):
-            raise Rejected(
-                f"{cmd}: this shuffler's driver has no count or self-test ({type(driver).__name__})"
-            )
-        if not driver.link_up:
-            raise Rejected(f"{cmd}: the shuffler link is down")
-        try:
-            if cmd == "shuffler-count":
-                counted, expected = await driver.count_deck()
-                return {"counted": counted, "expected": expected, "matches": counted == expected}
-            passed, report = await driver.self_test()
-            return {"passed": passed, "report": report}
-        except LinkError as exc:
-            raise Rejected(f"{cmd}: {exc}") from None
 
     async def _watchdog(self) -> None:
         interval = sdnotify.watchdog_interval_s()
@@ -819,7 +473,7 @@ class Daemon:
 
     def health(self) -> dict[str, Any]:
         gpio = None if self.gpio is None else self.gpio.health()
-        return {**{name: device.health() for name, device in self._devices.items()}, "gpio": gpio}
+        return {**self.supervisor.health(), "gpio": gpio}
 
     def faults(self) -> list[status_view.FaultView]:
         """What stands in the way, each with since when and what clears it."""
@@ -827,10 +481,10 @@ class Daemon:
         found = status_view.table_faults(
             self.state,
             shoe=self.rules.shoe,
-            devices={name: device.health() for name, device in self._devices.items()},
+            devices=self.supervisor.health(),
             broker=self.relay.stats(),
             journal=self.reader.last_row,
-            awaited=self.recovery.awaited(),
+            awaited=self.supervisor.recovery.awaited(),
         )
         if self.rules.deck is None:
             return found
@@ -840,7 +494,7 @@ class Daemon:
 
     def _device_status(self, name: str, standing: str | None) -> dict[str, Any] | None:
         """A device's health and its last fault: the one standing, else the last journaled."""
-        device = self._devices.get(name)
+        device = self.supervisor.drivers.get(name)
         if device is None:
             return None
         assert self.reader is not None

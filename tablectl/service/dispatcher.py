@@ -1,12 +1,46 @@
-"""Between the core and the store: a step's input and records, as the journal keeps them."""
+"""The dispatcher: one queue, the core's steps, and the group commit.
+
+Every input -- a debounced chip, the lock-out button, a device's report, a person's command --
+goes through one queue and one consumer, so the core sees them in a single order. Each step's
+input, new state and journal rows are committed *before* its effects run (seat lamps, shuffle
+commands) and before the relay may publish them. Inputs that queue up while a commit is on
+disk are stepped in order and committed together (group commit: one fsync for all of them).
+
+The consumer steps the next inputs while the commit before them is still being written, so a
+lock-out edge waits neither for a commit nor for its after-commit work; commits stay in order
+(one journal thread), and a step's effects, replies and device acknowledgements wait for its
+own commit. What a committed step does next is the daemon's (`AfterCommit`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import structlog
 
 from tablectl.core.effects import Effect, Record
-from tablectl.core.events import Event
-from tablectl.store.journal import StepInput
+from tablectl.core.events import Event, TableRules
+from tablectl.core.round import Rejected, TableState, step
+from tablectl.drivers.reference.link import DeviceReport
+from tablectl.store.journal import JournalRow, StepCommit, StepInput, Store
+from tablectl.util.faultpoint import fault_point
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+# At most this many queued inputs share one commit (a burst's first waits for no more).
+MAX_STEPS_PER_COMMIT = 512
+# Batches stepped ahead of the one being written: enough that a lock-out never waits for a
+# commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
+COMMITS_IN_FLIGHT = 4
+
+StepObserver = Callable[[Event, TableState, list[Effect]], None]
+# The rows a command journaled, as its caller hears them: seq, type and data.
+ReplyRows = list[dict[str, Any]]
 
 
 def journal_entries(effects: list[Effect]) -> list[tuple[str, dict[str, Any]]]:
@@ -16,3 +50,198 @@ def journal_entries(effects: list[Effect]) -> list[tuple[str, dict[str, Any]]]:
 
 def journal_input(event: Event) -> StepInput:
     return StepInput(event.TYPE, event.model_dump(mode="json"))
+
+
+@dataclass
+class Submission:
+    event: Event
+    # Resolves to the rows the command produced, or raises Rejected.
+    reply: asyncio.Future[ReplyRows] | None = None
+    # A device's report: its cursor is committed with the input, then the device is told.
+    report: DeviceReport | None = None
+    # Key-values a command commits with its input (a link reset's new cursor).
+    kv: dict[str, str] | None = None
+    # What a command set going that its caller waits for (a deal: did the shoe take it?).
+    followup: asyncio.Task[str | None] | None = None
+
+    def answer(self, rows: ReplyRows | None = None, *, error: Exception | None = None) -> None:
+        """Tell whoever asked. A caller that gave up (a client gone, a timeout) cancelled
+        its wait: the step stands, and there is no one to tell."""
+        if self.reply is None or self.reply.done():
+            return
+        if error is not None:
+            self.reply.set_exception(error)
+        else:
+            self.reply.set_result(rows or [])
+
+
+@dataclass
+class Stepped:
+    """One input the core stepped on, waiting for the commit it shares with others."""
+
+    sub: Submission
+    effects: list[Effect]
+    commit: StepCommit
+    refusal: Rejected | None = None  # a device report the core refused: only its cursor moves
+
+
+@dataclass
+class _Batch:
+    """Inputs stepped together and the commit that makes them durable, under way."""
+
+    stepped: list[Stepped]
+    refused: list[tuple[Submission, Rejected]]
+    state: TableState  # the state after the batch: what others read once it is on disk
+    written: asyncio.Future[list[list[JournalRow]]]
+
+
+class AfterCommit(Protocol):
+    """What the daemon does once a batch is on disk."""
+
+    def durable(self) -> None:
+        """Rows are on disk: the relay may hand them on (before the rest below)."""
+
+    def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
+        """One step on disk: its device is told, its effects run, its caller answered."""
+
+
+class Dispatcher:
+    """The input queue, the core's steps and their ordered group commits."""
+
+    def __init__(self, rules: TableRules) -> None:
+        self.rules = rules
+        self._store: Store | None = None
+        # The state the last committed step left (None until the journal is open): what
+        # status, tests and the devices read.
+        self.state: TableState | None = None
+        self.observers: list[StepObserver] = []
+        # Steps taken by the core, committed or not: an observer's step is steps_taken when
+        # it sees it, and done once steps_done reaches that (the core steps ahead of commits).
+        self.steps_taken = 0
+        self.steps_done = 0  # steps committed and their after-commit work done
+        self.accepting = True
+        self.dropped_while_stopping = 0
+        self._queue: asyncio.Queue[Submission] = asyncio.Queue()
+        # Batches stepped and being committed, oldest first (consume -> finish_commits).
+        self._committing: asyncio.Queue[_Batch] = asyncio.Queue(maxsize=COMMITS_IN_FLIGHT)
+        self._stepped = asyncio.Event()
+        # Every database write happens here, one at a time, in order.
+        self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+
+    def open(self, store: Store, state: TableState) -> None:
+        """The journal and the state it holds: where the steps go on from."""
+        self._store, self.state = store, state
+
+    # --- inputs ---------------------------------------------------------------------------
+
+    def post(self, event: Event, report: DeviceReport | None = None) -> None:
+        """Queue an input from the table's own hardware or a device's report (dropped once
+        the daemon stops: nothing sensed after the stop signal becomes a wager, and an
+        unacknowledged report stays with its device for the next start)."""
+        if not self.accepting:
+            self.dropped_while_stopping += 1
+            return
+        self._queue.put_nowait(Submission(event, report=report))
+
+    async def submit(self, event: Event, kv: dict[str, str] | None = None) -> Submission:
+        """Queue a person's command and wait until it is journaled; raises Rejected."""
+        if not self.accepting:
+            raise Rejected("the daemon is stopping")
+        reply: asyncio.Future[ReplyRows] = asyncio.get_running_loop().create_future()
+        sub = Submission(event, reply, kv=kv)
+        self._queue.put_nowait(sub)
+        await reply
+        return sub
+
+    async def in_journal_thread(self, work: Callable[[], T]) -> T:
+        """Run a database write in the journal thread: every write, one at a time, in order."""
+        return await asyncio.get_running_loop().run_in_executor(self._journal_thread, work)
+
+    async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
+        """Wait until the committed state satisfies predicate (simulators, tests, the demo)."""
+        async with asyncio.timeout(timeout_s):
+            while self.state is None or not predicate(self.state):
+                self._stepped.clear()
+                await self._stepped.wait()
+
+    def close(self) -> None:
+        """A commit under way finishes (it is one transaction) before the database closes."""
+        self._journal_thread.shutdown(wait=True)
+
+    # --- the two tasks ------------------------------------------------------------------
+
+    async def consume(self) -> None:
+        """Step each batch of inputs as it comes and hand its commit to the journal thread
+        without waiting for it."""
+        assert self._store is not None and self.state is not None, "open() first"
+        store, state = self._store, self.state
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            state, stepped, refused = self._step_batch(state, batch)
+            for item in stepped:  # a test's power cut: taken, not yet journaled
+                fault_point("before-commit", item.sub.event.TYPE)
+            written = loop.run_in_executor(
+                self._journal_thread,
+                functools.partial(store.commit_steps, [s.commit for s in stepped]),
+            )
+            await self._committing.put(_Batch(stepped, refused, state, written))
+
+    async def finish_commits(self, after: AfterCommit) -> None:
+        """Each batch once on disk, in order: the state others read, then its after-commit
+        work. A task beside consume in the daemon's group: a stop cancels both at once."""
+        while True:
+            batch = await self._committing.get()
+            committed = await batch.written
+            if any(committed):
+                after.durable()
+                await asyncio.sleep(0)
+            self.state = batch.state
+            for item, rows in zip(batch.stepped, committed, strict=True):
+                # A test's power cut: journaled, not yet acknowledged nor acted on.
+                fault_point("after-commit", item.sub.event.TYPE)
+                after.committed(item, rows)
+            self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
+            for sub, refusal in batch.refused:
+                sub.answer(error=refusal)
+            self._stepped.set()
+
+    def _step_batch(
+        self, state: TableState, batch: list[Submission]
+    ) -> tuple[TableState, list[Stepped], list[tuple[Submission, Rejected]]]:
+        """The core's steps for a batch: the state after it, each step with its commit, and
+        the commands the core refused."""
+        stepped: list[Stepped] = []
+        refused: list[tuple[Submission, Rejected]] = []
+        for sub in batch:
+            report = sub.report
+            kv = dict(sub.kv or {})
+            if report is not None and report.cursor_value is not None:
+                kv[report.cursor_key] = report.cursor_value
+            try:
+                new_state, effects = step(self.rules, state, sub.event)
+            except Rejected as exc:
+                if report is None:
+                    refused.append((sub, exc))
+                    continue
+                # A device's report is never lost or taken twice: its cursor moves anyway.
+                log.warning("device report refused", device=report.device, error=str(exc))
+                commit = StepCommit(state.model_dump_json(), [], None, kv)
+                stepped.append(Stepped(sub, [], commit, refusal=exc))
+                continue
+            self.steps_taken += 1
+            for observer in self.observers:
+                observer(sub.event, new_state, effects)
+            state = new_state
+            # Every input is journaled with what it produced (and the device's cursor), so
+            # the state can be replayed and the report is taken once.
+            commit = StepCommit(
+                new_state.model_dump_json(),
+                journal_entries(effects),
+                journal_input(sub.event),
+                kv or None,
+            )
+            stepped.append(Stepped(sub, effects, commit))
+        return state, stepped, refused
