@@ -63,6 +63,7 @@ from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery
 from tablectl.store.journal import HandedMark, JournalReader, OutboxRow, Store
 from tablectl.util.backoff import Backoff
 from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
+from tablectl.util.slices import Slices
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -659,9 +660,11 @@ class Relay:
         # Written before the rows leave, so a crash cannot make a re-send look new.
         handed_before = self._handed.seq
         self._handed.advance(rows[-1].seq)
+        slices = Slices()  # a lock-out edge is not held behind a window of rows
         for row in rows:
             await session.inflight.acquire()
             self._hand(session, row, replay=row.seq <= handed_before)
+            await slices.check()
         self._cursor = rows[-1].seq
         self.redelivery.handed_through(self._cursor)
         # The latest reading of each meter these rows changed, retained for signs.
@@ -687,9 +690,11 @@ class Relay:
         rows = self._reader.outbox_after(after, limit=count)
         if not rows:
             return 0
+        slices = Slices()
         for row in rows:
             await session.inflight.acquire()
             self._hand(session, row, replay=True, meters=False)
+            await slices.check()
         self.redelivery.sent(after, rows[-1].seq)
         self.counters.redelivered += len(rows)
         session.client.flush()

@@ -379,8 +379,8 @@ class Daemon:
             item.sub.answer(error=item.refusal)
             return
         self.hub.publish_rows(rows)
-        for type_, data in item.commit.entries:
-            log.info(type_, **data)
+        for row in rows:
+            log.info(row.type, **row.data)
         event = item.sub.event
         if isinstance(event, ShuffleCompleted) and not event.stale:
             self.supervisor.shuffled(opened=any(row.type == "round.opened" for row in rows))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from tablectl.core.effects import Effect, Record
-from tablectl.core.events import Event, TableRules
+from tablectl.core.events import Event, LockoutPressed, TableRules
 from tablectl.core.round import Rejected, TableState, step
 from tablectl.drivers.reference.link import DeviceReport
 from tablectl.store.journal import JournalRow, StepCommit, StepInput, Store
@@ -80,9 +81,27 @@ class Stepped:
     """One input the core stepped on, waiting for the commit it shares with others."""
 
     sub: Submission
+    state: TableState  # the state the step left
     effects: list[Effect]
-    commit: StepCommit
+    kv: dict[str, str] | None  # key-values committed with it (a device's cursor)
     refusal: Rejected | None = None  # a device report the core refused: only its cursor moves
+
+    def commit(self) -> StepCommit:
+        """What the journal writes for it. Made in the journal thread, not on the loop: the
+        state's JSON (for its hash) and the records' are most of a step's cost."""
+        if self.refusal is not None:
+            return StepCommit(self.state.model_dump_json(), [], None, self.kv)
+        return StepCommit(
+            self.state.model_dump_json(),
+            journal_entries(self.effects),
+            journal_input(self.sub.event),
+            self.kv,
+        )
+
+
+def _write(store: Store, stepped: list[Stepped]) -> list[list[JournalRow]]:
+    """In the journal thread: the batch's commits, made and written."""
+    return store.commit_steps([item.commit() for item in stepped])
 
 
 @dataclass
@@ -122,15 +141,19 @@ class Dispatcher:
         self.accepting = True
         self.dropped_while_stopping = 0
         self._queue: asyncio.Queue[Submission] = asyncio.Queue()
-        # Batches stepped and being committed, oldest first (consume -> finish_commits).
-        self._committing: asyncio.Queue[_Batch] = asyncio.Queue(maxsize=COMMITS_IN_FLIGHT)
+        # The state after the last step taken, committed or not: the next step's start.
+        self._head: TableState | None = None
+        # Batches stepped and being committed, oldest first (stepping -> finish_commits).
+        self._in_flight: deque[_Batch] = deque()
+        self._handed = asyncio.Event()  # a batch was added to _in_flight
+        self._room = asyncio.Event()  # a batch left _in_flight
         self._stepped = asyncio.Event()
         # Every database write happens here, one at a time, in order.
         self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
 
     def open(self, store: Store, state: TableState) -> None:
         """The journal and the state it holds: where the steps go on from."""
-        self._store, self.state = store, state
+        self._store, self.state, self._head = store, state, state
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -142,6 +165,10 @@ class Dispatcher:
             self.dropped_while_stopping += 1
             return
         self._queue.put_nowait(Submission(event, report=report))
+        if isinstance(event, LockoutPressed) and self._head is not None:
+            # "No more bets" is stepped now, with everything queued before it, rather than
+            # behind the consumer's turn: it waits for no commit and no after-commit work.
+            self._step_queued()
 
     async def submit(self, event: Event, kv: dict[str, str] | None = None) -> Submission:
         """Queue a person's command and wait until it is journaled; raises Rejected."""
@@ -172,33 +199,50 @@ class Dispatcher:
 
     async def consume(self) -> None:
         """Step each batch of inputs as it comes and hand its commit to the journal thread
-        without waiting for it."""
-        assert self._store is not None and self.state is not None, "open() first"
-        store, state = self._store, self.state
-        loop = asyncio.get_running_loop()
+        without waiting for it; while COMMITS_IN_FLIGHT batches are being written, the inputs
+        wait in the queue (a slow disk holds them back there, not in memory)."""
+        assert self._store is not None and self._head is not None, "open() first"
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            state, stepped, refused = self._step_batch(state, batch)
-            for item in stepped:  # a test's power cut: taken, not yet journaled
-                fault_point("before-commit", item.sub.event.TYPE)
-            written = loop.run_in_executor(
-                self._journal_thread,
-                functools.partial(store.commit_steps, [s.commit for s in stepped]),
-            )
-            await self._committing.put(_Batch(stepped, refused, state, written))
+            while len(self._in_flight) >= COMMITS_IN_FLIGHT:
+                self._room.clear()
+                await self._room.wait()
+            self._step_queued(await self._queue.get())
+
+    def _step_queued(self, first: Submission | None = None) -> None:
+        """Step what is queued (first, taken already, before it) and hand the batch's commit
+        to the journal thread. Synchronous: no other input can come between."""
+        assert self._store is not None and self._head is not None
+        batch = [] if first is None else [first]
+        while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
+            batch.append(self._queue.get_nowait())
+        if not batch:
+            return
+        self._head, stepped, refused = self._step_batch(self._head, batch)
+        for item in stepped:  # a test's power cut: taken, not yet journaled
+            fault_point("before-commit", item.sub.event.TYPE)
+        written = asyncio.get_running_loop().run_in_executor(
+            self._journal_thread, functools.partial(_write, self._store, stepped)
+        )
+        self._in_flight.append(_Batch(stepped, refused, self._head, written))
+        self._handed.set()
 
     async def finish_commits(self, after: AfterCommit) -> None:
         """Each batch once on disk, in order: the state others read, then its after-commit
         work. A task beside consume in the daemon's group: a stop cancels both at once."""
         while True:
-            batch = await self._committing.get()
+            while not self._in_flight:
+                self._handed.clear()
+                await self._handed.wait()
+            batch = self._in_flight[0]
             committed = await batch.written
+            self._in_flight.popleft()
+            self._room.set()
             if any(committed):
                 after.durable()
                 await asyncio.sleep(0)
             self.state = batch.state
+            # Not cut into slices: a yield here waits behind everything ready on the loop,
+            # and under a flood of edges the after-commit work would fall ever further behind.
             for item, rows in zip(batch.stepped, committed, strict=True):
                 # A test's power cut: journaled, not yet acknowledged nor acted on.
                 fault_point("after-commit", item.sub.event.TYPE)
@@ -228,8 +272,7 @@ class Dispatcher:
                     continue
                 # A device's report is never lost or taken twice: its cursor moves anyway.
                 log.warning("device report refused", device=report.device, error=str(exc))
-                commit = StepCommit(state.model_dump_json(), [], None, kv)
-                stepped.append(Stepped(sub, [], commit, refusal=exc))
+                stepped.append(Stepped(sub, state, [], kv, refusal=exc))
                 continue
             self.steps_taken += 1
             for observer in self.observers:
@@ -237,11 +280,5 @@ class Dispatcher:
             state = new_state
             # Every input is journaled with what it produced (and the device's cursor), so
             # the state can be replayed and the report is taken once.
-            commit = StepCommit(
-                new_state.model_dump_json(),
-                journal_entries(effects),
-                journal_input(sub.event),
-                kv or None,
-            )
-            stepped.append(Stepped(sub, effects, commit))
+            stepped.append(Stepped(sub, new_state, effects, kv or None))
         return state, stepped, refused

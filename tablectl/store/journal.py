@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS journal (
     hash      TEXT NOT NULL,
     hash_v    INTEGER NOT NULL DEFAULT 1  -- the formula of `hash` (store/chain.py)
 );
+-- The last row of a type (status: since when a fault stands) without scanning the journal
+-- back to its start when there is none.
+CREATE INDEX IF NOT EXISTS journal_type_seq ON journal (type, seq);
 -- Each registered backend's end-to-end acknowledgement (docs/mqtt.md: ack/{backend_id}).
 CREATE TABLE IF NOT EXISTS acks (
     backend_id TEXT PRIMARY KEY,
