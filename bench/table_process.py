@@ -1,8 +1,10 @@
 """One table daemon on simulated devices playing one round a second: a process of the N-table
-bench (bench/mqtt_tables.py), not for people.
+bench (bench/mqtt_tables.py) and of bench/round_cpu.py, not for people.
 
 It prints `ready` once the daemon runs and plays until SIGTERM: chips on two seats, the
-lock-out, the dealer settles, every second.
+lock-out, the dealer settles, every --round-s. With --rounds N it plays N rounds after a first
+one, prints the process's CPU time for them as JSON (every thread: the loop, the journal's)
+and exits.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import random
 import signal
 import time
@@ -29,7 +32,9 @@ from tablectl.util import logs
 REPO = Path(__file__).resolve().parents[1]
 
 
-async def main(port: int, table: str, data_dir: Path) -> None:
+async def main(
+    port: int, table: str, data_dir: Path, round_s: float = 1.0, rounds: int | None = None
+) -> None:
     sim = ShufflerSimulator(shuffle_ms=20, rng=random.Random(table))
     broker = PrivateBroker.__new__(PrivateBroker)  # only its address is used
     broker.host, broker.port = "127.0.0.1", port
@@ -50,7 +55,16 @@ async def main(port: int, table: str, data_dir: Path) -> None:
     print("ready", flush=True)
 
     async def play() -> None:
+        played, cpu0 = 0, 0.0
         while True:
+            if played == 1:  # the first round warms up (imports, the first deck)
+                cpu0 = time.process_time()
+            if rounds is not None and played == rounds + 1:
+                cpu = time.process_time() - cpu0
+                print(json.dumps({"rounds": rounds, "cpu_s": cpu}), flush=True)
+                stop.set()
+                return
+            played += 1
             start = time.monotonic()
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 30)
             for seat in (1, 2):
@@ -62,7 +76,7 @@ async def main(port: int, table: str, data_dir: Path) -> None:
                 inputs.remove_chip(seat)
             # Hands the dealer shows: seat 1 loses, seat 2 wins a pair (no jackpot to validate).
             await daemon.submit(Settle(hands={1: "2c7d9h", 2: "QhQd4s"}))  # type: ignore[dict-item]
-            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
+            await asyncio.sleep(max(0.0, round_s - (time.monotonic() - start)))
 
     player = asyncio.create_task(play())
     await stop.wait()
@@ -79,6 +93,8 @@ if __name__ == "__main__":
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--table", required=True)
     p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--round-s", type=float, default=1.0)
+    p.add_argument("--rounds", type=int)
     a = p.parse_args()
     logs.configure("ERROR")
-    asyncio.run(main(a.port, a.table, a.data_dir))
+    asyncio.run(main(a.port, a.table, a.data_dir, a.round_s, a.rounds))

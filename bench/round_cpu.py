@@ -1,0 +1,116 @@
+"""CPU per round: the whole daemon against the core alone, on the same rounds.
+
+A table daemon on simulated devices (bench/table_process.py, its own process: the loop, the
+journal thread, the relay to a private Mosquitto, the simulated shuffler) plays --rounds
+rounds of Three Card Poker (chips on two seats, the lock-out, the dealer settles), one every
+--round-s, and reports the process's CPU time for them. The baseline, from the same run: the
+core alone stepping the very inputs that daemon journaled, with the JSON each step leaves
+(the state for its hash, the records) -- what every round must cost wherever it runs. The
+ratio says what the service layer adds; min / median / max over --runs.
+
+Run: .venv/bin/python bench/round_cpu.py [--runs 3] [--rounds 60] [--round-s 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tablectl.simulators.broker import PrivateBroker
+
+from tablectl.core.events import PowerUp, TableRules, input_from_journal
+from tablectl.core.round import TableState, step
+from tablectl.service.dispatcher import journal_entries, journal_input
+from tablectl.store.journal import JournalReader
+
+HERE = Path(__file__).resolve().parent
+
+
+async def daemon_round_cpu(broker: PrivateBroker, data_dir: Path, rounds: int, round_s: float) -> float:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(HERE / "table_process.py"),
+        "--port",
+        str(broker.port),
+        "--table",
+        "cpu-01",
+        "--data-dir",
+        str(data_dir),
+        "--round-s",
+        str(round_s),
+        "--rounds",
+        str(rounds),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    result = None
+    async with asyncio.timeout(60 + rounds * (round_s + 1)):
+        async for line in proc.stdout:
+            if line.startswith(b"{"):
+                result = json.loads(line)
+        await proc.wait()
+    assert result is not None, "the table process reported nothing"
+    return float(result["cpu_s"]) / int(result["rounds"])
+
+
+def core_cpu(data_dir: Path) -> tuple[float, int]:
+    """The core stepping every journaled input, with each step's JSON: CPU seconds, rounds."""
+    reader = JournalReader(data_dir / "journal.sqlite3")
+    try:
+        rows = list(reader.inputs())
+    finally:
+        reader.close()
+    events = [input_from_journal(row.type, row.data) for row in rows]
+    rules: TableRules | None = None
+    state: TableState | None = None
+    rounds = 0
+    cpu0 = time.process_time()
+    for event in events:
+        if isinstance(event, PowerUp):
+            rules = event.rules
+        assert rules is not None
+        state = state or TableState.initial(rules)
+        state, effects = step(rules, state, event)
+        state.model_dump_json()
+        journal_entries(effects)
+        journal_input(event)
+        rounds += event.TYPE == "settle"
+    return time.process_time() - cpu0, rounds
+
+
+def spread(values: list[float]) -> str:
+    return f"min {min(values):8.3f}  median {statistics.median(values):8.3f}  max {max(values):8.3f}"
+
+
+async def main(runs: int, rounds: int, round_s: float) -> None:
+    figures: dict[str, list[float]] = {}
+    with PrivateBroker() as broker:
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as tmp:
+                daemon = await daemon_round_cpu(broker, Path(tmp), rounds, round_s)
+                cpu, settled = core_cpu(Path(tmp))
+                core = cpu / max(1, settled)
+            for name, value in (
+                ("daemon CPU per round (ms)", daemon * 1000),
+                ("core alone per round (ms, baseline)", core * 1000),
+                ("daemon / core alone", daemon / core),
+            ):
+                figures.setdefault(name, []).append(value)
+    print(f"runs: {runs}, rounds per run: {rounds}, one every {round_s} s")
+    for name, values in figures.items():
+        print(f"{name:<40} {spread(values)}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--round-s", type=float, default=0.1)
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.rounds, args.round_s))
