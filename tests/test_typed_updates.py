@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 import pytest
 from pydantic import BaseModel
@@ -51,6 +51,7 @@ def test_mypy_refuses_a_misspelt_field_and_a_wrong_type(tmp_path: Path) -> None:
         "    s.replace(phase=Phase.BETTING, round_id=s.round_id + 1)\n"
         "    s.replace(pahse=Phase.BETTING)\n"
         "    s.replace(round_id='2')\n"
+        "    s.replace(counters=s.counters.bump('rounds_setled'))\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(snippet)],
@@ -60,6 +61,28 @@ def test_mypy_refuses_a_misspelt_field_and_a_wrong_type(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in errors] == ["4", "5"], done.stdout
+    assert [line.split(":")[1] for line in errors] == ["4", "5", "6"], done.stdout
     assert 'Unexpected keyword argument "pahse"' in errors[0]
     assert 'Argument "round_id" to "replace" of "TableState" has incompatible type' in errors[1]
+    assert 'Argument 1 to "bump" of "Counters" has incompatible type' in errors[2]
+
+
+def test_every_counter_is_a_field() -> None:
+    fields = set(round.Counters.model_fields) - {"happened"}
+    assert set(get_args(round.CounterName)) == fields
+    assert all(round.Counters.model_fields[name].annotation is int for name in fields)
+
+
+def test_counters_dump_as_the_mapping_they_replaced() -> None:
+    """Only what happened, in the order each first happened: an older journal's state hashes
+    were taken of that mapping, whatever order its counters came in."""
+    counters = round.Counters().bump("rounds_voided").bump("wagers_rejected")
+    counters = counters.bump("rounds_voided")
+    assert counters.rounds_voided == 2 and counters.wagers_rejected == 1
+    assert counters.rounds_settled == 0
+    assert counters.model_dump_json() == '{"rounds_voided":2,"wagers_rejected":1}'
+    back = round.Counters.model_validate_json(counters.model_dump_json())
+    assert back == counters and back.model_dump_json() == counters.model_dump_json()
+    assert round.Counters().model_dump_json() == "{}"
+    with pytest.raises(ValueError, match="rounds_setled"):
+        round.Counters.model_validate_json('{"rounds_setled":1}')

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from enum import StrEnum
-from typing import TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
@@ -144,6 +144,73 @@ class HitEntryUpdate(TypedDict, total=False):
     answered: bool
 
 
+CounterName = Literal[
+    "lockout_presses_ignored",
+    "wagers_rejected",
+    "unknown_seat_events",
+    "inputs_stuck",
+    "gpio_faults",
+    "completions_not_used",
+    "deck_miscounts",
+    "deck_irregular",
+    "rounds_settled",
+    "rounds_voided",
+    "devices_changed",
+    "device_events_refused",
+    "device_report_conflicts",
+    "shoe_events_outside_a_deal",
+    "shoe_faults",
+    "link_losses",
+]
+
+
+class Counters(BaseModel):
+    """How often each of these happened at the table since its journal began.
+
+    Its JSON is the mapping it replaced: the counters that happened, name -> count, in the
+    order each first happened. The journal's state hashes were taken of that form, so an
+    older journal replays to the same bytes; two states equal only if they dump the same.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lockout_presses_ignored: int = 0  # pressed while no round took bets
+    wagers_rejected: int = 0  # a chip refused as a wager (late, closed, stuck, link down)
+    unknown_seat_events: int = 0  # a chip on a seat the table does not have
+    inputs_stuck: int = 0  # a lock-out button or a seat sensor found stuck
+    gpio_faults: int = 0  # edges lost
+    completions_not_used: int = 0  # a shuffle's count of 52 that made no deck ready
+    deck_miscounts: int = 0  # a shuffle counted other than 52 (649a.5(b))
+    deck_irregular: int = 0  # not 52 distinct cards: a duplicate, foreign card, stub count
+    rounds_settled: int = 0
+    rounds_voided: int = 0
+    devices_changed: int = 0  # a device with another serial number than the accepted one
+    device_events_refused: int = 0  # a device's event stream stopped (out of sequence)
+    device_report_conflicts: int = 0  # one event id, two reports
+    shoe_events_outside_a_deal: int = 0
+    shoe_faults: int = 0
+    link_losses: int = 0  # the linked progressive's link lost
+    happened: tuple[CounterName, ...] = ()  # the counters above, in the order each first did
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, data: Any) -> Any:
+        """A mapping read back (or keyword arguments): its keys, in order, are what happened."""
+        if isinstance(data, dict) and "happened" not in data:
+            return {**data, "happened": tuple(data)}
+        return data
+
+    @model_serializer
+    def _as_mapping(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.happened}
+
+    def bump(self, name: CounterName) -> Counters:
+        """One more of `name`: a new counter goes last, as it did in the mapping."""
+        counts = self.model_dump()
+        counts[name] = counts.get(name, 0) + 1
+        return Counters.model_validate(counts)
+
+
 class StuckCause(StrEnum):
     HELD = "held"  # the lock-out button down past gpio.lockout_hold_max_ms
     NOT_RELEASED = "not-released"  # ... and still down when the next round would open
@@ -268,7 +335,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     devices_pending: dict[str, str] = {}  # device -> another serial number, to be accepted
     hits_pending: tuple[HitEntry, ...] = ()  # hold the table (649a.11(c)(5))
     hit_history: tuple[HitEntry, ...] = ()  # newest first
-    counters: dict[str, int] = {}
+    counters: Counters = Counters()
     # 649a.13(f): a shoe that jammed, stopped or failed to deal holds the cards of a void
     # round; it deals again once the dealer has removed them (`tablectl dealer clear-shoe`).
     shoe_fault: str | None = None
@@ -346,7 +413,7 @@ class TableStateUpdate(TypedDict, total=False):
     devices_pending: dict[str, str]
     hits_pending: tuple[HitEntry, ...]
     hit_history: tuple[HitEntry, ...]
-    counters: dict[str, int]
+    counters: Counters
     shoe_fault: str | None
     events_refused: dict[str, RefusedEvent]
     shuffle_refused: str | None
@@ -365,10 +432,6 @@ def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterSta
     if rules.link is not None:
         return LinkedMeter(meter_id=meter_id, link_id=rules.link.link_id)
     return LocalMeter(meter_id=meter_id, cents=initial_cents)
-
-
-def _count(state: TableState, name: str) -> dict[str, int]:
-    return {**state.counters, name: state.counters.get(name, 0) + 1}
 
 
 def _reading_of(meter: MeterState | None) -> rec.MeterReading | None:
@@ -428,7 +491,7 @@ def _apply(
             if s.phase is not Phase.BETTING:
                 if s.sensor_test is not None:
                     return s  # the technician's test press (service/walk_test.py), not play
-                return s.replace(counters=_count(s, "lockout_presses_ignored"))
+                return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
             s = s.replace(lockout_resolution_ns=event.resolution_ns)
             return _lock(
                 game,
@@ -690,7 +753,7 @@ def _reject(
             rule=rule or game.table_wager.lockout_rule,
         )
     )
-    return s.replace(counters=_count(s, "wagers_rejected"))
+    return s.replace(counters=s.counters.bump("wagers_rejected"))
 
 
 def _withdraw(s: TableState, seat: int, fx: list[Effect]) -> TableState:
@@ -704,7 +767,7 @@ def _chip(
 ) -> TableState:
     seat, present = chip.seat, chip.present
     if not 1 <= seat <= rules.seats:
-        return s.replace(counters=_count(s, "unknown_seat_events"))
+        return s.replace(counters=s.counters.bump("unknown_seat_events"))
     if rules.sensors is None:
         return _chip_as_journaled_before(game, s, chip, fx)
     s = _sensed(s, seat, present)
@@ -847,7 +910,7 @@ def _stuck(
             rule=rule,
         )
     )
-    s = s.replace(stuck_inputs=(*s.stuck_inputs, fault), counters=_count(s, "inputs_stuck"))
+    s = s.replace(stuck_inputs=(*s.stuck_inputs, fault), counters=s.counters.bump("inputs_stuck"))
     if betting:
         s = _lock(game, s, fx, cause="lockout-stuck", at_ns=None, undecided=())
     return s
@@ -930,7 +993,7 @@ def _gpio_fault(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -
     elif s.phase is Phase.LOCKED and not s.counted:
         # The chips still resting cannot be confirmed from edges that may be lost.
         s = _finish_count(game, _drop_undecided(s, fx), fx)
-    return s.replace(gpio_fault=reason, counters=_count(s, "gpio_faults"))
+    return s.replace(gpio_fault=reason, counters=s.counters.bump("gpio_faults"))
 
 
 def _test_started(s: TableState, event: SensorTestStarted, fx: list[Effect]) -> TableState:
@@ -1035,7 +1098,7 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
     s = s.replace(shuffle_requested=False, shuffle_started=False)
     if ok:
         if because is not None:
-            s = s.replace(counters=_count(s, "completions_not_used"))
+            s = s.replace(counters=s.counters.bump("completions_not_used"))
         return s.replace(deck_ready=ready)
     # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table.
     fx.append(
@@ -1047,7 +1110,7 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
         )
     )
     return _unverify(s).replace(
-        blocked=f"deck-miscount:{count}", counters=_count(s, "deck_miscounts")
+        blocked=f"deck-miscount:{count}", counters=s.counters.bump("deck_miscounts")
     )
 
 
@@ -1178,7 +1241,7 @@ def _settle(
         deal=None,
         hits_pending=(*s.hits_pending, *pending),
         hit_history=(*reversed(pending), *s.hit_history)[:HIT_HISTORY],
-        counters=_count(s, "rounds_settled"),
+        counters=s.counters.bump("rounds_settled"),
     )
 
 
@@ -1299,7 +1362,7 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
         round_contribution_units=0,
         round_link_contributions=(),
         deal=None,
-        counters=_count(s, "rounds_voided"),
+        counters=s.counters.bump("rounds_voided"),
     )
 
 
@@ -1344,7 +1407,8 @@ def _identified(
         return s
     record(False)
     s = s.replace(
-        devices_pending={**s.devices_pending, device: serial}, counters=_count(s, "devices_changed")
+        devices_pending={**s.devices_pending, device: serial},
+        counters=s.counters.bump("devices_changed"),
     )
     if device == "shoe" and _dealing(s):
         # Another shoe mid-deal: the one that dealt stopped dealing (649a.13(f)).
@@ -1400,7 +1464,7 @@ def _events_refused(
         )
     )
     s = s.replace(
-        counters=_count(s, "device_events_refused"),
+        counters=s.counters.bump("device_events_refused"),
         events_refused={**s.events_refused, event.device: refused},
     )
     if event.device == "shuffler":
@@ -1433,7 +1497,7 @@ def _report_conflict(
             device=event.device, boot_id=event.boot_id, event_id=event.event_id, kind=event.kind
         )
     )
-    s = s.replace(counters=_count(s, "device_report_conflicts"))
+    s = s.replace(counters=s.counters.bump("device_report_conflicts"))
     if event.device == "shuffler":
         fx.append(rec.ShufflerFaultRecord(code="event-conflict", rule="649a.13(e)"))
         s = _shuffler_unusable(s, "event-conflict")
@@ -1578,7 +1642,7 @@ def _shoe_dealt(
     deal = s.deal
     if deal is None or deal.complete or s.phase is not Phase.LOCKED:
         # Nothing was asked of the shoe (or the round is over): never part of a hand.
-        return s.replace(counters=_count(s, "shoe_events_outside_a_deal"))
+        return s.replace(counters=s.counters.bump("shoe_events_outside_a_deal"))
     reasons = game.void_reasons()
     match event:
         case ShoeCard(read=CardRead.FACE_UP, card=card):
@@ -1657,7 +1721,7 @@ def _shoe_fault(
             )
         )
     # The fault stands until the dealer has emptied the shoe (`tablectl dealer clear-shoe`).
-    s = s.replace(counters=_count(s, "shoe_faults"), shoe_fault=code)
+    s = s.replace(counters=s.counters.bump("shoe_faults"), shoe_fault=code)
     if not in_play:
         return s
     return _void_round(s, "shoe-jam", rule, "shoe", fx)
@@ -1691,7 +1755,7 @@ def _deck_irregular(
         )
     )
     s = _unverify(s).replace(
-        blocked=f"deck-irregular:{reason}", counters=_count(s, "deck_irregular")
+        blocked=f"deck-irregular:{reason}", counters=s.counters.bump("deck_irregular")
     )
     if s.phase is Phase.CLOSED:
         return s  # no round is played on it
@@ -2055,7 +2119,7 @@ def _stub_counted(
     record("deck-removed", wrong_rule)
     removed = counted.replace(decks=tuple(d for d in counted.decks if d.deck_id != life.round_deck))
     s = _unverify(_with_life(s, removed)).replace(
-        blocked=f"stub-count:{cards}", counters=_count(s, "deck_irregular")
+        blocked=f"stub-count:{cards}", counters=s.counters.bump("deck_irregular")
     )
     if not in_play:
         return s
@@ -2204,7 +2268,7 @@ def _link_lost(game: TableGame, s: TableState, reason: str, fx: list[Effect]) ->
     )
     for seat in withdrawn:
         s = _withdraw(s, seat, fx)
-    return s.replace(link_silent=reason, counters=_count(s, "link_losses"))
+    return s.replace(link_silent=reason, counters=s.counters.bump("link_losses"))
 
 
 def _link_answer(s: TableState, event: LinkClaimAnswer, fx: list[Effect]) -> TableState:
