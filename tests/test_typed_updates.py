@@ -1,5 +1,6 @@
-"""The core's state is changed only through typed `replace` methods: a misspelt field or a
-wrong type is a mypy error, not a key pydantic's `model_copy(update=...)` drops in silence."""
+"""The core's state is changed only through typed `replace` methods (and its counters by a
+checked name): a misspelt field or a wrong type is a mypy error, not a key pydantic's
+`model_copy(update=...)` drops in silence. Each input type has its own handler."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from tablectl.core import decks, round
+from tablectl.core.events import Event
 from tablectl.rules import meters
 
 # Each state model and the TypedDict its `replace` takes.
@@ -86,3 +88,10 @@ def test_counters_dump_as_the_mapping_they_replaced() -> None:
     assert round.Counters().model_dump_json() == "{}"
     with pytest.raises(ValueError, match="rounds_setled"):
         round.Counters.model_validate_json('{"rounds_setled":1}')
+
+
+def test_every_input_type_has_its_handler() -> None:
+    """The core dispatches each input on its type; none falls through to the fallback."""
+    fallback = round._apply.dispatch(object)
+    unhandled = [t for t in get_args(Event) if round._apply.dispatch(t) is fallback]
+    assert unhandled == []

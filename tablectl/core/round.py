@@ -9,6 +9,7 @@ supplies every rule that differs between games; this module never names a game.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -457,7 +458,7 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
     if game.name != state.game:
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
     fx: list[Effect] = []
-    state = _apply(rules, game, state, event, fx)
+    state = _apply(event, state, _Context(rules, game, fx))
     if rules.revision < 2 and state.shoe_fault is not None:
         # The first revision kept no standing shoe fault: its journals replay as written.
         state = state.replace(shoe_fault=None)
@@ -465,215 +466,374 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
     return state, fx
 
 
-def _apply(
-    rules: TableRules, game: TableGame, s: TableState, event: Event, fx: list[Effect]
-) -> TableState:
-    match event:
-        case PowerUp():
-            # Lock-out is the safe state: a round that was taking bets is closed at once,
-            # and chips that were still resting cannot be confirmed any more.
-            if s.phase is Phase.BETTING:
-                s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
-            if s.phase is Phase.LOCKED and not s.counted:
-                s = _finish_count(game, _drop_undecided(s, fx), fx)
-            s = _link_at_power_up(rules, game, s)
-            # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
-            # was running ended with the daemon; a GPIO fault stays until a person clears it,
-            # and so does a stuck input. The inputs' levels are read again from the lines.
-            return _unverify(s).replace(
-                sensor_test=None, deal_refused=None, occupied={}, waiting=(), lockout_held=False
-            )
-        case ChipSensed():
-            return _chip(rules, game, s, event, fx)
-        case LockoutPressed(at_ns=at_ns, undecided_seats=undecided):
-            if rules.sensors is not None:
-                s = s.replace(lockout_held=True)
-            if s.phase is not Phase.BETTING:
-                if s.sensor_test is not None:
-                    return s  # the technician's test press (service/walk_test.py), not play
-                return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
-            s = s.replace(lockout_resolution_ns=event.resolution_ns)
-            return _lock(
-                game,
-                s,
-                fx,
-                cause="lockout-button",
-                at_ns=at_ns,
-                undecided=undecided,
-                resting=event.resting_seats,
-            )
-        case LockoutReleased():
-            return s.replace(lockout_held=False)
-        case LockoutHeld():
-            # Between rounds, the round waiting to open would have no working lock-out.
-            cause = StuckCause.NOT_RELEASED if s.phase is Phase.CLOSED else StuckCause.HELD
-            return _stuck(game, s, None, cause, fx)
-        case ClearStuckInput():
-            return _clear_stuck(s, event, fx)
-        case GpioFault(reason=reason):
-            return _gpio_fault(game, s, reason, fx)
-        case ClearGpioFault(by=by):
-            if s.gpio_fault is None:
-                raise Rejected("no GPIO fault to clear")
-            fx.append(rec.GpioFaultCleared(reason=s.gpio_fault, by=by))
-            return s.replace(gpio_fault=None)
-        case SensorTestStarted():
-            return _test_started(s, event, fx)
-        case SensorTestEnded():
-            if s.sensor_test != event.test:
-                raise Rejected(f"no {event.test} test is running")
-            fx.append(
-                rec.SensorTestEndedRecord(
-                    test=event.test,
-                    passed=list(event.passed),
-                    failed=list(event.failed),
-                    resolution_ns=event.resolution_ns,
-                    by=event.by,
-                )
-            )
-            return s.replace(sensor_test=None)
-        case ShuffleStarted(stale=stale):
-            fx.append(rec.ShuffleStartedRecord(stale=stale))
-            if stale:
-                return s
-            return s.replace(shuffle_requested=True, shuffle_started=True, shuffle_refused=None)
-        case ShuffleCompleted():
-            return _shuffle_completed(s, event, fx)
-        case ShufflerFault(code=code, at_connect=at_connect, from_status=from_status):
-            if (at_connect or from_status) and s.shuffler_fault == code:
-                return s  # the fault already journaled, still showing in STATUS
-            # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
-            fx.append(rec.ShufflerFaultRecord(code=code, rule="649a.13(e)"))
-            return _shuffler_unusable(s, code)
-        case ShufflerRebooted():
-            fx.append(rec.ShufflerRebootedRecord())
-            # Its event ids start over: a refusal of its old stream no longer stands.
-            return _unverify(_events_flow(s, "shuffler"))
-        case DeviceIdentified():
-            return _identified(game, s, event, fx)
-        case DeviceAccepted():
-            return _accept_device(s, event, fx)
-        case DeviceEventsRefused():
-            return _events_refused(game, s, event, fx)
-        case DeviceReportConflict():
-            return _report_conflict(game, s, event, fx)
-        case DeviceLinkReset():
-            return _link_reset(s, event, fx)
-        case DealRequested():
-            s = _deal(rules, game, s, event, fx)
-            # 649a.10(a)(2), 653a.10(a)(2): the wagers were collected before the shoe deals.
-            for seat in sorted(s.occupied):
-                s = _stuck(game, s, seat, StuckCause.OCCUPIED_DURING_DEAL, fx)
-            return s
-        case DealRequestFailed(reason=reason):
-            fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=reason))
-            s = s.replace(deal_refused=reason)
-            if s.deal is not None and not s.deal.cards and not s.deal.face_up:
-                s = s.replace(deal=None)  # the dealer may ask again
-            return s
-        case DeviceResumed():
-            return _resumed(game, s, event, fx)
-        case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
-            checked = _shoe_back(rules, game, s, event, fx)
-            if checked is not None:
-                return checked
-            return _shoe_read(rules, _shoe_dealt(game, s, event, fx))
-        case DeckIntroduced() | DeckClock() | DeckInPlay() | StubCounted():
-            return _deck_input(rules, game, s, event, fx)
-        case DeliveryFault(reason=reason):
-            if reason == s.delivery_fault:
-                return s  # journaled once per change, not per publish or reconnect
-            fx.append(rec.DeliveryFaultRecord(reason=reason))
-            return s.replace(delivery_fault=reason)
-        case DeliveryRestored():
-            if s.delivery_fault is None:
-                return s
-            fx.append(rec.DeliveryFaultCleared(reason=s.delivery_fault))
-            return s.replace(delivery_fault=None)
-        case ShoeFault(code=code, at_connect=at_connect, from_status=from_status):
-            if (at_connect or from_status) and s.shoe_fault == code:
-                return s  # the fault already journaled, still showing in STATUS
-            return _shoe_fault(game, s, code, fx, at_connect=at_connect)
-        case ShoeRebooted():
-            fx.append(rec.ShoeRebootedRecord())
-            s = _events_flow(s, "shoe")
-            if _dealing(s):
-                return _shoe_fault(game, s, "rebooted", fx, record=False)
-            return s
-        case ShoeCleared(by=by):
-            return _shoe_cleared(s, by, fx)
-        case ShoeOutOfOrder(out_of_order=out, by=by):
-            if not rules.shoe:
-                raise Rejected("this table has no automated dealing shoe")
-            if out == s.shoe_out_of_order:
-                raise Rejected(f"the shoe is {'already' if out else 'not'} out of order")
-            fx.append(
-                rec.ShoeOutOfOrderRecord(
-                    out_of_order=out, rule=_shoe_rule(game, "device-unusable"), by=by
-                )
-            )
-            return s.replace(shoe_out_of_order=out)
-        case ShuffleRequestFailed(reason=reason, retrying=retrying):
-            if not retrying:  # journals before the shell retried by itself: ask again now
-                fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
-                return s.replace(shuffle_requested=False)
-            if reason == s.shuffle_refused:
-                return s  # nothing new: journaled once per reason, not once per attempt
-            fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
-            return s.replace(shuffle_refused=reason)
-        case Settle():
-            return _settle(rules, game, s, event, fx)
-        case VoidRound():
-            return _void(game, s, event, fx)
-        case NewDeckRegistered(by=by):
-            if _deck_rules(rules) is not None:
-                raise Rejected(
-                    "this table keeps its decks: introduce the new one with its id and back "
-                    "colour (`tablectl dealer new-deck --id ID --back COLOUR`)"
-                )
-            if s.blocked is None:
-                raise Rejected("no deck is waiting to be replaced")
-            fx.append(rec.DeckRegistered(replaces=s.blocked, by=by))
-            # 649a.5(b): the new deck is played only once the shuffler has counted it.
-            return _unverify(s.replace(blocked=None))
-        case ReshuffleRequested(by=by):
-            refused = s.events_refused.get("shuffler")
-            if refused is not None:
-                raise Rejected(
-                    f"the shuffler's events are refused ({_refused_text(refused)}): a reshuffle "
-                    "cannot fix that; reboot the shuffler, or "
-                    "`tablectl devices reset-link shuffler --by ID`, then reshuffle"
-                )
-            if s.shuffler_fault is None:
-                raise Rejected("the shuffler reports no fault to recover from")
-            fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=by))
-            # 649a.13(e): the cards are reshuffled; nothing reported before counts.
-            return _unverify(s.replace(shuffler_fault=None))
-        case ValidateHit() | ConfirmDocumentation():
-            return _floor(s, event, fx)
-        case LinkParametersHeard():
-            return _link_parameters(rules, game, s, event, fx)
-        case LinkLost(reason=reason):
-            return _link_lost(game, s, reason, fx)
-        case LinkRestored():
-            if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
-                return s
-            fx.append(rec.LinkUp(link_id=s.meter.link_id))
-            return s.replace(link_silent=None)
-        case LinkClaimAnswer():
-            return _link_answer(s, event, fx)
-        case JournalRecovered(by=by):
-            # Nothing of the table changes: the journal says what was mended, and by whom.
-            fx.append(
-                rec.JournalRecoveredRecord(
-                    problems=list(event.problems),
-                    accepted=list(event.accepted),
-                    done=list(event.done),
-                    by=by,
-                )
-            )
-            return s
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Context:
+    """What every input's handler needs besides the input and the state."""
+
+    rules: TableRules
+    game: TableGame
+    fx: list[Effect]  # the effects of this step so far, appended to
+
+
+@functools.singledispatch
+def _apply(event: Event, s: TableState, ctx: _Context) -> TableState:
+    """The state after one input: each input type has its handler, registered below."""
     raise AssertionError(f"unhandled input {event!r}")
+
+
+# --- the inputs: power, the lock-out button, the seat sensors, GPIO ---------------------
+
+
+@_apply.register
+def _on_power_up(event: PowerUp, s: TableState, ctx: _Context) -> TableState:
+    game, fx = ctx.game, ctx.fx
+    # Lock-out is the safe state: a round that was taking bets is closed at once, and chips
+    # that were still resting cannot be confirmed any more.
+    if s.phase is Phase.BETTING:
+        s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
+    if s.phase is Phase.LOCKED and not s.counted:
+        s = _finish_count(game, _drop_undecided(s, fx), fx)
+    s = _link_at_power_up(ctx.rules, game, s)
+    # Whatever the shuffler held before is unknown now: reshuffle. A walk test that was
+    # running ended with the daemon; a GPIO fault stays until a person clears it, and so does
+    # a stuck input. The inputs' levels are read again from the lines.
+    return _unverify(s).replace(
+        sensor_test=None, deal_refused=None, occupied={}, waiting=(), lockout_held=False
+    )
+
+
+@_apply.register
+def _on_chip(event: ChipSensed, s: TableState, ctx: _Context) -> TableState:
+    return _chip(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> TableState:
+    if ctx.rules.sensors is not None:
+        s = s.replace(lockout_held=True)
+    if s.phase is not Phase.BETTING:
+        if s.sensor_test is not None:
+            return s  # the technician's test press (service/walk_test.py), not play
+        return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
+    s = s.replace(lockout_resolution_ns=event.resolution_ns)
+    return _lock(
+        ctx.game,
+        s,
+        ctx.fx,
+        cause="lockout-button",
+        at_ns=event.at_ns,
+        undecided=event.undecided_seats,
+        resting=event.resting_seats,
+    )
+
+
+@_apply.register
+def _on_lockout_released(event: LockoutReleased, s: TableState, ctx: _Context) -> TableState:
+    return s.replace(lockout_held=False)
+
+
+@_apply.register
+def _on_lockout_held(event: LockoutHeld, s: TableState, ctx: _Context) -> TableState:
+    # Between rounds, the round waiting to open would have no working lock-out.
+    cause = StuckCause.NOT_RELEASED if s.phase is Phase.CLOSED else StuckCause.HELD
+    return _stuck(ctx.game, s, None, cause, ctx.fx)
+
+
+@_apply.register
+def _on_clear_stuck(event: ClearStuckInput, s: TableState, ctx: _Context) -> TableState:
+    return _clear_stuck(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_gpio_fault(event: GpioFault, s: TableState, ctx: _Context) -> TableState:
+    return _gpio_fault(ctx.game, s, event.reason, ctx.fx)
+
+
+@_apply.register
+def _on_clear_gpio_fault(event: ClearGpioFault, s: TableState, ctx: _Context) -> TableState:
+    if s.gpio_fault is None:
+        raise Rejected("no GPIO fault to clear")
+    ctx.fx.append(rec.GpioFaultCleared(reason=s.gpio_fault, by=event.by))
+    return s.replace(gpio_fault=None)
+
+
+@_apply.register
+def _on_test_started(event: SensorTestStarted, s: TableState, ctx: _Context) -> TableState:
+    return _test_started(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_test_ended(event: SensorTestEnded, s: TableState, ctx: _Context) -> TableState:
+    if s.sensor_test != event.test:
+        raise Rejected(f"no {event.test} test is running")
+    ctx.fx.append(
+        rec.SensorTestEndedRecord(
+            test=event.test,
+            passed=list(event.passed),
+            failed=list(event.failed),
+            resolution_ns=event.resolution_ns,
+            by=event.by,
+        )
+    )
+    return s.replace(sensor_test=None)
+
+
+# --- the shuffler ----------------------------------------------------------------------
+
+
+@_apply.register
+def _on_shuffle_started(event: ShuffleStarted, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.ShuffleStartedRecord(stale=event.stale))
+    if event.stale:
+        return s
+    return s.replace(shuffle_requested=True, shuffle_started=True, shuffle_refused=None)
+
+
+@_apply.register
+def _on_shuffle_completed(event: ShuffleCompleted, s: TableState, ctx: _Context) -> TableState:
+    return _shuffle_completed(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_shuffler_fault(event: ShufflerFault, s: TableState, ctx: _Context) -> TableState:
+    if (event.at_connect or event.from_status) and s.shuffler_fault == event.code:
+        return s  # the fault already journaled, still showing in STATUS
+    # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
+    ctx.fx.append(rec.ShufflerFaultRecord(code=event.code, rule="649a.13(e)"))
+    return _shuffler_unusable(s, event.code)
+
+
+@_apply.register
+def _on_shuffler_rebooted(event: ShufflerRebooted, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.ShufflerRebootedRecord())
+    # Its event ids start over: a refusal of its old stream no longer stands.
+    return _unverify(_events_flow(s, "shuffler"))
+
+
+@_apply.register
+def _on_shuffle_request_failed(
+    event: ShuffleRequestFailed, s: TableState, ctx: _Context
+) -> TableState:
+    if not event.retrying:  # journals before the shell retried by itself: ask again now
+        ctx.fx.append(rec.ShuffleRequestFailedRecord(reason=event.reason))
+        return s.replace(shuffle_requested=False)
+    if event.reason == s.shuffle_refused:
+        return s  # nothing new: journaled once per reason, not once per attempt
+    ctx.fx.append(rec.ShuffleRequestFailedRecord(reason=event.reason))
+    return s.replace(shuffle_refused=event.reason)
+
+
+@_apply.register
+def _on_reshuffle(event: ReshuffleRequested, s: TableState, ctx: _Context) -> TableState:
+    refused = s.events_refused.get("shuffler")
+    if refused is not None:
+        raise Rejected(
+            f"the shuffler's events are refused ({_refused_text(refused)}): a reshuffle "
+            "cannot fix that; reboot the shuffler, or "
+            "`tablectl devices reset-link shuffler --by ID`, then reshuffle"
+        )
+    if s.shuffler_fault is None:
+        raise Rejected("the shuffler reports no fault to recover from")
+    ctx.fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=event.by))
+    # 649a.13(e): the cards are reshuffled; nothing reported before counts.
+    return _unverify(s.replace(shuffler_fault=None))
+
+
+@_apply.register
+def _on_new_deck(event: NewDeckRegistered, s: TableState, ctx: _Context) -> TableState:
+    if _deck_rules(ctx.rules) is not None:
+        raise Rejected(
+            "this table keeps its decks: introduce the new one with its id and back "
+            "colour (`tablectl dealer new-deck --id ID --back COLOUR`)"
+        )
+    if s.blocked is None:
+        raise Rejected("no deck is waiting to be replaced")
+    ctx.fx.append(rec.DeckRegistered(replaces=s.blocked, by=event.by))
+    # 649a.5(b): the new deck is played only once the shuffler has counted it.
+    return _unverify(s.replace(blocked=None))
+
+
+# --- devices: identity, refused events, resumption ---------------------------------------
+
+
+@_apply.register
+def _on_identified(event: DeviceIdentified, s: TableState, ctx: _Context) -> TableState:
+    return _identified(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_device_accepted(event: DeviceAccepted, s: TableState, ctx: _Context) -> TableState:
+    return _accept_device(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_events_refused(event: DeviceEventsRefused, s: TableState, ctx: _Context) -> TableState:
+    return _events_refused(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_report_conflict(event: DeviceReportConflict, s: TableState, ctx: _Context) -> TableState:
+    return _report_conflict(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_link_reset(event: DeviceLinkReset, s: TableState, ctx: _Context) -> TableState:
+    return _link_reset(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_resumed(event: DeviceResumed, s: TableState, ctx: _Context) -> TableState:
+    return _resumed(ctx.game, s, event, ctx.fx)
+
+
+# --- the automated dealing shoe ---------------------------------------------------------
+
+
+@_apply.register
+def _on_deal_requested(event: DealRequested, s: TableState, ctx: _Context) -> TableState:
+    s = _deal(ctx.rules, ctx.game, s, event, ctx.fx)
+    # 649a.10(a)(2), 653a.10(a)(2): the wagers were collected before the shoe deals.
+    for seat in sorted(s.occupied):
+        s = _stuck(ctx.game, s, seat, StuckCause.OCCUPIED_DURING_DEAL, ctx.fx)
+    return s
+
+
+@_apply.register
+def _on_deal_request_failed(event: DealRequestFailed, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=event.reason))
+    s = s.replace(deal_refused=event.reason)
+    if s.deal is not None and not s.deal.cards and not s.deal.face_up:
+        s = s.replace(deal=None)  # the dealer may ask again
+    return s
+
+
+@_apply.register
+def _on_shoe_dealt(
+    event: ShoeCard | ShoeStackDealt | ShoeDealCompleted, s: TableState, ctx: _Context
+) -> TableState:
+    checked = _shoe_back(ctx.rules, ctx.game, s, event, ctx.fx)
+    if checked is not None:
+        return checked
+    return _shoe_read(ctx.rules, _shoe_dealt(ctx.game, s, event, ctx.fx))
+
+
+@_apply.register
+def _on_shoe_fault(event: ShoeFault, s: TableState, ctx: _Context) -> TableState:
+    if (event.at_connect or event.from_status) and s.shoe_fault == event.code:
+        return s  # the fault already journaled, still showing in STATUS
+    return _shoe_fault(ctx.game, s, event.code, ctx.fx, at_connect=event.at_connect)
+
+
+@_apply.register
+def _on_shoe_rebooted(event: ShoeRebooted, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.ShoeRebootedRecord())
+    s = _events_flow(s, "shoe")
+    if _dealing(s):
+        return _shoe_fault(ctx.game, s, "rebooted", ctx.fx, record=False)
+    return s
+
+
+@_apply.register
+def _on_shoe_cleared(event: ShoeCleared, s: TableState, ctx: _Context) -> TableState:
+    return _shoe_cleared(s, event.by, ctx.fx)
+
+
+@_apply.register
+def _on_shoe_out_of_order(event: ShoeOutOfOrder, s: TableState, ctx: _Context) -> TableState:
+    out = event.out_of_order
+    if not ctx.rules.shoe:
+        raise Rejected("this table has no automated dealing shoe")
+    if out == s.shoe_out_of_order:
+        raise Rejected(f"the shoe is {'already' if out else 'not'} out of order")
+    ctx.fx.append(
+        rec.ShoeOutOfOrderRecord(
+            out_of_order=out, rule=_shoe_rule(ctx.game, "device-unusable"), by=event.by
+        )
+    )
+    return s.replace(shoe_out_of_order=out)
+
+
+# --- decks, the round's settlement or void, the floor --------------------------------------
+
+
+@_apply.register
+def _on_deck(
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted, s: TableState, ctx: _Context
+) -> TableState:
+    return _deck_input(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_settle(event: Settle, s: TableState, ctx: _Context) -> TableState:
+    return _settle(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_void(event: VoidRound, s: TableState, ctx: _Context) -> TableState:
+    return _void(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_floor(
+    event: ValidateHit | ConfirmDocumentation, s: TableState, ctx: _Context
+) -> TableState:
+    return _floor(s, event, ctx.fx)
+
+
+# --- the event stream's delivery, a linked progressive, the journal ------------------------
+
+
+@_apply.register
+def _on_delivery_fault(event: DeliveryFault, s: TableState, ctx: _Context) -> TableState:
+    if event.reason == s.delivery_fault:
+        return s  # journaled once per change, not per publish or reconnect
+    ctx.fx.append(rec.DeliveryFaultRecord(reason=event.reason))
+    return s.replace(delivery_fault=event.reason)
+
+
+@_apply.register
+def _on_delivery_restored(event: DeliveryRestored, s: TableState, ctx: _Context) -> TableState:
+    if s.delivery_fault is None:
+        return s
+    ctx.fx.append(rec.DeliveryFaultCleared(reason=s.delivery_fault))
+    return s.replace(delivery_fault=None)
+
+
+@_apply.register
+def _on_link_parameters(event: LinkParametersHeard, s: TableState, ctx: _Context) -> TableState:
+    return _link_parameters(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_link_lost(event: LinkLost, s: TableState, ctx: _Context) -> TableState:
+    return _link_lost(ctx.game, s, event.reason, ctx.fx)
+
+
+@_apply.register
+def _on_link_restored(event: LinkRestored, s: TableState, ctx: _Context) -> TableState:
+    if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
+        return s
+    ctx.fx.append(rec.LinkUp(link_id=s.meter.link_id))
+    return s.replace(link_silent=None)
+
+
+@_apply.register
+def _on_link_answer(event: LinkClaimAnswer, s: TableState, ctx: _Context) -> TableState:
+    return _link_answer(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context) -> TableState:
+    # Nothing of the table changes: the journal says what was mended, and by whom.
+    ctx.fx.append(
+        rec.JournalRecoveredRecord(
+            problems=list(event.problems),
+            accepted=list(event.accepted),
+            done=list(event.done),
+            by=event.by,
+        )
+    )
+    return s
 
 
 def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
