@@ -1803,9 +1803,22 @@ def _shoe_dealt(
     if deal is None or deal.complete or s.phase is not Phase.LOCKED:
         # Nothing was asked of the shoe (or the round is over): never part of a hand.
         return s.replace(counters=s.counters.bump("shoe_events_outside_a_deal"))
-    reasons = game.void_reasons()
     match event:
-        case ShoeCard(read=CardRead.FACE_UP, card=card):
+        case ShoeCard():
+            return _shoe_card(game, s, deal, event, fx)
+        case ShoeStackDealt():
+            return _shoe_stack_dealt(game, s, deal, event.cards, fx)
+        case ShoeDealCompleted():
+            return _shoe_deal_completed(game, s, deal, event.cards, fx)
+
+
+def _shoe_card(
+    game: TableGame, s: TableState, deal: Deal, event: ShoeCard, fx: list[Effect]
+) -> TableState:
+    reasons = game.void_reasons()
+    card = event.card
+    match event.read:
+        case CardRead.FACE_UP:
             if card is not None and deal.seen(card):
                 # A card already dealt (or discarded) this round, seen again: not one deck
                 # of 52 distinct cards, whatever the count said (649a.10(f)).
@@ -1822,39 +1835,48 @@ def _shoe_dealt(
             rule = reasons["cards-face-up"]
             fx.append(rec.CardFaceUp(round_id=s.round_id, action="discarded", rule=rule))
             return s
-        case ShoeCard(read=CardRead.UNREAD):
+        case CardRead.UNREAD:
             return _shoe_fault(game, s, "unread-card", fx)
-        case ShoeCard(read=CardRead.FOREIGN):
+        case CardRead.FOREIGN:
             return _deck_irregular(game, s, "foreign-card", fx)
-        case ShoeCard(card=card) if card is not None:
-            if deal.seen(card):
-                return _deck_irregular(game, s, "duplicate-card", fx)
-            deal = deal.replace(cards=(*deal.cards, card))
-            s = s.replace(deal=deal)
-            if len(deal.cards) > sum(deal.stacks):
-                # 649a.13(c): a hand dealt an incorrect number of cards voids all hands.
-                return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
-            return s
-        case ShoeStackDealt(cards=n):
-            done = (*deal.stacks_done, n)
-            i = len(done) - 1
-            if i >= len(deal.stacks) or n > deal.stacks[i] or len(deal.cards) > sum(done):
-                # 649a.13(c): a hand was dealt more cards than the plan gives it.
-                return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
-            if n < deal.stacks[i] or len(deal.cards) < sum(deal.stacks[: i + 1]):
-                # 649a.13(f): the shoe stopped short of the plan -- it failed to deal all
-                # cards, which voids the round and sends the cards back to be reshuffled.
-                return _shoe_fault(game, s, "incomplete", fx)
-            return s.replace(deal=deal.replace(stacks_done=done))
-        case ShoeDealCompleted(cards=n):
-            if deal.stacks_done != deal.stacks or n != len(deal.cards):
-                # 649a.13(f): the shoe failed to deal all cards.
-                return _shoe_fault(game, s, "incomplete", fx)
-            hands = _shoe_plan(game, deal).steps
-            seats = {step.seat for step in hands if step.seat is not None}
-            fx.append(rec.DealCompleted(round_id=s.round_id, cards_read=n, hands_read=len(seats)))
-            return s.replace(deal=deal.replace(complete=True))
+    if card is None:
+        return s
+    if deal.seen(card):
+        return _deck_irregular(game, s, "duplicate-card", fx)
+    deal = deal.replace(cards=(*deal.cards, card))
+    s = s.replace(deal=deal)
+    if len(deal.cards) > sum(deal.stacks):
+        # 649a.13(c): a hand dealt an incorrect number of cards voids all hands.
+        return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
     return s
+
+
+def _shoe_stack_dealt(
+    game: TableGame, s: TableState, deal: Deal, n: int, fx: list[Effect]
+) -> TableState:
+    done = (*deal.stacks_done, n)
+    i = len(done) - 1
+    if i >= len(deal.stacks) or n > deal.stacks[i] or len(deal.cards) > sum(done):
+        # 649a.13(c): a hand was dealt more cards than the plan gives it.
+        rule = game.void_reasons()["wrong-card-count"]
+        return _void_round(s, "wrong-card-count", rule, "shoe", fx)
+    if n < deal.stacks[i] or len(deal.cards) < sum(deal.stacks[: i + 1]):
+        # 649a.13(f): the shoe stopped short of the plan -- it failed to deal all cards,
+        # which voids the round and sends the cards back to be reshuffled.
+        return _shoe_fault(game, s, "incomplete", fx)
+    return s.replace(deal=deal.replace(stacks_done=done))
+
+
+def _shoe_deal_completed(
+    game: TableGame, s: TableState, deal: Deal, n: int, fx: list[Effect]
+) -> TableState:
+    if deal.stacks_done != deal.stacks or n != len(deal.cards):
+        # 649a.13(f): the shoe failed to deal all cards.
+        return _shoe_fault(game, s, "incomplete", fx)
+    hands = _shoe_plan(game, deal).steps
+    seats = {step.seat for step in hands if step.seat is not None}
+    fx.append(rec.DealCompleted(round_id=s.round_id, cards_read=n, hands_read=len(seats)))
+    return s.replace(deal=deal.replace(complete=True))
 
 
 def _shoe_fault(
