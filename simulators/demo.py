@@ -146,7 +146,7 @@ class DemoTable:
         life = self.state.deck
         due = life.next_deck(deck_rules)
         back = "red" if due is None else due.back
-        deck_id = f"D{len(DECKS) + 1 + self.state.counters.get('deck_miscounts', 0)}"
+        deck_id = f"D{len(DECKS) + 1 + self.state.counters.deck_miscounts}"
         await self.command({"cmd": "new-deck", "deck_id": deck_id, "back": back, "by": DEALER})
 
     async def clear_shoe(self) -> None:
@@ -168,9 +168,9 @@ class DemoTable:
     async def late_chip(self, taken: set[int]) -> None:
         """A chip placed after "no more bets": it rests, and is never recognised."""
         seat = self.free_seat(taken)
-        refused = self.state.counters.get("wagers_rejected", 0)
+        refused = self.state.counters.wagers_rejected
         self.players.place_chip(seat)
-        await self.until(lambda s: s.counters.get("wagers_rejected", 0) > refused)
+        await self.until(lambda s: s.counters.wagers_rejected > refused)
         self.players.remove_chip(seat)
         await asyncio.sleep(self.rest_s)  # lifted for good before the next round
 

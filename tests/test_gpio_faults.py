@@ -32,7 +32,7 @@ MS = 1_000_000
 def test_a_gpio_fault_while_betting_locks_the_round_out_and_journals_it() -> None:
     state, effects = run([*opened(), chip(2), GpioFault(reason="edges lost: 7..9", at_ns=5)])
     assert state.phase is Phase.LOCKED and state.counted and state.wagers == {2: 100}
-    assert state.gpio_fault == "edges lost: 7..9" and state.counters["gpio_faults"] == 1
+    assert state.gpio_fault == "edges lost: 7..9" and state.counters.gpio_faults == 1
     (fault,) = records(effects, rec.GpioFaultRecord)
     assert fault.round_locked and fault.round_id == 1 and fault.rule == "649a.2(c)(2)"
     assert records(effects, rec.RoundLocked)[0].cause == "gpio-fault"
@@ -91,7 +91,7 @@ def test_a_polled_lockout_refuses_a_chip_within_its_resolution() -> None:
     press = LockoutPressed(at_ns=100 * MS, undecided_seats=(2, 3), resolution_ns=2 * MS)
     state, _ = run([*opened(), press, chip(2, since_ns=98 * MS), chip(3, since_ns=99 * MS)])
     assert state.wagers == {2: 100} and state.counted
-    assert state.counters["wagers_rejected"] == 1
+    assert state.counters.wagers_rejected == 1
 
 
 def test_a_walk_test_holds_the_table_and_is_journaled() -> None:

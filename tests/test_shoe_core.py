@@ -144,7 +144,7 @@ def test_a_jam_mid_deal_voids_the_round_and_reverses_the_contributions(rules: Ta
     assert fault.round_voided  # type: ignore[attr-defined]
     # Cards still arriving from the stopped deal are never part of a hand.
     state, fx = run([ShoeCard(card=Card(13, "s"))], rules, state)
-    assert state.counters["shoe_events_outside_a_deal"] == 1
+    assert state.counters.shoe_events_outside_a_deal == 1
 
 
 def test_one_face_up_card_is_discarded_and_two_void_the_round() -> None:

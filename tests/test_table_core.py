@@ -188,7 +188,7 @@ def test_chip_after_lockout_is_rejected_and_counted() -> None:
         (4, "after-lockout", "649a.2(c)(2)")
     ]
     assert SeatLamp(seat=4, lamp=Lamp.ON) not in effects
-    assert state.counters["wagers_rejected"] == 1
+    assert state.counters.wagers_rejected == 1
 
 
 def test_a_chip_lifted_before_any_round_opens_is_refused_once_when_lifted() -> None:
@@ -216,7 +216,7 @@ def test_a_journal_written_before_the_core_kept_the_sensors_replays_as_written()
 def test_second_lockout_press_is_ignored() -> None:
     state, effects = run([*opened(), chip(1), lockout(), lockout(2_000)])
     assert len(records(effects, rec.RoundLocked)) == 1
-    assert state.counters["lockout_presses_ignored"] == 1
+    assert state.counters.lockout_presses_ignored == 1
 
 
 def test_power_up_while_betting_locks_out_and_counts() -> None:

@@ -64,7 +64,7 @@ async def test_chip_after_lockout_is_not_recognised(table: SimulatedTable) -> No
     assert table.state.wagers == {1: 100}
     assert table.meter == meter
     assert not table.inputs.light_is_on(4)
-    assert table.state.counters["wagers_rejected"] == 1
+    assert table.state.counters.wagers_rejected == 1
     await table.wait_backend_caught_up()
     assert events_of(table, "wager.rejected") == [
         {"round_id": 1, "seat": 4, "reason": "after-lockout", "rule": "649a.2(c)(2)"}

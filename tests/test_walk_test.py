@@ -83,7 +83,7 @@ async def test_the_lockout_test_reports_the_press(
         asyncio.to_thread(cli.main, ["test", "lockout", "--socket", sock, "--timeout", "10"])
     )
     await table.daemon.wait_until(lambda s: s.sensor_test == "lockout", 10)
-    ignored = table.state.counters.get("lockout_presses_ignored", 0)
+    ignored = table.state.counters.lockout_presses_ignored
     await asyncio.sleep(table.config.gpio.lockout_debounce_ms / 1000)  # a new press, no bounce
     table.inputs.press_lockout()
     assert await walk == 0
@@ -92,4 +92,4 @@ async def test_the_lockout_test_reports_the_press(
     # The test took the press: the core never saw it (a press on a locked round is counted).
     await table.daemon.wait_until(lambda s: s.sensor_test is None, 10)
     assert table.state.phase is Phase.LOCKED
-    assert table.state.counters.get("lockout_presses_ignored", 0) == ignored
+    assert table.state.counters.lockout_presses_ignored == ignored

@@ -14,6 +14,7 @@ introduction, the shell's DeckClock), so a journal replays to the same decisions
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict
 
@@ -72,6 +73,20 @@ class DeckEntry(BaseModel):
     def age_ms(self, now_ms: int | None) -> int:
         return 0 if now_ms is None else max(0, now_ms - self.introduced_ms)
 
+    def replace(self, **update: Unpack[DeckEntryUpdate]) -> DeckEntry:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class DeckEntryUpdate(TypedDict, total=False):
+    """Any of DeckEntry's fields, each with its type: what `DeckEntry.replace` takes."""
+
+    deck_id: str
+    back: str
+    introduced_ms: int
+    warned: bool
+    expired: bool
+
 
 class DeckLife(BaseModel):
     """The decks at the table and what is due of them."""
@@ -104,9 +119,25 @@ class DeckLife(BaseModel):
         return self.decks[0]
 
     def with_deck(self, deck: DeckEntry) -> DeckLife:
-        return self.model_copy(
-            update={"decks": tuple(deck if d.deck_id == deck.deck_id else d for d in self.decks)}
+        return self.replace(
+            decks=tuple(deck if d.deck_id == deck.deck_id else d for d in self.decks)
         )
+
+    def replace(self, **update: Unpack[DeckLifeUpdate]) -> DeckLife:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class DeckLifeUpdate(TypedDict, total=False):
+    """Any of DeckLife's fields, each with its type: what `DeckLife.replace` takes."""
+
+    decks: tuple[DeckEntry, ...]
+    now_ms: int | None
+    round_deck: str | None
+    previous_round_deck: str | None
+    rounds_since_stub_count: int
+    shoe_read: int | None
+    stub_count_asked: bool
 
 
 class DeckBlock(StrEnum):

@@ -9,9 +9,11 @@ supplies every rule that differs between games; this module never names a game.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from enum import StrEnum
+from typing import Any, Literal, TypedDict, Unpack
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
@@ -122,6 +124,93 @@ class HitEntry(Evolving, BaseModel):  # BaseModel named too, for linters
             self.paid_from_table_inventory or self.documented_by is not None
         )
 
+    def replace(self, **update: Unpack[HitEntryUpdate]) -> HitEntry:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class HitEntryUpdate(TypedDict, total=False):
+    """Any of HitEntry's fields, each with its type: what `HitEntry.replace` takes."""
+
+    hit_id: str
+    round_id: int
+    seat: int
+    hand: str
+    amount_cents: int
+    basis: str
+    paid_from_table_inventory: bool
+    validated_by: str | None
+    documented_by: str | None
+    link_claim: bool
+    answered: bool
+
+
+CounterName = Literal[
+    "lockout_presses_ignored",
+    "wagers_rejected",
+    "unknown_seat_events",
+    "inputs_stuck",
+    "gpio_faults",
+    "completions_not_used",
+    "deck_miscounts",
+    "deck_irregular",
+    "rounds_settled",
+    "rounds_voided",
+    "devices_changed",
+    "device_events_refused",
+    "device_report_conflicts",
+    "shoe_events_outside_a_deal",
+    "shoe_faults",
+    "link_losses",
+]
+
+
+class Counters(BaseModel):
+    """How often each of these happened at the table since its journal began.
+
+    Its JSON is the mapping it replaced: the counters that happened, name -> count, in the
+    order each first happened. The journal's state hashes were taken of that form, so an
+    older journal replays to the same bytes; two states equal only if they dump the same.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lockout_presses_ignored: int = 0  # pressed while no round took bets
+    wagers_rejected: int = 0  # a chip refused as a wager (late, closed, stuck, link down)
+    unknown_seat_events: int = 0  # a chip on a seat the table does not have
+    inputs_stuck: int = 0  # a lock-out button or a seat sensor found stuck
+    gpio_faults: int = 0  # edges lost
+    completions_not_used: int = 0  # a shuffle's count of 52 that made no deck ready
+    deck_miscounts: int = 0  # a shuffle counted other than 52 (649a.5(b))
+    deck_irregular: int = 0  # not 52 distinct cards: a duplicate, foreign card, stub count
+    rounds_settled: int = 0
+    rounds_voided: int = 0
+    devices_changed: int = 0  # a device with another serial number than the accepted one
+    device_events_refused: int = 0  # a device's event stream stopped (out of sequence)
+    device_report_conflicts: int = 0  # one event id, two reports
+    shoe_events_outside_a_deal: int = 0
+    shoe_faults: int = 0
+    link_losses: int = 0  # the linked progressive's link lost
+    happened: tuple[CounterName, ...] = ()  # the counters above, in the order each first did
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, data: Any) -> Any:
+        """A mapping read back (or keyword arguments): its keys, in order, are what happened."""
+        if isinstance(data, dict) and "happened" not in data:
+            return {**data, "happened": tuple(data)}
+        return data
+
+    @model_serializer
+    def _as_mapping(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.happened}
+
+    def bump(self, name: CounterName) -> Counters:
+        """One more of `name`: a new counter goes last, as it did in the mapping."""
+        counts = self.model_dump()
+        counts[name] = counts.get(name, 0) + 1
+        return Counters.model_validate(counts)
+
 
 class StuckCause(StrEnum):
     HELD = "held"  # the lock-out button down past gpio.lockout_hold_max_ms
@@ -165,6 +254,23 @@ class Deal(Evolving, BaseModel):  # BaseModel named too, for linters
 
     def seen(self, card: object) -> bool:
         return card in self.cards or card in self.discarded
+
+    def replace(self, **update: Unpack[DealUpdate]) -> Deal:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class DealUpdate(TypedDict, total=False):
+    """Any of Deal's fields, each with its type: what `Deal.replace` takes."""
+
+    seats: tuple[int, ...]
+    stacks: tuple[int, ...]
+    cards: Cards
+    discarded: Cards
+    stacks_done: tuple[int, ...]
+    face_up: int
+    complete: bool
+    shoe_boot_id: int | None
 
 
 class RefusedEvent(BaseModel):
@@ -230,7 +336,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     devices_pending: dict[str, str] = {}  # device -> another serial number, to be accepted
     hits_pending: tuple[HitEntry, ...] = ()  # hold the table (649a.11(c)(5))
     hit_history: tuple[HitEntry, ...] = ()  # newest first
-    counters: dict[str, int] = {}
+    counters: Counters = Counters()
     # 649a.13(f): a shoe that jammed, stopped or failed to deal holds the cards of a void
     # round; it deals again once the dealer has removed them (`tablectl dealer clear-shoe`).
     shoe_fault: str | None = None
@@ -275,15 +381,58 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
             meter=None if meter is None else _meter_for(rules, meter.meter_id, meter.initial_cents),
         )
 
+    def replace(self, **update: Unpack[TableStateUpdate]) -> TableState:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class TableStateUpdate(TypedDict, total=False):
+    """Any of TableState's fields, each with its type: what `TableState.replace` takes."""
+
+    game: str
+    phase: Phase
+    round_id: int
+    wagers: dict[int, int]
+    lockout_at_ns: int | None
+    lockout_resolution_ns: int
+    undecided: tuple[int, ...]
+    decided_after_lockout: tuple[int, ...]
+    counted: bool
+    round_contribution_units: int
+    round_link_contributions: tuple[rec.LinkContribution, ...]
+    meter: MeterState | None
+    deck_ready: bool
+    shuffle_requested: bool
+    shuffle_started: bool
+    shuffler_fault: str | None
+    blocked: str | None
+    gpio_fault: str | None
+    sensor_test: str | None
+    deal: Deal | None
+    shoe_out_of_order: bool
+    devices: dict[str, str]
+    devices_pending: dict[str, str]
+    hits_pending: tuple[HitEntry, ...]
+    hit_history: tuple[HitEntry, ...]
+    counters: Counters
+    shoe_fault: str | None
+    events_refused: dict[str, RefusedEvent]
+    shuffle_refused: str | None
+    deal_refused: str | None
+    occupied: dict[int, int]
+    waiting: tuple[int, ...]
+    lockout_held: bool
+    stuck_inputs: tuple[StuckInput, ...]
+    delivery_fault: str | None
+    deck: DeckLife
+    link_silent: str | None
+    link_refused: str | None
+
 
 def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
     if rules.link is not None:
         return LinkedMeter(meter_id=meter_id, link_id=rules.link.link_id)
     return LocalMeter(meter_id=meter_id, cents=initial_cents)
-
-
-def _count(state: TableState, name: str) -> dict[str, int]:
-    return {**state.counters, name: state.counters.get(name, 0) + 1}
 
 
 def _reading_of(meter: MeterState | None) -> rec.MeterReading | None:
@@ -309,231 +458,382 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
     if game.name != state.game:
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
     fx: list[Effect] = []
-    state = _apply(rules, game, state, event, fx)
+    state = _apply(event, state, _Context(rules, game, fx))
     if rules.revision < 2 and state.shoe_fault is not None:
         # The first revision kept no standing shoe fault: its journals replay as written.
-        state = state.model_copy(update={"shoe_fault": None})
+        state = state.replace(shoe_fault=None)
     state = _advance(rules, game, state, fx)
     return state, fx
 
 
-def _apply(
-    rules: TableRules, game: TableGame, s: TableState, event: Event, fx: list[Effect]
-) -> TableState:
-    match event:
-        case PowerUp():
-            # Lock-out is the safe state: a round that was taking bets is closed at once,
-            # and chips that were still resting cannot be confirmed any more.
-            if s.phase is Phase.BETTING:
-                s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
-            if s.phase is Phase.LOCKED and not s.counted:
-                s = _finish_count(game, _drop_undecided(s, fx), fx)
-            s = _link_at_power_up(rules, game, s)
-            # Whatever the shuffler held before is unknown now: reshuffle. A walk test that
-            # was running ended with the daemon; a GPIO fault stays until a person clears it,
-            # and so does a stuck input. The inputs' levels are read again from the lines.
-            return _unverify(s).model_copy(
-                update={
-                    "sensor_test": None,
-                    "deal_refused": None,
-                    "occupied": {},
-                    "waiting": (),
-                    "lockout_held": False,
-                }
-            )
-        case ChipSensed():
-            return _chip(rules, game, s, event, fx)
-        case LockoutPressed(at_ns=at_ns, undecided_seats=undecided):
-            if rules.sensors is not None:
-                s = s.model_copy(update={"lockout_held": True})
-            if s.phase is not Phase.BETTING:
-                if s.sensor_test is not None:
-                    return s  # the technician's test press (service/walk_test.py), not play
-                return s.model_copy(update={"counters": _count(s, "lockout_presses_ignored")})
-            s = s.model_copy(update={"lockout_resolution_ns": event.resolution_ns})
-            return _lock(
-                game,
-                s,
-                fx,
-                cause="lockout-button",
-                at_ns=at_ns,
-                undecided=undecided,
-                resting=event.resting_seats,
-            )
-        case LockoutReleased():
-            return s.model_copy(update={"lockout_held": False})
-        case LockoutHeld():
-            # Between rounds, the round waiting to open would have no working lock-out.
-            cause = StuckCause.NOT_RELEASED if s.phase is Phase.CLOSED else StuckCause.HELD
-            return _stuck(game, s, None, cause, fx)
-        case ClearStuckInput():
-            return _clear_stuck(s, event, fx)
-        case GpioFault(reason=reason):
-            return _gpio_fault(game, s, reason, fx)
-        case ClearGpioFault(by=by):
-            if s.gpio_fault is None:
-                raise Rejected("no GPIO fault to clear")
-            fx.append(rec.GpioFaultCleared(reason=s.gpio_fault, by=by))
-            return s.model_copy(update={"gpio_fault": None})
-        case SensorTestStarted():
-            return _test_started(s, event, fx)
-        case SensorTestEnded():
-            if s.sensor_test != event.test:
-                raise Rejected(f"no {event.test} test is running")
-            fx.append(
-                rec.SensorTestEndedRecord(
-                    test=event.test,
-                    passed=list(event.passed),
-                    failed=list(event.failed),
-                    resolution_ns=event.resolution_ns,
-                    by=event.by,
-                )
-            )
-            return s.model_copy(update={"sensor_test": None})
-        case ShuffleStarted(stale=stale):
-            fx.append(rec.ShuffleStartedRecord(stale=stale))
-            if stale:
-                return s
-            return s.model_copy(
-                update={"shuffle_requested": True, "shuffle_started": True, "shuffle_refused": None}
-            )
-        case ShuffleCompleted():
-            return _shuffle_completed(s, event, fx)
-        case ShufflerFault(code=code, at_connect=at_connect, from_status=from_status):
-            if (at_connect or from_status) and s.shuffler_fault == code:
-                return s  # the fault already journaled, still showing in STATUS
-            # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
-            fx.append(rec.ShufflerFaultRecord(code=code, rule="649a.13(e)"))
-            return _shuffler_unusable(s, code)
-        case ShufflerRebooted():
-            fx.append(rec.ShufflerRebootedRecord())
-            # Its event ids start over: a refusal of its old stream no longer stands.
-            return _unverify(_events_flow(s, "shuffler"))
-        case DeviceIdentified():
-            return _identified(game, s, event, fx)
-        case DeviceAccepted():
-            return _accept_device(s, event, fx)
-        case DeviceEventsRefused():
-            return _events_refused(game, s, event, fx)
-        case DeviceReportConflict():
-            return _report_conflict(game, s, event, fx)
-        case DeviceLinkReset():
-            return _link_reset(s, event, fx)
-        case DealRequested():
-            s = _deal(rules, game, s, event, fx)
-            # 649a.10(a)(2), 653a.10(a)(2): the wagers were collected before the shoe deals.
-            for seat in sorted(s.occupied):
-                s = _stuck(game, s, seat, StuckCause.OCCUPIED_DURING_DEAL, fx)
-            return s
-        case DealRequestFailed(reason=reason):
-            fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=reason))
-            s = s.model_copy(update={"deal_refused": reason})
-            if s.deal is not None and not s.deal.cards and not s.deal.face_up:
-                s = s.model_copy(update={"deal": None})  # the dealer may ask again
-            return s
-        case DeviceResumed():
-            return _resumed(game, s, event, fx)
-        case ShoeCard() | ShoeStackDealt() | ShoeDealCompleted():
-            checked = _shoe_back(rules, game, s, event, fx)
-            if checked is not None:
-                return checked
-            return _shoe_read(rules, _shoe_dealt(game, s, event, fx))
-        case DeckIntroduced() | DeckClock() | DeckInPlay() | StubCounted():
-            return _deck_input(rules, game, s, event, fx)
-        case DeliveryFault(reason=reason):
-            if reason == s.delivery_fault:
-                return s  # journaled once per change, not per publish or reconnect
-            fx.append(rec.DeliveryFaultRecord(reason=reason))
-            return s.model_copy(update={"delivery_fault": reason})
-        case DeliveryRestored():
-            if s.delivery_fault is None:
-                return s
-            fx.append(rec.DeliveryFaultCleared(reason=s.delivery_fault))
-            return s.model_copy(update={"delivery_fault": None})
-        case ShoeFault(code=code, at_connect=at_connect, from_status=from_status):
-            if (at_connect or from_status) and s.shoe_fault == code:
-                return s  # the fault already journaled, still showing in STATUS
-            return _shoe_fault(game, s, code, fx, at_connect=at_connect)
-        case ShoeRebooted():
-            fx.append(rec.ShoeRebootedRecord())
-            s = _events_flow(s, "shoe")
-            if _dealing(s):
-                return _shoe_fault(game, s, "rebooted", fx, record=False)
-            return s
-        case ShoeCleared(by=by):
-            return _shoe_cleared(s, by, fx)
-        case ShoeOutOfOrder(out_of_order=out, by=by):
-            if not rules.shoe:
-                raise Rejected("this table has no automated dealing shoe")
-            if out == s.shoe_out_of_order:
-                raise Rejected(f"the shoe is {'already' if out else 'not'} out of order")
-            fx.append(
-                rec.ShoeOutOfOrderRecord(
-                    out_of_order=out, rule=_shoe_rule(game, "device-unusable"), by=by
-                )
-            )
-            return s.model_copy(update={"shoe_out_of_order": out})
-        case ShuffleRequestFailed(reason=reason, retrying=retrying):
-            if not retrying:  # journals before the shell retried by itself: ask again now
-                fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
-                return s.model_copy(update={"shuffle_requested": False})
-            if reason == s.shuffle_refused:
-                return s  # nothing new: journaled once per reason, not once per attempt
-            fx.append(rec.ShuffleRequestFailedRecord(reason=reason))
-            return s.model_copy(update={"shuffle_refused": reason})
-        case Settle():
-            return _settle(rules, game, s, event, fx)
-        case VoidRound():
-            return _void(game, s, event, fx)
-        case NewDeckRegistered(by=by):
-            if _deck_rules(rules) is not None:
-                raise Rejected(
-                    "this table keeps its decks: introduce the new one with its id and back "
-                    "colour (`tablectl dealer new-deck --id ID --back COLOUR`)"
-                )
-            if s.blocked is None:
-                raise Rejected("no deck is waiting to be replaced")
-            fx.append(rec.DeckRegistered(replaces=s.blocked, by=by))
-            # 649a.5(b): the new deck is played only once the shuffler has counted it.
-            return _unverify(s.model_copy(update={"blocked": None}))
-        case ReshuffleRequested(by=by):
-            refused = s.events_refused.get("shuffler")
-            if refused is not None:
-                raise Rejected(
-                    f"the shuffler's events are refused ({_refused_text(refused)}): a reshuffle "
-                    "cannot fix that; reboot the shuffler, or "
-                    "`tablectl devices reset-link shuffler --by ID`, then reshuffle"
-                )
-            if s.shuffler_fault is None:
-                raise Rejected("the shuffler reports no fault to recover from")
-            fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=by))
-            # 649a.13(e): the cards are reshuffled; nothing reported before counts.
-            return _unverify(s.model_copy(update={"shuffler_fault": None}))
-        case ValidateHit() | ConfirmDocumentation():
-            return _floor(s, event, fx)
-        case LinkParametersHeard():
-            return _link_parameters(rules, game, s, event, fx)
-        case LinkLost(reason=reason):
-            return _link_lost(game, s, reason, fx)
-        case LinkRestored():
-            if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
-                return s
-            fx.append(rec.LinkUp(link_id=s.meter.link_id))
-            return s.model_copy(update={"link_silent": None})
-        case LinkClaimAnswer():
-            return _link_answer(s, event, fx)
-        case JournalRecovered(by=by):
-            # Nothing of the table changes: the journal says what was mended, and by whom.
-            fx.append(
-                rec.JournalRecoveredRecord(
-                    problems=list(event.problems),
-                    accepted=list(event.accepted),
-                    done=list(event.done),
-                    by=by,
-                )
-            )
-            return s
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Context:
+    """What every input's handler needs besides the input and the state."""
+
+    rules: TableRules
+    game: TableGame
+    fx: list[Effect]  # the effects of this step so far, appended to
+
+
+@functools.singledispatch
+def _apply(event: Event, s: TableState, ctx: _Context) -> TableState:
+    """The state after one input: each input type has its handler, registered below."""
     raise AssertionError(f"unhandled input {event!r}")
+
+
+# --- the inputs: power, the lock-out button, the seat sensors, GPIO ---------------------
+
+
+@_apply.register
+def _on_power_up(event: PowerUp, s: TableState, ctx: _Context) -> TableState:
+    game, fx = ctx.game, ctx.fx
+    # Lock-out is the safe state: a round that was taking bets is closed at once, and chips
+    # that were still resting cannot be confirmed any more.
+    if s.phase is Phase.BETTING:
+        s = _lock(game, s, fx, cause="power-up", at_ns=None, undecided=())
+    if s.phase is Phase.LOCKED and not s.counted:
+        s = _finish_count(game, _drop_undecided(s, fx), fx)
+    s = _link_at_power_up(ctx.rules, game, s)
+    # Whatever the shuffler held before is unknown now: reshuffle. A walk test that was
+    # running ended with the daemon; a GPIO fault stays until a person clears it, and so does
+    # a stuck input. The inputs' levels are read again from the lines.
+    return _unverify(s).replace(
+        sensor_test=None, deal_refused=None, occupied={}, waiting=(), lockout_held=False
+    )
+
+
+@_apply.register
+def _on_chip(event: ChipSensed, s: TableState, ctx: _Context) -> TableState:
+    return _chip(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> TableState:
+    if ctx.rules.sensors is not None:
+        s = s.replace(lockout_held=True)
+    if s.phase is not Phase.BETTING:
+        if s.sensor_test is not None:
+            return s  # the technician's test press (service/walk_test.py), not play
+        return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
+    s = s.replace(lockout_resolution_ns=event.resolution_ns)
+    return _lock(
+        ctx.game,
+        s,
+        ctx.fx,
+        cause="lockout-button",
+        at_ns=event.at_ns,
+        undecided=event.undecided_seats,
+        resting=event.resting_seats,
+    )
+
+
+@_apply.register
+def _on_lockout_released(event: LockoutReleased, s: TableState, ctx: _Context) -> TableState:
+    return s.replace(lockout_held=False)
+
+
+@_apply.register
+def _on_lockout_held(event: LockoutHeld, s: TableState, ctx: _Context) -> TableState:
+    # Between rounds, the round waiting to open would have no working lock-out.
+    cause = StuckCause.NOT_RELEASED if s.phase is Phase.CLOSED else StuckCause.HELD
+    return _stuck(ctx.game, s, None, cause, ctx.fx)
+
+
+@_apply.register
+def _on_clear_stuck(event: ClearStuckInput, s: TableState, ctx: _Context) -> TableState:
+    return _clear_stuck(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_gpio_fault(event: GpioFault, s: TableState, ctx: _Context) -> TableState:
+    return _gpio_fault(ctx.game, s, event.reason, ctx.fx)
+
+
+@_apply.register
+def _on_clear_gpio_fault(event: ClearGpioFault, s: TableState, ctx: _Context) -> TableState:
+    if s.gpio_fault is None:
+        raise Rejected("no GPIO fault to clear")
+    ctx.fx.append(rec.GpioFaultCleared(reason=s.gpio_fault, by=event.by))
+    return s.replace(gpio_fault=None)
+
+
+@_apply.register
+def _on_test_started(event: SensorTestStarted, s: TableState, ctx: _Context) -> TableState:
+    return _test_started(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_test_ended(event: SensorTestEnded, s: TableState, ctx: _Context) -> TableState:
+    if s.sensor_test != event.test:
+        raise Rejected(f"no {event.test} test is running")
+    ctx.fx.append(
+        rec.SensorTestEndedRecord(
+            test=event.test,
+            passed=list(event.passed),
+            failed=list(event.failed),
+            resolution_ns=event.resolution_ns,
+            by=event.by,
+        )
+    )
+    return s.replace(sensor_test=None)
+
+
+# --- the shuffler ----------------------------------------------------------------------
+
+
+@_apply.register
+def _on_shuffle_started(event: ShuffleStarted, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.ShuffleStartedRecord(stale=event.stale))
+    if event.stale:
+        return s
+    return s.replace(shuffle_requested=True, shuffle_started=True, shuffle_refused=None)
+
+
+@_apply.register
+def _on_shuffle_completed(event: ShuffleCompleted, s: TableState, ctx: _Context) -> TableState:
+    return _shuffle_completed(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_shuffler_fault(event: ShufflerFault, s: TableState, ctx: _Context) -> TableState:
+    if (event.at_connect or event.from_status) and s.shuffler_fault == event.code:
+        return s  # the fault already journaled, still showing in STATUS
+    # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
+    ctx.fx.append(rec.ShufflerFaultRecord(code=event.code, rule="649a.13(e)"))
+    return _shuffler_unusable(s, event.code)
+
+
+@_apply.register
+def _on_shuffler_rebooted(event: ShufflerRebooted, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.ShufflerRebootedRecord())
+    # Its event ids start over: a refusal of its old stream no longer stands.
+    return _unverify(_events_flow(s, "shuffler"))
+
+
+@_apply.register
+def _on_shuffle_request_failed(
+    event: ShuffleRequestFailed, s: TableState, ctx: _Context
+) -> TableState:
+    if not event.retrying:  # journals before the shell retried by itself: ask again now
+        ctx.fx.append(rec.ShuffleRequestFailedRecord(reason=event.reason))
+        return s.replace(shuffle_requested=False)
+    if event.reason == s.shuffle_refused:
+        return s  # nothing new: journaled once per reason, not once per attempt
+    ctx.fx.append(rec.ShuffleRequestFailedRecord(reason=event.reason))
+    return s.replace(shuffle_refused=event.reason)
+
+
+@_apply.register
+def _on_reshuffle(event: ReshuffleRequested, s: TableState, ctx: _Context) -> TableState:
+    refused = s.events_refused.get("shuffler")
+    if refused is not None:
+        raise Rejected(
+            f"the shuffler's events are refused ({_refused_text(refused)}): a reshuffle "
+            "cannot fix that; reboot the shuffler, or "
+            "`tablectl devices reset-link shuffler --by ID`, then reshuffle"
+        )
+    if s.shuffler_fault is None:
+        raise Rejected("the shuffler reports no fault to recover from")
+    ctx.fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=event.by))
+    # 649a.13(e): the cards are reshuffled; nothing reported before counts.
+    return _unverify(s.replace(shuffler_fault=None))
+
+
+@_apply.register
+def _on_new_deck(event: NewDeckRegistered, s: TableState, ctx: _Context) -> TableState:
+    if _deck_rules(ctx.rules) is not None:
+        raise Rejected(
+            "this table keeps its decks: introduce the new one with its id and back "
+            "colour (`tablectl dealer new-deck --id ID --back COLOUR`)"
+        )
+    if s.blocked is None:
+        raise Rejected("no deck is waiting to be replaced")
+    ctx.fx.append(rec.DeckRegistered(replaces=s.blocked, by=event.by))
+    # 649a.5(b): the new deck is played only once the shuffler has counted it.
+    return _unverify(s.replace(blocked=None))
+
+
+# --- devices: identity, refused events, resumption ---------------------------------------
+
+
+@_apply.register
+def _on_identified(event: DeviceIdentified, s: TableState, ctx: _Context) -> TableState:
+    return _identified(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_device_accepted(event: DeviceAccepted, s: TableState, ctx: _Context) -> TableState:
+    return _accept_device(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_events_refused(event: DeviceEventsRefused, s: TableState, ctx: _Context) -> TableState:
+    return _events_refused(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_report_conflict(event: DeviceReportConflict, s: TableState, ctx: _Context) -> TableState:
+    return _report_conflict(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_link_reset(event: DeviceLinkReset, s: TableState, ctx: _Context) -> TableState:
+    return _link_reset(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_resumed(event: DeviceResumed, s: TableState, ctx: _Context) -> TableState:
+    return _resumed(ctx.game, s, event, ctx.fx)
+
+
+# --- the automated dealing shoe ---------------------------------------------------------
+
+
+@_apply.register
+def _on_deal_requested(event: DealRequested, s: TableState, ctx: _Context) -> TableState:
+    s = _deal(ctx.rules, ctx.game, s, event, ctx.fx)
+    # 649a.10(a)(2), 653a.10(a)(2): the wagers were collected before the shoe deals.
+    for seat in sorted(s.occupied):
+        s = _stuck(ctx.game, s, seat, StuckCause.OCCUPIED_DURING_DEAL, ctx.fx)
+    return s
+
+
+@_apply.register
+def _on_deal_request_failed(event: DealRequestFailed, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=event.reason))
+    s = s.replace(deal_refused=event.reason)
+    if s.deal is not None and not s.deal.cards and not s.deal.face_up:
+        s = s.replace(deal=None)  # the dealer may ask again
+    return s
+
+
+@_apply.register
+def _on_shoe_dealt(
+    event: ShoeCard | ShoeStackDealt | ShoeDealCompleted, s: TableState, ctx: _Context
+) -> TableState:
+    checked = _shoe_back(ctx.rules, ctx.game, s, event, ctx.fx)
+    if checked is not None:
+        return checked
+    return _shoe_read(ctx.rules, _shoe_dealt(ctx.game, s, event, ctx.fx))
+
+
+@_apply.register
+def _on_shoe_fault(event: ShoeFault, s: TableState, ctx: _Context) -> TableState:
+    if (event.at_connect or event.from_status) and s.shoe_fault == event.code:
+        return s  # the fault already journaled, still showing in STATUS
+    return _shoe_fault(ctx.game, s, event.code, ctx.fx, at_connect=event.at_connect)
+
+
+@_apply.register
+def _on_shoe_rebooted(event: ShoeRebooted, s: TableState, ctx: _Context) -> TableState:
+    ctx.fx.append(rec.ShoeRebootedRecord())
+    s = _events_flow(s, "shoe")
+    if _dealing(s):
+        return _shoe_fault(ctx.game, s, "rebooted", ctx.fx, record=False)
+    return s
+
+
+@_apply.register
+def _on_shoe_cleared(event: ShoeCleared, s: TableState, ctx: _Context) -> TableState:
+    return _shoe_cleared(s, event.by, ctx.fx)
+
+
+@_apply.register
+def _on_shoe_out_of_order(event: ShoeOutOfOrder, s: TableState, ctx: _Context) -> TableState:
+    out = event.out_of_order
+    if not ctx.rules.shoe:
+        raise Rejected("this table has no automated dealing shoe")
+    if out == s.shoe_out_of_order:
+        raise Rejected(f"the shoe is {'already' if out else 'not'} out of order")
+    ctx.fx.append(
+        rec.ShoeOutOfOrderRecord(
+            out_of_order=out, rule=_shoe_rule(ctx.game, "device-unusable"), by=event.by
+        )
+    )
+    return s.replace(shoe_out_of_order=out)
+
+
+# --- decks, the round's settlement or void, the floor --------------------------------------
+
+
+@_apply.register
+def _on_deck(
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted, s: TableState, ctx: _Context
+) -> TableState:
+    return _deck_input(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_settle(event: Settle, s: TableState, ctx: _Context) -> TableState:
+    return _settle(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_void(event: VoidRound, s: TableState, ctx: _Context) -> TableState:
+    return _void(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_floor(
+    event: ValidateHit | ConfirmDocumentation, s: TableState, ctx: _Context
+) -> TableState:
+    return _floor(s, event, ctx.fx)
+
+
+# --- the event stream's delivery, a linked progressive, the journal ------------------------
+
+
+@_apply.register
+def _on_delivery_fault(event: DeliveryFault, s: TableState, ctx: _Context) -> TableState:
+    if event.reason == s.delivery_fault:
+        return s  # journaled once per change, not per publish or reconnect
+    ctx.fx.append(rec.DeliveryFaultRecord(reason=event.reason))
+    return s.replace(delivery_fault=event.reason)
+
+
+@_apply.register
+def _on_delivery_restored(event: DeliveryRestored, s: TableState, ctx: _Context) -> TableState:
+    if s.delivery_fault is None:
+        return s
+    ctx.fx.append(rec.DeliveryFaultCleared(reason=s.delivery_fault))
+    return s.replace(delivery_fault=None)
+
+
+@_apply.register
+def _on_link_parameters(event: LinkParametersHeard, s: TableState, ctx: _Context) -> TableState:
+    return _link_parameters(ctx.rules, ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_link_lost(event: LinkLost, s: TableState, ctx: _Context) -> TableState:
+    return _link_lost(ctx.game, s, event.reason, ctx.fx)
+
+
+@_apply.register
+def _on_link_restored(event: LinkRestored, s: TableState, ctx: _Context) -> TableState:
+    if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
+        return s
+    ctx.fx.append(rec.LinkUp(link_id=s.meter.link_id))
+    return s.replace(link_silent=None)
+
+
+@_apply.register
+def _on_link_answer(event: LinkClaimAnswer, s: TableState, ctx: _Context) -> TableState:
+    return _link_answer(s, event, ctx.fx)
+
+
+@_apply.register
+def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context) -> TableState:
+    # Nothing of the table changes: the journal says what was mended, and by whom.
+    ctx.fx.append(
+        rec.JournalRecoveredRecord(
+            problems=list(event.problems),
+            accepted=list(event.accepted),
+            done=list(event.done),
+            by=event.by,
+        )
+    )
+    return s
 
 
 def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
@@ -557,22 +857,20 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
     s = _deck_asks(rules, game, s, fx)
     ready = ready and _deck_block(rules, s) is None
     if s.phase is Phase.CLOSED and ready:
-        s = s.model_copy(
-            update={
-                "phase": Phase.BETTING,
-                "round_id": s.round_id + 1,
-                "deck_ready": False,
-                "wagers": {},
-                "lockout_at_ns": None,
-                "lockout_resolution_ns": 1,
-                "undecided": (),
-                "decided_after_lockout": (),
-                "counted": False,
-                "round_contribution_units": 0,
-                "round_link_contributions": (),
-                "deal": None,
-                "deal_refused": None,
-            }
+        s = s.replace(
+            phase=Phase.BETTING,
+            round_id=s.round_id + 1,
+            deck_ready=False,
+            wagers={},
+            lockout_at_ns=None,
+            lockout_resolution_ns=1,
+            undecided=(),
+            decided_after_lockout=(),
+            counted=False,
+            round_contribution_units=0,
+            round_link_contributions=(),
+            deal=None,
+            deal_refused=None,
         )
         fx.append(rec.RoundOpened(round_id=s.round_id))
         s = _deck_round_opened(rules, s)
@@ -581,7 +879,7 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
     decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
     if usable and not s.deck_ready and not s.shuffle_requested and decks_free > 0:
         fx.append(RequestShuffle())
-        s = s.model_copy(update={"shuffle_requested": True})
+        s = s.replace(shuffle_requested=True)
     return s
 
 
@@ -595,7 +893,7 @@ def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: b
         )
     )
     fx.append(SeatLamp(seat=seat, lamp=Lamp.ON))  # 649a.2(c)(1): the device acknowledges it
-    return s.model_copy(update={"wagers": {**s.wagers, seat: game.wager_cents}})
+    return s.replace(wagers={**s.wagers, seat: game.wager_cents})
 
 
 def _reject(
@@ -615,13 +913,13 @@ def _reject(
             rule=rule or game.table_wager.lockout_rule,
         )
     )
-    return s.model_copy(update={"counters": _count(s, "wagers_rejected")})
+    return s.replace(counters=s.counters.bump("wagers_rejected"))
 
 
 def _withdraw(s: TableState, seat: int, fx: list[Effect]) -> TableState:
     fx.append(rec.WagerWithdrawn(round_id=s.round_id, seat=seat))
     fx.append(SeatLamp(seat=seat, lamp=Lamp.OFF))
-    return s.model_copy(update={"wagers": {k: v for k, v in s.wagers.items() if k != seat}})
+    return s.replace(wagers={k: v for k, v in s.wagers.items() if k != seat})
 
 
 def _chip(
@@ -629,7 +927,7 @@ def _chip(
 ) -> TableState:
     seat, present = chip.seat, chip.present
     if not 1 <= seat <= rules.seats:
-        return s.model_copy(update={"counters": _count(s, "unknown_seat_events")})
+        return s.replace(counters=s.counters.bump("unknown_seat_events"))
     if rules.sensors is None:
         return _chip_as_journaled_before(game, s, chip, fx)
     s = _sensed(s, seat, present)
@@ -650,9 +948,9 @@ def _chip(
         # A chip resting before the round opens is decided once: it is a wager when the round
         # opens (_chips_resting_at_open), or refused if it is lifted first.
         if present:
-            return s.model_copy(update={"waiting": tuple(sorted({*s.waiting, seat}))})
+            return s.replace(waiting=tuple(sorted({*s.waiting, seat})))
         if seat in s.waiting:
-            s = s.model_copy(update={"waiting": tuple(x for x in s.waiting if x != seat)})
+            s = s.replace(waiting=tuple(x for x in s.waiting if x != seat))
             return _reject(game, s, seat, "table-closed", fx)
         return s
     if seat in s.undecided:
@@ -691,7 +989,7 @@ def _sensed(s: TableState, seat: int, present: bool) -> TableState:
         occupied = {**s.occupied, seat: 1 if s.phase is Phase.BETTING else 0}
     else:
         occupied = {k: v for k, v in s.occupied.items() if k != seat}
-    return s.model_copy(update={"occupied": occupied})
+    return s.replace(occupied=occupied)
 
 
 def _decide_after_edge(
@@ -700,7 +998,7 @@ def _decide_after_edge(
     """A chip that was on its sensor at the edge but had not rested: decided now, once its
     contact has rested or broken (docs/gpio.md, the lock-out rule)."""
     seat = chip.seat
-    s = s.model_copy(update={"undecided": tuple(x for x in s.undecided if x != seat)})
+    s = s.replace(undecided=tuple(x for x in s.undecided if x != seat))
     assert s.lockout_at_ns is not None
     counts = chip.present and placed_before_lockout(
         chip.since_ns, s.lockout_at_ns, s.lockout_resolution_ns
@@ -709,9 +1007,7 @@ def _decide_after_edge(
         pass  # the wager it already was stands: it rested
     elif counts and not _seat_stuck(s, seat):
         s = _accept(game, s, seat, fx, late=True)
-        s = s.model_copy(
-            update={"decided_after_lockout": tuple(sorted({*s.decided_after_lockout, seat}))}
-        )
+        s = s.replace(decided_after_lockout=tuple(sorted({*s.decided_after_lockout, seat})))
     elif seat in s.wagers:
         s = _withdraw(s, seat, fx)  # it left its sensor before resting
     elif chip.present:
@@ -725,7 +1021,7 @@ def _drop_undecided(s: TableState, fx: list[Effect]) -> TableState:
     for seat in s.undecided:
         if seat in s.wagers:
             s = _withdraw(s, seat, fx)
-    return s.model_copy(update={"undecided": ()})
+    return s.replace(undecided=())
 
 
 def _chips_resting_at_open(
@@ -745,7 +1041,7 @@ def _chips_resting_at_open(
             s = _accept(game, s, seat, fx, late=False)
         elif seat in s.waiting:
             s = _reject(game, s, seat, "sensor-stuck", fx)
-    return s.model_copy(update={"occupied": occupied, "waiting": ()})
+    return s.replace(occupied=occupied, waiting=())
 
 
 def _seat_stuck(s: TableState, seat: int) -> bool:
@@ -774,12 +1070,7 @@ def _stuck(
             rule=rule,
         )
     )
-    s = s.model_copy(
-        update={
-            "stuck_inputs": (*s.stuck_inputs, fault),
-            "counters": _count(s, "inputs_stuck"),
-        }
-    )
+    s = s.replace(stuck_inputs=(*s.stuck_inputs, fault), counters=s.counters.bump("inputs_stuck"))
     if betting:
         s = _lock(game, s, fx, cause="lockout-stuck", at_ns=None, undecided=())
     return s
@@ -804,7 +1095,7 @@ def _clear_stuck(s: TableState, event: ClearStuckInput, fx: list[Effect]) -> Tab
     fx.append(
         rec.InputStuckCleared(input=fault.input, seat=seat, cause=fault.cause.value, by=event.by)
     )
-    return s.model_copy(update={"stuck_inputs": tuple(f for f in s.stuck_inputs if f != fault)})
+    return s.replace(stuck_inputs=tuple(f for f in s.stuck_inputs if f != fault))
 
 
 def _lock(
@@ -842,7 +1133,7 @@ def _lock(
             rule=game.table_wager.lockout_rule,
         )
     )
-    s = s.model_copy(update={"phase": Phase.LOCKED, "lockout_at_ns": at_ns, "undecided": pending})
+    s = s.replace(phase=Phase.LOCKED, lockout_at_ns=at_ns, undecided=pending)
     return s if pending else _finish_count(game, s, fx)
 
 
@@ -862,7 +1153,7 @@ def _gpio_fault(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -
     elif s.phase is Phase.LOCKED and not s.counted:
         # The chips still resting cannot be confirmed from edges that may be lost.
         s = _finish_count(game, _drop_undecided(s, fx), fx)
-    return s.model_copy(update={"gpio_fault": reason, "counters": _count(s, "gpio_faults")})
+    return s.replace(gpio_fault=reason, counters=s.counters.bump("gpio_faults"))
 
 
 def _test_started(s: TableState, event: SensorTestStarted, fx: list[Effect]) -> TableState:
@@ -875,7 +1166,7 @@ def _test_started(s: TableState, event: SensorTestStarted, fx: list[Effect]) -> 
     if s.phase is Phase.LOCKED and not s.counted:
         raise Rejected(f"round {s.round_id}: chips are still resting; wait for the count")
     fx.append(rec.SensorTestStartedRecord(test=event.test, by=event.by))
-    return s.model_copy(update={"sensor_test": event.test})
+    return s.replace(sensor_test=event.test)
 
 
 def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
@@ -916,13 +1207,11 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
             rule=game.table_wager.count_rule,
         )
     )
-    return s.model_copy(
-        update={
-            "counted": True,
-            "meter": meter,
-            "round_contribution_units": booked,
-            "round_link_contributions": tuple(linked),
-        }
+    return s.replace(
+        counted=True,
+        meter=meter,
+        round_contribution_units=booked,
+        round_link_contributions=tuple(linked),
     )
 
 
@@ -930,18 +1219,13 @@ def _unverify(s: TableState) -> TableState:
     """No deck is verified any more: only a shuffle that starts after this, and completes
     with a count of 52, makes one ready (649a.5(b), 649a.13(e)). Power-up, a shuffler fault
     or reboot, a deck removed or replaced, another shuffler: each comes through here."""
-    return s.model_copy(
-        update={
-            "deck_ready": False,
-            "shuffle_requested": False,
-            "shuffle_started": False,
-            "shuffle_refused": None,
-        }
+    return s.replace(
+        deck_ready=False, shuffle_requested=False, shuffle_started=False, shuffle_refused=None
     )
 
 
 def _shuffler_unusable(s: TableState, code: str) -> TableState:
-    return _unverify(s).model_copy(update={"shuffler_fault": code})
+    return _unverify(s).replace(shuffler_fault=code)
 
 
 def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect]) -> TableState:
@@ -971,11 +1255,11 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
             not_ready_because=because if ok else f"counted {count}, not {DECK_SIZE}",
         )
     )
-    s = s.model_copy(update={"shuffle_requested": False, "shuffle_started": False})
+    s = s.replace(shuffle_requested=False, shuffle_started=False)
     if ok:
         if because is not None:
-            s = s.model_copy(update={"counters": _count(s, "completions_not_used")})
-        return s.model_copy(update={"deck_ready": ready})
+            s = s.replace(counters=s.counters.bump("completions_not_used"))
+        return s.replace(deck_ready=ready)
     # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table.
     fx.append(
         rec.DeckMiscount(
@@ -985,8 +1269,8 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
             action="deck removed; register a new deck",
         )
     )
-    return _unverify(s).model_copy(
-        update={"blocked": f"deck-miscount:{count}", "counters": _count(s, "deck_miscounts")}
+    return _unverify(s).replace(
+        blocked=f"deck-miscount:{count}", counters=s.counters.bump("deck_miscounts")
     )
 
 
@@ -1108,18 +1392,16 @@ def _settle(
         SeatLamp(seat=seat, lamp=Lamp.WIN if seat in winners else Lamp.OFF)
         for seat in sorted(s.wagers)
     )
-    return s.model_copy(
-        update={
-            "phase": Phase.CLOSED,
-            "meter": meter,
-            "wagers": {},
-            "round_contribution_units": 0,
-            "round_link_contributions": (),
-            "deal": None,
-            "hits_pending": (*s.hits_pending, *pending),
-            "hit_history": (*reversed(pending), *s.hit_history)[:HIT_HISTORY],
-            "counters": _count(s, "rounds_settled"),
-        }
+    return s.replace(
+        phase=Phase.CLOSED,
+        meter=meter,
+        wagers={},
+        round_contribution_units=0,
+        round_link_contributions=(),
+        deal=None,
+        hits_pending=(*s.hits_pending, *pending),
+        hit_history=(*reversed(pending), *s.hit_history)[:HIT_HISTORY],
+        counters=s.counters.bump("rounds_settled"),
     )
 
 
@@ -1182,7 +1464,7 @@ def _floor(
     if isinstance(event, ValidateHit):
         if hit.validated_by is not None:
             raise Rejected(f"hit {hit.hit_id} was validated by {hit.validated_by}")
-        hit = hit.model_copy(update={"validated_by": event.by})
+        hit = hit.replace(validated_by=event.by)
         fx.append(rec.JackpotValidated(hit_id=hit.hit_id, by=event.by))
     else:
         if hit.paid_from_table_inventory:
@@ -1191,7 +1473,7 @@ def _floor(
             )
         if hit.validated_by is None:
             raise Rejected(f"hit {hit.hit_id} must be validated before its documentation")
-        hit = hit.model_copy(update={"documented_by": event.by})
+        hit = hit.replace(documented_by=event.by)
         fx.append(rec.JackpotDocumented(hit_id=hit.hit_id, by=event.by))
     pending = tuple(hit if h.hit_id == hit.hit_id else h for h in s.hits_pending)
     history = tuple(hit if h.hit_id == hit.hit_id else h for h in s.hit_history)
@@ -1200,7 +1482,7 @@ def _floor(
         fx.append(SeatLamp(seat=hit.seat, lamp=Lamp.OFF))  # the hand may leave the table
         if not pending:
             fx.append(rec.JackpotReleased(round_id=hit.round_id))
-    return s.model_copy(update={"hits_pending": pending, "hit_history": history})
+    return s.replace(hits_pending=pending, hit_history=history)
 
 
 def _void(game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]) -> TableState:
@@ -1232,17 +1514,15 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
         )
     )
     fx.extend(SeatLamp(seat=seat, lamp=Lamp.OFF) for seat in sorted(s.wagers))
-    return s.model_copy(
-        update={
-            "phase": Phase.CLOSED,
-            "meter": meter,
-            "wagers": {},
-            "undecided": (),
-            "round_contribution_units": 0,
-            "round_link_contributions": (),
-            "deal": None,
-            "counters": _count(s, "rounds_voided"),
-        }
+    return s.replace(
+        phase=Phase.CLOSED,
+        meter=meter,
+        wagers={},
+        undecided=(),
+        round_contribution_units=0,
+        round_link_contributions=(),
+        deal=None,
+        counters=s.counters.bump("rounds_voided"),
     )
 
 
@@ -1275,22 +1555,20 @@ def _identified(
 
     if accepted is None:
         record(True)  # the first device of its kind at this table
-        return s.model_copy(update={"devices": {**s.devices, device: serial}})
+        return s.replace(devices={**s.devices, device: serial})
     if serial == accepted:
         if pending is None:
             return s  # the same device again (a reconnect): nothing to journal
         record(True)  # the accepted device is back
-        return s.model_copy(
-            update={"devices_pending": {k: v for k, v in s.devices_pending.items() if k != device}}
+        return s.replace(
+            devices_pending={k: v for k, v in s.devices_pending.items() if k != device}
         )
     if serial == pending:
         return s
     record(False)
-    s = s.model_copy(
-        update={
-            "devices_pending": {**s.devices_pending, device: serial},
-            "counters": _count(s, "devices_changed"),
-        }
+    s = s.replace(
+        devices_pending={**s.devices_pending, device: serial},
+        counters=s.counters.bump("devices_changed"),
     )
     if device == "shoe" and _dealing(s):
         # Another shoe mid-deal: the one that dealt stopped dealing (649a.13(f)).
@@ -1316,11 +1594,9 @@ def _accept_device(s: TableState, event: DeviceAccepted, fx: list[Effect]) -> Ta
     )
     if event.device == "shuffler":
         s = _unverify(s)  # the accepted shuffler counts its own deck before a round opens
-    return s.model_copy(
-        update={
-            "devices": {**s.devices, event.device: pending},
-            "devices_pending": {k: v for k, v in s.devices_pending.items() if k != event.device},
-        }
+    return s.replace(
+        devices={**s.devices, event.device: pending},
+        devices_pending={k: v for k, v in s.devices_pending.items() if k != event.device},
     )
 
 
@@ -1347,11 +1623,9 @@ def _events_refused(
             kind=event.kind,
         )
     )
-    s = s.model_copy(
-        update={
-            "counters": _count(s, "device_events_refused"),
-            "events_refused": {**s.events_refused, event.device: refused},
-        }
+    s = s.replace(
+        counters=s.counters.bump("device_events_refused"),
+        events_refused={**s.events_refused, event.device: refused},
     )
     if event.device == "shuffler":
         fx.append(rec.ShufflerFaultRecord(code="event-sequence", rule="649a.13(e)"))
@@ -1369,9 +1643,7 @@ def _events_flow(s: TableState, device: str) -> TableState:
     """The device's stream starts over (a reboot) or was reset: no refusal stands."""
     if device not in s.events_refused:
         return s
-    return s.model_copy(
-        update={"events_refused": {k: v for k, v in s.events_refused.items() if k != device}}
-    )
+    return s.replace(events_refused={k: v for k, v in s.events_refused.items() if k != device})
 
 
 def _report_conflict(
@@ -1385,7 +1657,7 @@ def _report_conflict(
             device=event.device, boot_id=event.boot_id, event_id=event.event_id, kind=event.kind
         )
     )
-    s = s.model_copy(update={"counters": _count(s, "device_report_conflicts")})
+    s = s.replace(counters=s.counters.bump("device_report_conflicts"))
     if event.device == "shuffler":
         fx.append(rec.ShufflerFaultRecord(code="event-conflict", rule="649a.13(e)"))
         s = _shuffler_unusable(s, "event-conflict")
@@ -1487,7 +1759,7 @@ def _deal(
     )
     fx.append(DealCards(stacks=stacks))
     deal = Deal(seats=seats, stacks=stacks, shoe_boot_id=event.shoe_boot_id)
-    return s.model_copy(update={"deal": deal, "deal_refused": None})
+    return s.replace(deal=deal, deal_refused=None)
 
 
 def _resumed(game: TableGame, s: TableState, event: DeviceResumed, fx: list[Effect]) -> TableState:
@@ -1530,21 +1802,32 @@ def _shoe_dealt(
     deal = s.deal
     if deal is None or deal.complete or s.phase is not Phase.LOCKED:
         # Nothing was asked of the shoe (or the round is over): never part of a hand.
-        return s.model_copy(update={"counters": _count(s, "shoe_events_outside_a_deal")})
-    reasons = game.void_reasons()
+        return s.replace(counters=s.counters.bump("shoe_events_outside_a_deal"))
     match event:
-        case ShoeCard(read=CardRead.FACE_UP, card=card):
+        case ShoeCard():
+            return _shoe_card(game, s, deal, event, fx)
+        case ShoeStackDealt():
+            return _shoe_stack_dealt(game, s, deal, event.cards, fx)
+        case ShoeDealCompleted():
+            return _shoe_deal_completed(game, s, deal, event.cards, fx)
+
+
+def _shoe_card(
+    game: TableGame, s: TableState, deal: Deal, event: ShoeCard, fx: list[Effect]
+) -> TableState:
+    reasons = game.void_reasons()
+    card = event.card
+    match event.read:
+        case CardRead.FACE_UP:
             if card is not None and deal.seen(card):
                 # A card already dealt (or discarded) this round, seen again: not one deck
                 # of 52 distinct cards, whatever the count said (649a.10(f)).
                 return _deck_irregular(game, s, "duplicate-card", fx)
-            deal = deal.model_copy(
-                update={
-                    "face_up": deal.face_up + 1,
-                    "discarded": (*deal.discarded, card) if card else deal.discarded,
-                }
+            deal = deal.replace(
+                face_up=deal.face_up + 1,
+                discarded=(*deal.discarded, card) if card else deal.discarded,
             )
-            s = s.model_copy(update={"deal": deal})
+            s = s.replace(deal=deal)
             if deal.face_up > 1:
                 # 649a.13(a): more than one face up: all hands void, the cards reshuffled.
                 return _void_round(s, "cards-face-up", reasons["cards-face-up"], "shoe", fx)
@@ -1552,39 +1835,48 @@ def _shoe_dealt(
             rule = reasons["cards-face-up"]
             fx.append(rec.CardFaceUp(round_id=s.round_id, action="discarded", rule=rule))
             return s
-        case ShoeCard(read=CardRead.UNREAD):
+        case CardRead.UNREAD:
             return _shoe_fault(game, s, "unread-card", fx)
-        case ShoeCard(read=CardRead.FOREIGN):
+        case CardRead.FOREIGN:
             return _deck_irregular(game, s, "foreign-card", fx)
-        case ShoeCard(card=card) if card is not None:
-            if deal.seen(card):
-                return _deck_irregular(game, s, "duplicate-card", fx)
-            deal = deal.model_copy(update={"cards": (*deal.cards, card)})
-            s = s.model_copy(update={"deal": deal})
-            if len(deal.cards) > sum(deal.stacks):
-                # 649a.13(c): a hand dealt an incorrect number of cards voids all hands.
-                return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
-            return s
-        case ShoeStackDealt(cards=n):
-            done = (*deal.stacks_done, n)
-            i = len(done) - 1
-            if i >= len(deal.stacks) or n > deal.stacks[i] or len(deal.cards) > sum(done):
-                # 649a.13(c): a hand was dealt more cards than the plan gives it.
-                return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
-            if n < deal.stacks[i] or len(deal.cards) < sum(deal.stacks[: i + 1]):
-                # 649a.13(f): the shoe stopped short of the plan -- it failed to deal all
-                # cards, which voids the round and sends the cards back to be reshuffled.
-                return _shoe_fault(game, s, "incomplete", fx)
-            return s.model_copy(update={"deal": deal.model_copy(update={"stacks_done": done})})
-        case ShoeDealCompleted(cards=n):
-            if deal.stacks_done != deal.stacks or n != len(deal.cards):
-                # 649a.13(f): the shoe failed to deal all cards.
-                return _shoe_fault(game, s, "incomplete", fx)
-            hands = _shoe_plan(game, deal).steps
-            seats = {step.seat for step in hands if step.seat is not None}
-            fx.append(rec.DealCompleted(round_id=s.round_id, cards_read=n, hands_read=len(seats)))
-            return s.model_copy(update={"deal": deal.model_copy(update={"complete": True})})
+    if card is None:
+        return s
+    if deal.seen(card):
+        return _deck_irregular(game, s, "duplicate-card", fx)
+    deal = deal.replace(cards=(*deal.cards, card))
+    s = s.replace(deal=deal)
+    if len(deal.cards) > sum(deal.stacks):
+        # 649a.13(c): a hand dealt an incorrect number of cards voids all hands.
+        return _void_round(s, "wrong-card-count", reasons["wrong-card-count"], "shoe", fx)
     return s
+
+
+def _shoe_stack_dealt(
+    game: TableGame, s: TableState, deal: Deal, n: int, fx: list[Effect]
+) -> TableState:
+    done = (*deal.stacks_done, n)
+    i = len(done) - 1
+    if i >= len(deal.stacks) or n > deal.stacks[i] or len(deal.cards) > sum(done):
+        # 649a.13(c): a hand was dealt more cards than the plan gives it.
+        rule = game.void_reasons()["wrong-card-count"]
+        return _void_round(s, "wrong-card-count", rule, "shoe", fx)
+    if n < deal.stacks[i] or len(deal.cards) < sum(deal.stacks[: i + 1]):
+        # 649a.13(f): the shoe stopped short of the plan -- it failed to deal all cards,
+        # which voids the round and sends the cards back to be reshuffled.
+        return _shoe_fault(game, s, "incomplete", fx)
+    return s.replace(deal=deal.replace(stacks_done=done))
+
+
+def _shoe_deal_completed(
+    game: TableGame, s: TableState, deal: Deal, n: int, fx: list[Effect]
+) -> TableState:
+    if deal.stacks_done != deal.stacks or n != len(deal.cards):
+        # 649a.13(f): the shoe failed to deal all cards.
+        return _shoe_fault(game, s, "incomplete", fx)
+    hands = _shoe_plan(game, deal).steps
+    seats = {step.seat for step in hands if step.seat is not None}
+    fx.append(rec.DealCompleted(round_id=s.round_id, cards_read=n, hands_read=len(seats)))
+    return s.replace(deal=deal.replace(complete=True))
 
 
 def _shoe_fault(
@@ -1611,7 +1903,7 @@ def _shoe_fault(
             )
         )
     # The fault stands until the dealer has emptied the shoe (`tablectl dealer clear-shoe`).
-    s = s.model_copy(update={"counters": _count(s, "shoe_faults"), "shoe_fault": code})
+    s = s.replace(counters=s.counters.bump("shoe_faults"), shoe_fault=code)
     if not in_play:
         return s
     return _void_round(s, "shoe-jam", rule, "shoe", fx)
@@ -1627,7 +1919,7 @@ def _shoe_cleared(s: TableState, by: str, fx: list[Effect]) -> TableState:
     if s.shoe_fault is None:
         raise Rejected("the shoe reports no fault to clear")
     fx.append(rec.ShoeFaultCleared(code=s.shoe_fault, by=by))
-    return s.model_copy(update={"shoe_fault": None})
+    return s.replace(shoe_fault=None)
 
 
 def _deck_irregular(
@@ -1644,8 +1936,8 @@ def _deck_irregular(
             action="deck removed; register a new deck",
         )
     )
-    s = _unverify(s).model_copy(
-        update={"blocked": f"deck-irregular:{reason}", "counters": _count(s, "deck_irregular")}
+    s = _unverify(s).replace(
+        blocked=f"deck-irregular:{reason}", counters=s.counters.bump("deck_irregular")
     )
     if s.phase is Phase.CLOSED:
         return s  # no round is played on it
@@ -1691,7 +1983,7 @@ def _deck_block(rules: TableRules, s: TableState) -> decks.DeckBlock | None:
 
 
 def _with_life(s: TableState, life: DeckLife) -> TableState:
-    return s.model_copy(update={"deck": life})
+    return s.replace(deck=life)
 
 
 def _deck_asks(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
@@ -1709,7 +2001,7 @@ def _deck_asks(rules: TableRules, game: TableGame, s: TableState, fx: list[Effec
             rule=decks.stub_rules(game)[0],
         )
     )
-    return _with_life(s, life.model_copy(update={"stub_count_asked": True}))
+    return _with_life(s, life.replace(stub_count_asked=True))
 
 
 def _deck_round_opened(rules: TableRules, s: TableState) -> TableState:
@@ -1722,13 +2014,11 @@ def _deck_round_opened(rules: TableRules, s: TableState) -> TableState:
     counting = deck_rules.stub_count_every_rounds is not None
     return _with_life(
         s,
-        life.model_copy(
-            update={
-                "previous_round_deck": life.round_deck,
-                "round_deck": None if due is None else due.deck_id,
-                "rounds_since_stub_count": life.rounds_since_stub_count + int(counting),
-                "shoe_read": None,
-            }
+        life.replace(
+            previous_round_deck=life.round_deck,
+            round_deck=None if due is None else due.deck_id,
+            rounds_since_stub_count=life.rounds_since_stub_count + int(counting),
+            shoe_read=None,
         ),
     )
 
@@ -1761,7 +2051,7 @@ def _deck_input(
 def _deck_time(s: TableState, at_ms: int) -> TableState:
     """The latest time heard; a clock set back never makes a deck younger."""
     now = at_ms if s.deck.now_ms is None else max(s.deck.now_ms, at_ms)
-    return _with_life(s, s.deck.model_copy(update={"now_ms": now}))
+    return _with_life(s, s.deck.replace(now_ms=now))
 
 
 def _deck_ages(game: TableGame, rules: DeckRules, s: TableState, fx: list[Effect]) -> TableState:
@@ -1777,7 +2067,7 @@ def _deck_ages(game: TableGame, rules: DeckRules, s: TableState, fx: list[Effect
                     deck_id=deck.deck_id, age_ms=age, max_age_ms=rules.max_age_ms, rule=rule
                 )
             )
-            deck = deck.model_copy(update={"warned": True})
+            deck = deck.replace(warned=True)
         if not deck.expired and age >= rules.max_age_ms:
             fx.append(
                 rec.DeckAgeExpired(
@@ -1789,7 +2079,7 @@ def _deck_ages(game: TableGame, rules: DeckRules, s: TableState, fx: list[Effect
                     f"--id ID --back COLOUR --replaces {deck.deck_id}",
                 )
             )
-            deck = deck.model_copy(update={"expired": True})
+            deck = deck.replace(expired=True)
         life = life.with_deck(deck)
     return _with_life(s, life)
 
@@ -1827,17 +2117,15 @@ def _introduce(
     def renamed(deck_id: str | None) -> str | None:
         return event.deck_id if deck_id is not None and deck_id == replaced else deck_id
 
-    life = life.model_copy(
-        update={
-            "decks": (*staying, new),
-            "round_deck": renamed(life.round_deck),
-            "previous_round_deck": renamed(life.previous_round_deck),
-        }
+    life = life.replace(
+        decks=(*staying, new),
+        round_deck=renamed(life.round_deck),
+        previous_round_deck=renamed(life.previous_round_deck),
     )
     s = _with_life(s, life)
     if s.blocked is not None:
         fx.append(rec.DeckRegistered(replaces=s.blocked, by=event.by))
-        s = s.model_copy(update={"blocked": None})
+        s = s.replace(blocked=None)
     if s.phase is Phase.CLOSED:
         # 649a.5(b): a deck is played only once the shuffler has counted it.
         s = _unverify(s)
@@ -1896,7 +2184,7 @@ def _deck_in_play(
             )
         )
         s = _void_round(s, "deck-alternation", rule, "shuffler", fx)
-        return _with_life(s, s.deck.model_copy(update={"round_deck": event.deck_id}))
+        return _with_life(s, s.deck.replace(round_deck=event.deck_id))
     if rules.alternate and event.deck_id == life.previous_round_deck:
         raise Rejected(
             f"deck {event.deck_id} played the previous round: the decks alternate, each used "
@@ -1904,7 +2192,7 @@ def _deck_in_play(
             f"from deck {life.round_deck}"
         )
     if event.deck_id != life.round_deck:
-        return _with_life(s, life.model_copy(update={"round_deck": event.deck_id}))
+        return _with_life(s, life.replace(round_deck=event.deck_id))
     return s
 
 
@@ -1949,7 +2237,7 @@ def _shoe_read(rules: TableRules, s: TableState) -> TableState:
         return s
     if s.deck.shoe_read == len(s.deal.cards):
         return s
-    return _with_life(s, s.deck.model_copy(update={"shoe_read": len(s.deal.cards)}))
+    return _with_life(s, s.deck.replace(shoe_read=len(s.deal.cards)))
 
 
 def _stub_counted(
@@ -1992,7 +2280,7 @@ def _stub_counted(
             )
         )
 
-    counted = life.model_copy(update={"rounds_since_stub_count": 0, "stub_count_asked": False})
+    counted = life.replace(rounds_since_stub_count=0, stub_count_asked=False)
     if cards == DECK_SIZE:
         if event.misdealt:
             raise Rejected(
@@ -2011,11 +2299,9 @@ def _stub_counted(
         record("misdealt-void", wrong_rule)
         return _void_round(_with_life(s, counted), "stub-count-misdeal", wrong_rule, event.by, fx)
     record("deck-removed", wrong_rule)
-    removed = counted.model_copy(
-        update={"decks": tuple(d for d in counted.decks if d.deck_id != life.round_deck)}
-    )
-    s = _unverify(_with_life(s, removed)).model_copy(
-        update={"blocked": f"stub-count:{cards}", "counters": _count(s, "deck_irregular")}
+    removed = counted.replace(decks=tuple(d for d in counted.decks if d.deck_id != life.round_deck))
+    s = _unverify(_with_life(s, removed)).replace(
+        blocked=f"stub-count:{cards}", counters=s.counters.bump("deck_irregular")
     )
     if not in_play:
         return s
@@ -2032,18 +2318,16 @@ def _link_at_power_up(rules: TableRules, game: TableGame, s: TableState) -> Tabl
         return s
     if rules.link is None:
         if isinstance(s.meter, LinkedMeter):  # taken off the link: a local meter again
-            return s.model_copy(
-                update={
-                    "meter": _meter_for(rules, meter_rules.meter_id, meter_rules.initial_cents),
-                    "link_silent": None,
-                    "link_refused": None,
-                }
+            return s.replace(
+                meter=_meter_for(rules, meter_rules.meter_id, meter_rules.initial_cents),
+                link_silent=None,
+                link_refused=None,
             )
         return s
     meter = s.meter
     if not isinstance(meter, LinkedMeter) or meter.link_id != rules.link.link_id:
         meter = _meter_for(rules, meter_rules.meter_id, meter_rules.initial_cents)
-    return s.model_copy(update={"meter": meter, "link_silent": "not heard since power-up"})
+    return s.replace(meter=meter, link_silent="not heard since power-up")
 
 
 def _link_parameters(
@@ -2077,7 +2361,7 @@ def _link_parameters(
                 rule=rule,
             )
         )
-        return s.model_copy(update={"link_refused": f"link parameters refused: {reason}"})
+        return s.replace(link_refused=f"link parameters refused: {reason}")
     levels = tuple(
         LinkLevel(
             level_id=lv.level_id,
@@ -2096,16 +2380,14 @@ def _link_parameters(
         )
     )
     cents = meter.cents if meter.parameters_version else levels[0].initial_cents
-    meter = meter.model_copy(
-        update={
-            "parameters_version": event.parameters_version,
-            "parameters_sha256": event.parameters_sha256,
-            "wager_cents": event.wager_cents,
-            "levels": levels,
-            "cents": cents,
-        }
+    meter = meter.replace(
+        parameters_version=event.parameters_version,
+        parameters_sha256=event.parameters_sha256,
+        wager_cents=event.wager_cents,
+        levels=levels,
+        cents=cents,
     )
-    return s.model_copy(update={"meter": meter, "link_refused": None})
+    return s.replace(meter=meter, link_refused=None)
 
 
 def _parameters_problem(
@@ -2153,7 +2435,7 @@ def _link_lost(game: TableGame, s: TableState, reason: str, fx: list[Effect]) ->
     Wagers recognised this round and not yet counted are withdrawn (their lamps go out);
     counted ones stand: their contributions wait in the outbox for the link's return."""
     if not isinstance(s.meter, LinkedMeter) or s.link_silent is not None:
-        return s if s.link_silent is None else s.model_copy(update={"link_silent": reason})
+        return s if s.link_silent is None else s.replace(link_silent=reason)
     withdrawn: list[int] = []
     if s.phase is Phase.BETTING:
         withdrawn = sorted(s.wagers)
@@ -2168,7 +2450,7 @@ def _link_lost(game: TableGame, s: TableState, reason: str, fx: list[Effect]) ->
     )
     for seat in withdrawn:
         s = _withdraw(s, seat, fx)
-    return s.model_copy(update={"link_silent": reason, "counters": _count(s, "link_losses")})
+    return s.replace(link_silent=reason, counters=s.counters.bump("link_losses"))
 
 
 def _link_answer(s: TableState, event: LinkClaimAnswer, fx: list[Effect]) -> TableState:
@@ -2187,12 +2469,10 @@ def _link_answer(s: TableState, event: LinkClaimAnswer, fx: list[Effect]) -> Tab
             reason=event.reason,
         )
     )
-    hit = hit.model_copy(update={"answered": True, "amount_cents": amount})
-    return s.model_copy(
-        update={
-            "hits_pending": tuple(hit if h.hit_id == hit.hit_id else h for h in s.hits_pending),
-            "hit_history": tuple(hit if h.hit_id == hit.hit_id else h for h in s.hit_history),
-        }
+    hit = hit.replace(answered=True, amount_cents=amount)
+    return s.replace(
+        hits_pending=tuple(hit if h.hit_id == hit.hit_id else h for h in s.hits_pending),
+        hit_history=tuple(hit if h.hit_id == hit.hit_id else h for h in s.hit_history),
     )
 
 

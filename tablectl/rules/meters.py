@@ -11,7 +11,7 @@ cent is carried in ten-thousandths of a cent, so no contribution is ever rounded
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Literal, Protocol, Self
+from typing import Annotated, Literal, Protocol, Self, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,7 +69,7 @@ class LocalMeter(BaseModel):
 
     def _with_units(self, units: int) -> LocalMeter:
         cents, carry = divmod(units, CARRY_DENOMINATOR)
-        return self.model_copy(update={"cents": cents, "carry": carry})
+        return self.replace(cents=cents, carry=carry)
 
     def contribute(self, wager_cents: int, rate_bp: int) -> tuple[LocalMeter, int]:
         units = wager_cents * rate_bp
@@ -84,8 +84,21 @@ class LocalMeter(BaseModel):
         amount = self.cents * share.numerator // share.denominator
         if share == 1:
             # The carried fraction of a cent stays on the restarted meter: nothing is lost.
-            return self.model_copy(update={"cents": reset_cents}), amount
+            return self.replace(cents=reset_cents), amount
         return self._with_units(self.units - amount * CARRY_DENOMINATOR), amount
+
+    def replace(self, **update: Unpack[LocalMeterUpdate]) -> LocalMeter:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class LocalMeterUpdate(TypedDict, total=False):
+    """Any of LocalMeter's fields, each with its type: what `LocalMeter.replace` takes."""
+
+    kind: Literal["local"]
+    meter_id: str
+    cents: int
+    carry: int
 
 
 class LinkLevel(BaseModel):
@@ -141,6 +154,24 @@ class LinkedMeter(BaseModel):
             raise ValueError(f"a meter share is more than 0 and at most 100 %, not {share}")
         # Provisional: the controller's answer to the claim says what is paid.
         return self, self.cents * share.numerator // share.denominator
+
+    def replace(self, **update: Unpack[LinkedMeterUpdate]) -> LinkedMeter:
+        """A copy with the fields named changed; mypy checks each name and its type."""
+        return self.model_copy(update=update)
+
+
+class LinkedMeterUpdate(TypedDict, total=False):
+    """Any of LinkedMeter's fields, each with its type: what `LinkedMeter.replace` takes."""
+
+    kind: Literal["linked"]
+    meter_id: str
+    link_id: str
+    parameters_version: int
+    parameters_sha256: str
+    wager_cents: int
+    levels: tuple[LinkLevel, ...]
+    cents: int
+    carry: int
 
 
 # Every kind of ledger the table state can hold.

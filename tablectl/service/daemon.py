@@ -548,7 +548,7 @@ class Daemon:
                 name: {"accepted": serial, "waiting": s.devices_pending.get(name)}
                 for name, serial in sorted(s.devices.items())
             },
-            "counters": s.counters,
+            "counters": s.counters.model_dump(),
             "journal": {
                 "last_seq": self.store.last_seq,
                 "commits": self.store.commits,

@@ -1,0 +1,97 @@
+"""The core's state is changed only through typed `replace` methods (and its counters by a
+checked name): a misspelt field or a wrong type is a mypy error, not a key pydantic's
+`model_copy(update=...)` drops in silence. Each input type has its own handler."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, get_args, get_type_hints
+
+import pytest
+from pydantic import BaseModel
+
+from tablectl.core import decks, round
+from tablectl.core.events import Event
+from tablectl.rules import meters
+
+# Each state model and the TypedDict its `replace` takes.
+UPDATES: list[tuple[type[BaseModel], Any]] = [
+    (round.TableState, round.TableStateUpdate),
+    (round.Deal, round.DealUpdate),
+    (round.HitEntry, round.HitEntryUpdate),
+    (decks.DeckLife, decks.DeckLifeUpdate),
+    (decks.DeckEntry, decks.DeckEntryUpdate),
+    (meters.LocalMeter, meters.LocalMeterUpdate),
+    (meters.LinkedMeter, meters.LinkedMeterUpdate),
+]
+
+
+@pytest.mark.parametrize(("model", "update"), UPDATES, ids=lambda x: x.__name__)
+def test_each_update_names_every_field_with_its_type(model: type[BaseModel], update: Any) -> None:
+    """The TypedDict and the model cannot drift apart: a field added to one is in the other."""
+    fields = {name: t for name, t in get_type_hints(model).items() if name in model.model_fields}
+    assert get_type_hints(update) == fields
+
+
+def test_core_state_has_no_untyped_copy() -> None:
+    """`model_copy(update=...)` appears only inside the typed `replace` methods."""
+    root = Path(round.__file__).parents[1]
+    for package in ("core", "rules"):
+        for path in (root / package).rglob("*.py"):
+            for line in path.read_text().splitlines():
+                if "model_copy(" in line:
+                    assert line.strip() == "return self.model_copy(update=update)", path
+
+
+def test_mypy_refuses_a_misspelt_field_and_a_wrong_type(tmp_path: Path) -> None:
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        "from tablectl.core.round import Phase, TableState\n"
+        "def f(s: TableState) -> None:\n"
+        "    s.replace(phase=Phase.BETTING, round_id=s.round_id + 1)\n"
+        "    s.replace(pahse=Phase.BETTING)\n"
+        "    s.replace(round_id='2')\n"
+        "    s.replace(counters=s.counters.bump('rounds_setled'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(snippet)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in errors] == ["4", "5", "6"], done.stdout
+    assert 'Unexpected keyword argument "pahse"' in errors[0]
+    assert 'Argument "round_id" to "replace" of "TableState" has incompatible type' in errors[1]
+    assert 'Argument 1 to "bump" of "Counters" has incompatible type' in errors[2]
+
+
+def test_every_counter_is_a_field() -> None:
+    fields = set(round.Counters.model_fields) - {"happened"}
+    assert set(get_args(round.CounterName)) == fields
+    assert all(round.Counters.model_fields[name].annotation is int for name in fields)
+
+
+def test_counters_dump_as_the_mapping_they_replaced() -> None:
+    """Only what happened, in the order each first happened: an older journal's state hashes
+    were taken of that mapping, whatever order its counters came in."""
+    counters = round.Counters().bump("rounds_voided").bump("wagers_rejected")
+    counters = counters.bump("rounds_voided")
+    assert counters.rounds_voided == 2 and counters.wagers_rejected == 1
+    assert counters.rounds_settled == 0
+    assert counters.model_dump_json() == '{"rounds_voided":2,"wagers_rejected":1}'
+    back = round.Counters.model_validate_json(counters.model_dump_json())
+    assert back == counters and back.model_dump_json() == counters.model_dump_json()
+    assert round.Counters().model_dump_json() == "{}"
+    with pytest.raises(ValueError, match="rounds_setled"):
+        round.Counters.model_validate_json('{"rounds_setled":1}')
+
+
+def test_every_input_type_has_its_handler() -> None:
+    """The core dispatches each input on its type; none falls through to the fallback."""
+    fallback = round._apply.dispatch(object)
+    unhandled = [t for t in get_args(Event) if round._apply.dispatch(t) is fallback]
+    assert unhandled == []
