@@ -32,7 +32,9 @@ from tablectl.store.journal import JournalReader
 HERE = Path(__file__).resolve().parent
 
 
-async def daemon_round_cpu(broker: PrivateBroker, data_dir: Path, rounds: int, round_s: float) -> float:
+async def daemon_round_cpu(
+    broker: PrivateBroker, data_dir: Path, rounds: int, round_s: float
+) -> float:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "table_process.py"),
@@ -85,7 +87,9 @@ def core_cpu(data_dir: Path) -> tuple[float, int]:
 
 
 def spread(values: list[float]) -> str:
-    return f"min {min(values):8.3f}  median {statistics.median(values):8.3f}  max {max(values):8.3f}"
+    return (
+        f"min {min(values):8.3f}  median {statistics.median(values):8.3f}  max {max(values):8.3f}"
+    )
 
 
 async def main(runs: int, rounds: int, round_s: float) -> None:
