@@ -63,7 +63,7 @@ async def daemon_round_cpu(
 
 def core_cpu(data_dir: Path) -> tuple[float, int]:
     """The core stepping every journaled input, with each step's JSON: CPU seconds, rounds."""
-    reader = JournalReader(data_dir / "journal.sqlite3")
+    reader = JournalReader(data_dir / "tablectl.sqlite3")
     try:
         rows = list(reader.inputs())
     finally:
