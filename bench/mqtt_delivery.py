@@ -6,7 +6,10 @@ subscriber process (bench/mqtt_subscriber.py) serve every measurement of a repet
 - latency: raw aiomqtt publish -> receive (QoS 1, TCP_NODELAY on both ends), against a
   lock-out pressed on the mock GPIO pin -> `round.locked` received, through the real daemon
   (debounce, core, group commit with fsync, relay). A raw SQLite commit (WAL, synchronous=FULL)
-  on the same disk is printed beside them: the fsync every device event must wait for.
+  on the same disk is measured beside them: the fsync every device event must wait for, so
+  the limit the lock-out is compared with is a raw publish plus that commit.
+- paced: chip events posted at --paced-per-s (4,000) for --paced-s seconds, 5 ms at a time:
+  the rate delivered, and each event's lag from its post to the subscriber (p50, p99).
 - throughput: 20,000 QoS 1 raw aiomqtt publishes -> received (the best of windows 8, 32 and
   128), against 20,000 chip events posted to the daemon -> journaled durably and received.
 - backlog: the broker is down while 20,000 events are journaled; from the relay's reconnect
@@ -14,6 +17,7 @@ subscriber process (bench/mqtt_subscriber.py) serve every measurement of a repet
 Figures are per repetition; ratios are reported min/median/max over the repetitions.
 
 Run: .venv/bin/python bench/mqtt_delivery.py [--repeat 3] [--samples 300] [--events 20000]
+     [--paced-per-s 4000] [--paced-s 5]
 """
 
 from __future__ import annotations
@@ -258,6 +262,38 @@ async def throughput(broker: PrivateBroker, data_dir: Path, count: int) -> tuple
             return rate, ratio
 
 
+async def paced(
+    broker: PrivateBroker, data_dir: Path, per_s: int, seconds: float
+) -> tuple[float, list[float]]:
+    """Chip events posted at per_s, paced in 5 ms slices, for `seconds`: the rate delivered
+    (journaled durably, then received by the subscriber process), and each event's delivery
+    lag from its post to its arrival, in milliseconds."""
+    async with daemon_on(broker, data_dir) as (daemon, _inputs):
+        root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
+        await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+        store = daemon.store
+        assert store is not None
+        async with subscriber(broker, f"{root}/evt") as sub:
+            count = int(per_s * seconds)
+            events = chip_events(count)
+            first = store.last_seq + 1
+            posted_ns: list[int] = []
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            while len(posted_ns) < count:
+                due = min(count, int((loop.time() - start) * per_s) + 1)
+                now = time.time_ns()
+                for event in events[len(posted_ns) : due]:
+                    daemon.post(event)
+                    posted_ns.append(now)
+                await asyncio.sleep(0.005)
+            await sub.wait(lambda: sub.highest >= first + count - 1)
+            arrived = {r.seq: r.at_ns for r in sub.lines if r.seq >= first}
+            last = max(arrived.values())
+            lags = [(arrived[first + i] - posted_ns[i]) / 1e6 for i in range(count)]
+            return count / ((last - posted_ns[0]) / 1e9), lags
+
+
 def gated(make: Callable[[], MqttClient], gate: asyncio.Event) -> Callable[[], MqttClient]:
     """The relay's clients, each holding its connect until the bench opens the gate."""
 
@@ -315,7 +351,7 @@ def spread(values: list[float]) -> str:
     )
 
 
-async def main(repeat: int, samples: int, events: int) -> None:
+async def main(repeat: int, samples: int, events: int, paced_per_s: int, paced_s: float) -> None:
     rows: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
@@ -328,6 +364,7 @@ async def main(repeat: int, samples: int, events: int) -> None:
             fsync = sqlite_commit_us(Path(tmp) / "fsync.sqlite3", samples)
             # aiomqtt's publish costs grow with the calls pending: the best of three windows.
             raw = max([await raw_rate(broker, events, window=w) for w in (8, 32, 128)])
+            rate, lags = await paced(broker, Path(tmp) / "paced", paced_per_s, paced_s)
             cpu0 = time.process_time()
             durable, per_commit = await throughput(broker, Path(tmp) / "tput", events)
             cpu1 = time.process_time()
@@ -338,6 +375,11 @@ async def main(repeat: int, samples: int, events: int) -> None:
             add(f"lock-out->backend p{p} (us)", percentile(device, p))
             add(f"sqlite commit p{p} (us)", percentile(fsync, p))
             add(f"ratio lock-out/raw p{p}", percentile(device, p) / percentile(base, p))
+            # Nothing is published before its fsync: the limit is a publish plus a commit.
+            limit = percentile(base, p) + percentile(fsync, p)
+            add(f"ratio lock-out/(raw+commit) p{p}", percentile(device, p) / limit)
+            add(f"paced {paced_per_s} ev/s: delivery lag p{p} (ms)", percentile(lags, p))
+        add(f"paced {paced_per_s} ev/s: delivered (ev/s)", rate)
         add("raw QoS1 publish rate (msg/s)", raw)
         add("durable events journaled+received (ev/s)", durable)
         add("steps per commit", per_commit)
@@ -367,6 +409,8 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--paced-per-s", type=int, default=4_000)
+    parser.add_argument("--paced-s", type=float, default=5.0)
     args = parser.parse_args()
     logs.configure("ERROR")
-    asyncio.run(main(args.repeat, args.samples, args.events))
+    asyncio.run(main(args.repeat, args.samples, args.events, args.paced_per_s, args.paced_s))
