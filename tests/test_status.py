@@ -4,6 +4,7 @@ requests refused by the field they get wrong."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import jsonschema
@@ -11,8 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from tablectl import cli
+from tablectl.cli.common import EXIT_REFUSED, read_reply
 from tablectl.control.protocol import (
     RequestError,
+    ShufflerCount,
     ShufflerCountRequest,
     ShufflerSelfTestRequest,
     parse_request,
@@ -58,3 +61,15 @@ def test_shuffler_diagnostics_are_typed_requests() -> None:
         parse_request({"cmd": "shuffler-count", "deck": 1})
     with pytest.raises(RequestError, match=r"^shuffler-self-test: by: String should have"):
         parse_request({"cmd": "shuffler-self-test", "by": ""})
+
+
+def test_a_reply_this_tablectl_cannot_read_is_refused_naming_the_field(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = argparse.Namespace(json=False)
+    assert read_reply(args, {"counted": 52, "expected": 52}, ShufflerCount) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert "the daemon's ShufflerCount reply is not what this tablectl reads" in err
+    assert "matches: Field required" in err
+    read = read_reply(args, {"counted": 51, "expected": 52, "matches": False}, ShufflerCount)
+    assert read == ShufflerCount(counted=51, expected=52, matches=False)

@@ -16,6 +16,7 @@ from tablectl.cli.common import (
     matching,
     person,
     printable,
+    read_reply,
     seat_arg,
     socket_args,
     yes_no,
@@ -278,8 +279,11 @@ def _status(args: argparse.Namespace) -> int:
         return data
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        print_status(Status.model_validate(data))
+        return EXIT_OK
+    status = read_reply(args, data, Status)
+    if isinstance(status, int):
+        return status
+    print_status(status)
     return EXIT_OK
 
 

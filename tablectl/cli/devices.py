@@ -13,6 +13,7 @@ from tablectl.cli.common import (
     human,
     person,
     printable,
+    read_reply,
     socket_args,
 )
 from tablectl.cli.control import print_faults, send_command
@@ -65,7 +66,9 @@ def _devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK
-    seen = Devices.model_validate(data)
+    seen = read_reply(args, data, Devices)
+    if isinstance(seen, int):
+        return seen
     for name, view in sorted(seen.devices.items()):
         _print_device(name, view)
     broker = seen.broker
@@ -122,11 +125,13 @@ def _shuffler(args: argparse.Namespace) -> int:
     data = call(args, {"cmd": cmd})
     if isinstance(data, int):
         return data
-    result: ShufflerCount | ShufflerSelfTest = (
-        ShufflerCount.model_validate(data)
+    result: ShufflerCount | ShufflerSelfTest | int = (
+        read_reply(args, data, ShufflerCount)
         if cmd == "shuffler-count"
-        else ShufflerSelfTest.model_validate(data)
+        else read_reply(args, data, ShufflerSelfTest)
     )
+    if isinstance(result, int):
+        return result
     good = result.matches if isinstance(result, ShufflerCount) else result.passed
     if args.json:
         print(json.dumps({"ok": good, **result.model_dump(mode="json")}))
