@@ -294,6 +294,40 @@ class LinkView(_Model):
     messages_refused: int
 
 
+class Hit(_Model):
+    """A progressive payout and where its floor workflow stands (core/round.py `HitEntry`)."""
+
+    hit_id: str
+    round_id: int
+    seat: int
+    hand: str
+    amount_cents: int
+    basis: str
+    paid_from_table_inventory: bool
+    validated_by: str | None
+    documented_by: str | None
+    link_claim: bool = Field(
+        description="a claim on a linked meter: JACKPOT PENDING until answered"
+    )
+    answered: bool
+
+    @classmethod
+    def of(cls, hit: HitEntry) -> Hit:
+        return cls(
+            hit_id=hit.hit_id,
+            round_id=hit.round_id,
+            seat=hit.seat,
+            hand=hit.hand,
+            amount_cents=hit.amount_cents,
+            basis=hit.basis,
+            paid_from_table_inventory=hit.paid_from_table_inventory,
+            validated_by=hit.validated_by,
+            documented_by=hit.documented_by,
+            link_claim=hit.link_claim,
+            answered=hit.answered,
+        )
+
+
 class Status(_Model):
     """What the running daemon is doing: `tablectl status --json`."""
 
@@ -311,8 +345,8 @@ class Status(_Model):
     count_final: bool
     seat_lamps: list[Lamp]
     meter: MeterStatus | None
-    hits_pending: list[HitEntry]
-    hit_history: list[HitEntry] = Field(description="newest first")
+    hits_pending: list[Hit]
+    hit_history: list[Hit] = Field(description="newest first")
     deck_ready: bool
     shuffle_requested: bool
     shuffler_fault: str | None

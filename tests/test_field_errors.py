@@ -20,9 +20,9 @@ import pytest
 from tablectl import cli
 from tablectl.cli.control import print_status
 from tablectl.config import load_config
-from tablectl.core.round import HitEntry, Phase
+from tablectl.core.round import Phase
 from tablectl.service.preflight import data_dir_problems
-from tablectl.status import BrokerStats, GpioStatus, JournalStats, Status
+from tablectl.status import BrokerStats, GpioStatus, Hit, JournalStats, Status
 from tablectl.store.journal import Store
 
 from .conftest import EXAMPLE_CONFIG
@@ -174,7 +174,7 @@ def test_a_missing_file_is_bad_input_for_every_verb(tmp_path: Path) -> None:
 
 
 def test_status_wording(capsys: pytest.CaptureFixture[str]) -> None:
-    hit = HitEntry(
+    hit = Hit(
         hit_id="1-2",
         round_id=1,
         seat=2,
@@ -182,6 +182,10 @@ def test_status_wording(capsys: pytest.CaptureFixture[str]) -> None:
         amount_cents=100_000,
         basis="odds-for-1",
         paid_from_table_inventory=True,
+        validated_by=None,
+        documented_by=None,
+        link_claim=False,
+        answered=False,
     )
     print_status(
         Status(

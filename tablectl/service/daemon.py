@@ -90,6 +90,7 @@ from tablectl.status import (
     DeviceStatus,
     FaultView,
     GpioStatus,
+    Hit,
     JournalStats,
     MeterStatus,
     PaceStatus,
@@ -888,8 +889,8 @@ class Daemon:
             meter=None
             if s.meter is None
             else MeterStatus(meter_id=s.meter.meter_id, cents=s.meter.cents, carry=s.meter.carry),
-            hits_pending=list(s.hits_pending),
-            hit_history=list(s.hit_history),
+            hits_pending=[Hit.of(h) for h in s.hits_pending],
+            hit_history=[Hit.of(h) for h in s.hit_history],
             deck_ready=s.deck_ready,
             shuffle_requested=s.shuffle_requested,
             shuffler_fault=s.shuffler_fault,
