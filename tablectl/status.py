@@ -8,8 +8,8 @@ else reads status by string keys. Its JSON Schema is docs/status.schema.json
 the STATUS= line) are methods here.
 
 This module sits below the control socket and the relay (docs/design.md, "Layers") so that
-both, the service and the CLI may import it; it imports only the core, the rules and the
-records' pace figures.
+both, the service and the CLI may import it; it imports only the core's types (the phase,
+the lamps, a hit) and the records' pace figures.
 """
 
 from __future__ import annotations
