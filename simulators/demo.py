@@ -31,6 +31,7 @@ from tablectl.config import DeckSection, ShoeSection, TableConfig
 from tablectl.control import client
 from tablectl.core.round import Phase, TableState
 from tablectl.service.api import Daemon, replay
+from tablectl.status import Status
 from tablectl.store.journal import Store
 
 SHOE_PORT = f"usb:{VENDOR_ID:04x}:{PRODUCT_ID:04x}"
@@ -343,7 +344,7 @@ async def run_demo(
                     timeout_s=15,
                 )
                 status = daemon.status()
-                if status["journal"]["last_seq"] == last_seq:
+                if status.journal.last_seq == last_seq:
                     break
             daemon_task.cancel()
             backend_task.cancel()
@@ -356,7 +357,7 @@ async def run_demo(
 
 
 def _summary(
-    tally: Tally, status: dict[str, Any], backend: ReferenceBackend, replay_identical: bool
+    tally: Tally, status: Status, backend: ReferenceBackend, replay_identical: bool
 ) -> dict[str, Any]:
     events = list(backend.events.values())
 
@@ -364,8 +365,8 @@ def _summary(
         return [e["data"] for e in events if e["type"] == type_]
 
     retained = backend.meters.get("progressive")
-    meter = status["meter"]
-    published = status["journal"]["last_seq"]
+    meter = status.meter
+    published = status.journal.last_seq
     out = {
         "game": tally.game,
         "rounds": tally.rounds,
@@ -390,7 +391,7 @@ def _summary(
             "jams": sum(1 for d in of("shoe.fault") if d["code"] == "jam"),
             "voided_rounds": sum(1 for d in of("shoe.fault") if d["round_voided"]),
         },
-        "meter_cents": None if meter is None else meter["cents"],
+        "meter_cents": None if meter is None else meter.cents,
         "retained_meter_cents": None if retained is None else retained["amount_cents"],
         "events_published": published,
         "events_received": len(backend.events),

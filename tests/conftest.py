@@ -27,6 +27,7 @@ from tablectl.core.events import ChipSensed, Event
 from tablectl.core.round import Phase, TableState
 from tablectl.rules.meters import LocalMeter
 from tablectl.service.daemon import Daemon
+from tablectl.status import Status
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,6 +173,12 @@ class SimulatedTable:
         return await asyncio.to_thread(
             control.call, self.config.storage.socket_path, request, HANG_GUARD_S
         )
+
+    async def status(self) -> Status:
+        """The daemon's status as the control socket sends it, read back as the CLI does."""
+        reply = await self.dealer(cmd="status")
+        assert reply["ok"] is True, reply
+        return Status.model_validate(reply["data"])
 
     async def until_shuffler_has_nothing_left(self, timeout_s: float = 10) -> None:
         """Until nothing more can come from the shuffler: no shuffle asked for or under way,

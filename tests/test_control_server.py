@@ -24,6 +24,7 @@ from tablectl.simulators.broker import PrivateBroker
 from tablectl import cli
 from tablectl.config import AccessSection, StorageSection
 from tablectl.core.round import Phase
+from tablectl.status import Devices
 
 from .conftest import SimulatedTable, simulated_table
 
@@ -100,10 +101,10 @@ async def test_idle_connections_cannot_keep_status_from_answering(
             for reader, _ in idle[:33]:
                 async with asyncio.timeout(10):
                     assert await reader.read() == b""  # dropped, no reply
-            devices = await table.dealer(cmd="devices")
-            assert devices["ok"] is True
-            control = devices["data"]["control"]  # type: ignore[index]
-            assert control["dropped"] >= 33 and control["open"] <= 8
+            reply = await table.dealer(cmd="devices")
+            assert reply["ok"] is True
+            control = Devices.model_validate(reply["data"]).control
+            assert control is not None and control.dropped >= 33 and control.open <= 8
         finally:
             for _, writer in idle:
                 writer.close()
@@ -266,11 +267,12 @@ async def test_devices_lists_each_device_and_the_broker(
     await table.wait_phase(Phase.BETTING)
     sock = str(table.config.storage.socket_path)
     assert await asyncio.to_thread(cli.main, ["devices", "--socket", sock, "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    shuffler = data["devices"]["shuffler"]
-    assert shuffler["link"] == "up" and shuffler["port"] == table.config.shuffler.port
-    assert shuffler["last_fault"] is None and shuffler["requests"] > 0
-    assert data["broker"]["connected"] is True
+    data = Devices.model_validate_json(capsys.readouterr().out)
+    shuffler = data.devices["shuffler"].serial
+    assert shuffler is not None and shuffler.link == "up"
+    assert shuffler.port == table.config.shuffler.port
+    assert shuffler.last_fault is None and shuffler.counters["requests"] > 0
+    assert data.broker.connected is True
     assert await asyncio.to_thread(cli.main, ["devices", "--socket", sock]) == 0
     out = capsys.readouterr().out.splitlines()
     assert any(
@@ -280,7 +282,8 @@ async def test_devices_lists_each_device_and_the_broker(
     assert any(line.startswith("gpio       link up  model -") for line in out), out
     assert any(line.startswith("broker     connected") for line in out), out
     assert not any("True" in line or "False" in line for line in out), out
-    assert data["devices"]["gpio"]["backend"] == "mock"
+    gpio = data.devices["gpio"].gpio
+    assert gpio is not None and gpio.backend == "mock"
 
 
 class ShufflerWithoutDiagnostics(ReferenceShuffler):

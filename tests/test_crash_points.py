@@ -38,6 +38,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.control import client as control
 from tablectl.control.client import ControlClientError
 from tablectl.service.replay import replay
+from tablectl.status import Status
 from tablectl.store.integrity import verify_journal
 from tablectl.store.journal import JournalRow, Store
 from tablectl.util.faultpoint import ENV
@@ -47,8 +48,6 @@ from .test_service import TABLECTL, table_toml
 
 GUARD_S = 30  # a hang fails the test here; not a timing claim
 SEATS = (2, 5)
-
-Status = dict[str, Any]
 
 
 @dataclass
@@ -80,22 +79,21 @@ class Table:
                 env=env, stdout=asyncio.subprocess.DEVNULL, stderr=log,
             )  # fmt: skip
         if wait:  # answering, and past its power-up (the first input it commits)
-            await self.until(lambda s: s["journal"]["steps_committed"] > 0)
+            await self.until(lambda s: s.journal.steps_committed > 0)
 
-    async def call(self, **request: Any) -> Status:
+    async def call(self, **request: Any) -> dict[str, Any]:
         return await asyncio.to_thread(control.call, self.socket, request)
 
     async def status(self) -> Status:
         reply = await self.call(cmd="status")
         assert reply["ok"], reply
-        data: Status = reply["data"]
-        return data
+        return Status.model_validate(reply["data"])
 
     async def until(self, predicate: Callable[[Status], bool]) -> Status:
         """Poll `status` until predicate holds (the daemon in another process: no event to
         wait on)."""
         assert self.proc is not None
-        status: Status = {}
+        status: Status | None = None
         try:
             async with asyncio.timeout(GUARD_S):
                 while True:
@@ -134,12 +132,12 @@ class Table:
         return (self.tmp_path / "daemon.log").read_text()[-4000:]
 
     async def locked_with_wagers(self) -> None:
-        await self.until(lambda s: s["phase"] == "betting")
+        await self.until(lambda s: s.phase == "betting")
         for seat in SEATS:
             self.inputs.place_chip(seat)
-        await self.until(lambda s: sorted(s["wagers"]) == [str(x) for x in SEATS])
+        await self.until(lambda s: sorted(s.wagers) == [str(x) for x in SEATS])
         self.inputs.press_lockout()
-        await self.until(lambda s: s["phase"] == "locked" and s["count_final"])
+        await self.until(lambda s: s.phase == "locked" and s.count_final)
         for seat in SEATS:  # the dealer collects the wagers before the deal (649a.10(a)(2))
             self.inputs.remove_chip(seat)
         await asyncio.sleep(0.3)  # pacing: the sensors decide after chip_present_ms (40)
@@ -163,11 +161,11 @@ class Table:
         """Until a round takes bets with nothing standing in the way. A round that was taking
         bets at the power cut was locked out at the restart (cause: power-up); with no card
         dealt, the dealer voids it."""
-        status = await self.until(lambda s: s["phase"] in ("betting", "locked"))
-        if status["phase"] == "locked":
+        status = await self.until(lambda s: s.phase in ("betting", "locked"))
+        if status.phase == "locked":
             reply = await self.call(cmd="void", reason="shoe-jam", by="D1")
             assert reply["ok"], reply
-        await self.until(lambda s: s["phase"] == "betting" and not s["faults"])
+        await self.until(lambda s: s.phase == "betting" and not s.faults)
 
     def check_rounds_opened_on_fresh_shuffles(self) -> None:
         """No round opened on a completion from before its power-up (649a.5(b))."""
@@ -280,12 +278,12 @@ async def test_a_power_cut_at_each_step_of_a_deal(
 
         await table.start()
         # Settled by the shoe's own word: the deal complete, or asked again and complete.
-        await table.until(lambda s: s["dealing"] is not None and s["dealing"]["complete"])
+        await table.until(lambda s: s.dealing is not None and s.dealing.complete)
         status = await table.status()
-        assert not [f for f in status["faults"] if f["what"] in ("deal-unconfirmed", "shoe-fault")]
+        assert not [f for f in status.faults if f.what in ("deal-unconfirmed", "shoe-fault")]
         reply = await table.call(cmd="settle", by="D1")
         assert reply["ok"], reply
-        await table.until(lambda s: s["phase"] == "betting" and s["round_id"] == 2)
+        await table.until(lambda s: s.phase == "betting" and s.round_id == 2)
         await table.stop()
 
         assert table.shoe.deals == 1  # dealt exactly once, whichever step the power went at
@@ -327,15 +325,15 @@ async def test_a_shoe_that_restarted_while_the_daemon_was_down_voids_the_round(
         table.shoe.reboot()  # its power went too: what it held is gone
 
         await table.start()
-        status = await table.until(lambda s: s["phase"] == "closed" and s["shoe_fault"])
-        (fault,) = [f for f in status["faults"] if f["what"] == "shoe-fault"]
-        assert fault["command"] == "tablectl dealer clear-shoe --by ID"
-        assert not [f for f in status["faults"] if f["what"] == "deal-unconfirmed"]
+        status = await table.until(lambda s: s.phase == "closed" and s.shoe_fault is not None)
+        (fault,) = [f for f in status.faults if f.what == "shoe-fault"]
+        assert fault.command == "tablectl dealer clear-shoe --by ID"
+        assert not [f for f in status.faults if f.what == "deal-unconfirmed"]
         table.shoe.clear()  # the dealer takes every card out (649a.13(f))
         await asyncio.sleep(0.3)  # pacing: the next poll shows it clear
         reply = await table.call(cmd="clear-shoe", by="D1")
         assert reply["ok"], reply
-        await table.until(lambda s: s["phase"] == "betting" and s["round_id"] == 2)
+        await table.until(lambda s: s.phase == "betting" and s.round_id == 2)
         await table.stop()
 
         rows = table.rows()
@@ -360,17 +358,15 @@ async def test_status_tells_the_dealer_while_the_shoe_is_away(
         table.shoe.line.drop = 10**9  # it answers nothing
 
         await table.start()
-        status = await table.until(
-            lambda s: any(f["what"] == "deal-unconfirmed" for f in s["faults"])
-        )
-        (fault,) = [f for f in status["faults"] if f["what"] == "deal-unconfirmed"]
-        assert fault["rule"] == "649a.13(f)" and fault["seq"] is not None
-        assert fault["command"] == "tablectl dealer void shoe-jam --by ID"
+        status = await table.until(lambda s: any(f.what == "deal-unconfirmed" for f in s.faults))
+        (fault,) = [f for f in status.faults if f.what == "deal-unconfirmed"]
+        assert fault.rule == "649a.13(f)" and fault.seq is not None
+        assert fault.command == "tablectl dealer void shoe-jam --by ID"
         reply = await table.call(cmd="void", reason="shoe-jam", by="D1")
         assert reply["ok"], reply
         status = await table.status()
-        assert status["phase"] == "closed"
-        assert not [f for f in status["faults"] if f["what"] == "deal-unconfirmed"]
+        assert status.phase == "closed"
+        assert not [f for f in status.faults if f.what == "deal-unconfirmed"]
         table.shoe.line.drop = 0
         await table.stop()
         (voided,) = of(table.rows(), "round.voided")
@@ -419,7 +415,7 @@ async def test_a_power_cut_during_a_technicians_count(
     and the count can be asked again."""
     async with a_table(tmp_path, broker) as table:
         await table.start(fault_point=point)
-        await table.until(lambda s: s["phase"] == "betting")
+        await table.until(lambda s: s.phase == "betting")
         await table.shuffler_at_rest()
         with contextlib.suppress(ControlClientError, OSError):
             await table.call(cmd="shuffler-count", by="T1")

@@ -21,6 +21,7 @@ from tablectl import cli
 from tablectl.config import DeckSection
 from tablectl.core.round import Phase
 from tablectl.service.replay import replay
+from tablectl.status import FaultView, Status, Stops
 
 from .conftest import SimulatedTable, simulated_table
 
@@ -36,15 +37,15 @@ async def tablectl(
     return code, out + err
 
 
-async def status(table: SimulatedTable, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+async def status(table: SimulatedTable, capsys: pytest.CaptureFixture[str]) -> Status:
     code, out = await tablectl(table, capsys, "status", "--json")
     assert code == 0, out
     data, _ = json.JSONDecoder().raw_decode(out[out.index("{") :])  # the log lines follow
-    return data  # type: ignore[no-any-return]
+    return Status.model_validate(data)
 
 
-def faults(data: dict[str, object]) -> dict[str, dict[str, object]]:
-    return {f["what"]: f for f in data["faults"]}  # type: ignore[attr-defined]
+def faults(status: Status) -> dict[str, FaultView]:
+    return {f.what: f for f in status.faults}
 
 
 async def test_decks_are_introduced_alternate_and_the_stub_is_counted_through_the_cli(
@@ -55,8 +56,8 @@ async def test_decks_are_introduced_alternate_and_the_stub_is_counted_through_th
         await table.until_shuffler_has_nothing_left()
         assert table.state.phase is Phase.CLOSED  # no deck known: no round opens
         missing = faults(await status(table, capsys))["deck-missing"]
-        assert missing["stops"] == "rounds" and missing["rule"] == "649a.3"
-        assert "--id ID --back COLOUR" in str(missing["command"])
+        assert missing.stops is Stops.ROUNDS and missing.rule == "649a.3"
+        assert "--id ID --back COLOUR" in str(missing.command)
 
         code, out = await tablectl(
             table, capsys, "dealer", "new-deck", "--id", "D1", "--back", "red", "--by", "d7"
@@ -72,13 +73,13 @@ async def test_decks_are_introduced_alternate_and_the_stub_is_counted_through_th
         assert code == 0, out
         await table.wait_phase(Phase.BETTING)
         shown = await status(table, capsys)
-        decks = shown["decks"]
-        assert isinstance(decks, dict)
-        assert [(d["deck_id"], d["in_play"]) for d in decks["decks"]] == [
+        decks = shown.decks
+        assert decks is not None
+        assert [(d.deck_id, d.in_play) for d in decks.decks] == [
             ("D1", True),
             ("D2", False),
         ]
-        assert decks["max_age_ms"] == 8 * 3_600_000 and decks["decks"][0]["to_limit_ms"] > 0
+        assert decks.max_age_ms == 8 * 3_600_000 and decks.decks[0].to_limit_ms > 0
 
         # Round 1 (on D1) ends; the stub count is due before round 2 opens.
         code, out = await tablectl(table, capsys, "dealer", "void", "wrong-card-count")
@@ -86,7 +87,7 @@ async def test_decks_are_introduced_alternate_and_the_stub_is_counted_through_th
         await table.until_shuffler_has_nothing_left()
         assert table.state.phase is Phase.CLOSED and table.state.round_id == 1
         due = faults(await status(table, capsys))["stub-count-due"]
-        assert due["rule"] == "649a.10(d)" and "stub-count N" in str(due["command"])
+        assert due.rule == "649a.10(d)" and "stub-count N" in str(due.command)
         code, out = await tablectl(table, capsys, "status")
         assert "stub count: DUE now" in out and "STUB COUNT DUE" in out, out
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from tablectl import cli
 from tablectl.config import load_config
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
+from tablectl.status import Devices, FaultView, Status, Stops
 
 from .conftest import EXAMPLE_CONFIG
 
@@ -159,8 +159,13 @@ async def table_with_a_shoe(
         shoe_port.unplug()
 
 
-def faults_of(status: dict[str, Any], what: str) -> list[dict[str, Any]]:
-    return [f for f in status["faults"] if f["what"] == what]
+def faults_of(status: Status, what: str) -> list[FaultView]:
+    return [f for f in status.faults if f.what == what]
+
+
+def link_of(status: Status, device: str) -> str | None:
+    found = status.serial_devices().get(device)
+    return None if found is None else found.link
 
 
 async def test_a_link_that_drops_under_a_shuffle_request_leaves_the_daemon_up(
@@ -177,13 +182,13 @@ async def test_a_link_that_drops_under_a_shuffle_request_leaves_the_daemon_up(
             while table.shuffler_port.device is not None:  # noqa: ASYNC110 -- until unplugged
                 await asyncio.sleep(0.05)
         async with asyncio.timeout(10):
-            while table.daemon.status()["shuffler"]["link"] != "down":
+            while link_of(table.daemon.status(), "shuffler") != "down":
                 assert not table.task.done()  # the daemon stays up through the drop
                 await asyncio.sleep(0.01)
         assert not table.task.done()
         status = table.daemon.status()
         (down,) = faults_of(status, "link-down")
-        assert down["device"] == "shuffler" and down["since"] and down["command"] is None
+        assert down.device == "shuffler" and down.since and down.command is None
         table.shuffler.line.drop = 0
         table.shuffler_port.plug(table.shuffler)  # plugged back: asked again, round 2 opens
         await table.until(lambda s: s.phase is Phase.BETTING and s.round_id == 2)
@@ -203,10 +208,10 @@ async def test_a_refused_shuffle_is_journaled_once_and_shown_until_it_is_taken(
             await table.shuffler.asked_five_times.wait()
         assert table.journal_types().count("shuffler.request_failed") == 1
         (refused,) = faults_of(table.daemon.status(), "shuffle-refused")
-        assert refused["cause"] == (
+        assert refused.cause == (
             "the shuffler will not shuffle: device refused SHUFFLE: ILLEGAL_IN_STATE"
         )
-        assert refused["since"] and refused["seq"] and refused["stops"] == "shuffling"
+        assert refused.since and refused.seq and refused.stops is Stops.SHUFFLING
         _, out = await table.tablectl("status")
         assert "SHUFFLE REFUSED [shuffler]" in out and "asked again by itself" in out, out
         table.shuffler.refuse_shuffles = False  # asked again, it shuffles the idle deck
@@ -264,8 +269,9 @@ async def test_a_shoe_jam_mid_deal_voids_the_round_and_clear_shoe_reopens_the_ta
         assert (await table.tablectl("dealer", "clear-shoe", "--by", "D2"))[0] == 0
         await table.until(lambda s: s.phase is Phase.BETTING and s.round_id == 2)
         _, out = await table.tablectl("devices", "--json")
-        shoe = json.loads(out)["devices"]["shoe"]
-        assert shoe["last_fault"].startswith("jam (cleared; seq ") and shoe["faults"] == []
+        shoe = Devices.model_validate_json(out).devices["shoe"]
+        assert shoe.serial is not None and shoe.serial.last_fault is not None
+        assert shoe.serial.last_fault.startswith("jam (cleared; seq ") and shoe.faults == []
 
 
 async def test_a_shuffler_stopped_at_a_refused_event_is_restarted_by_reset_link(
@@ -309,7 +315,7 @@ async def test_status_names_every_blocked_state_with_the_command_that_clears_it(
         table.shoe_port.unplug()
         await table.daemon.wait_until(lambda s: True, 1)
         async with asyncio.timeout(10):
-            while table.daemon.status()["shoe"]["link"] != "down":  # noqa: ASYNC110
+            while link_of(table.daemon.status(), "shoe") != "down":  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         code, out = await table.tablectl("status")
         assert code == 0
@@ -324,11 +330,9 @@ async def test_status_names_every_blocked_state_with_the_command_that_clears_it(
             assert line is not None, f"{title} missing:\n{out}"
             assert command in out.splitlines()[line + 1], out
         code, out = await table.tablectl("status", "--json")
-        status = json.loads(out)
+        status = Status.model_validate_json(out)
         (miscount,) = faults_of(status, "deck-miscount")
-        assert miscount["rule"] == "649a.5(b)" and miscount["seq"] and miscount["since"]
-        assert miscount["stops"] == "rounds"
+        assert miscount.rule == "649a.5(b)" and miscount.seq and miscount.since
+        assert miscount.stops is Stops.ROUNDS
         (shoe,) = faults_of(status, "shoe-fault")
-        assert (
-            shoe["rule"] == "649a.13(f)" and shoe["command"] == "tablectl dealer clear-shoe --by ID"
-        )
+        assert shoe.rule == "649a.13(f)" and shoe.command == "tablectl dealer clear-shoe --by ID"

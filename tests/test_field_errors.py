@@ -20,7 +20,9 @@ import pytest
 from tablectl import cli
 from tablectl.cli.control import print_status
 from tablectl.config import load_config
+from tablectl.core.round import Phase
 from tablectl.service.preflight import data_dir_problems
+from tablectl.status import BrokerStats, GpioStatus, Hit, JournalStats, Status
 from tablectl.store.journal import Store
 
 from .conftest import EXAMPLE_CONFIG
@@ -172,44 +174,81 @@ def test_a_missing_file_is_bad_input_for_every_verb(tmp_path: Path) -> None:
 
 
 def test_status_wording(capsys: pytest.CaptureFixture[str]) -> None:
-    hit = {
-        "hit_id": "1-2",
-        "seat": 2,
-        "hand": "mini-royal",
-        "amount_cents": 100_000,
-        "validated_by": None,
-    }
-    gpio = {"backend": "mock", "polled": False, "resolution_ns": 1, "where": "sim", "edges": 0}
+    hit = Hit(
+        hit_id="1-2",
+        round_id=1,
+        seat=2,
+        hand="mini-royal",
+        amount_cents=100_000,
+        basis="odds-for-1",
+        paid_from_table_inventory=True,
+        validated_by=None,
+        documented_by=None,
+        link_claim=False,
+        answered=False,
+    )
     print_status(
-        {
-            "table": "t1",
-            "site": "s",
-            "game": "three-card-poker",
-            "round_id": 2,
-            "phase": "betting",
-            "accepting_wagers": True,
-            "meter": None,
-            "table_wager": "progressive",
-            "wagers": {},
-            "undecided_seats": [],
-            "hits_pending": [],
-            "hit_history": [hit],
-            "deck_ready": True,
-            "blocked": None,
-            "shuffler_fault": None,
-            "gpio": {**gpio, "faults": 0},
-            "gpio_fault": None,
-            "sensor_test": None,
-            "mqtt": {
-                "connected": True,
-                "broker": "b",
-                "published_through_seq": 1,
-                "acked": {},
-                "backlog_alarms": [],
-            },
-            "journal": {"last_seq": 1},
-            "counters": {},
-        }
+        Status(
+            table="t1",
+            site="s",
+            game="three-card-poker",
+            boot_id="b1",
+            uptime_s=1.0,
+            round_id=2,
+            phase=Phase.BETTING,
+            accepting_wagers=True,
+            table_wager="progressive",
+            wagers={},
+            undecided_seats=[],
+            count_final=True,
+            seat_lamps=[],
+            meter=None,
+            hits_pending=[],
+            hit_history=[hit],
+            deck_ready=True,
+            shuffle_requested=False,
+            shuffler_fault=None,
+            shoe_fault=None,
+            gpio_fault=None,
+            lockout_held=False,
+            sensor_test=None,
+            gpio=GpioStatus(
+                backend="mock",
+                where="sim",
+                polled=False,
+                resolution_ns=1,
+                kernel_sequence=False,
+                edges=0,
+                coarsest_resolution_ns=1,
+                faults=0,
+                last_fault=None,
+            ),
+            blocked=None,
+            dealing=None,
+            shoe_out_of_order=False,
+            device_acceptance={},
+            counters={},
+            journal=JournalStats(last_seq=1, commits=1, steps_committed=1),
+            shuffler=None,
+            shoe=None,
+            mqtt=BrokerStats(
+                connected=True,
+                broker="b",
+                published_through_seq=1,
+                handed_through_seq=1,
+                acked_through_seq=1,
+                acked={},
+                backlog_alarms=[],
+                delivery_fault=None,
+                redelivery={},
+                last_error=None,
+                counters={},
+            ),
+            faults=[],
+            decks=None,
+            pace=None,
+            link=None,
+        )
     )
     out = capsys.readouterr().out
     assert "last 1 hit, newest first" in out

@@ -28,6 +28,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.control import client as control
 from tablectl.link import ledger
 from tablectl.link.audit import verify
+from tablectl.status import Status
 from tablectl.store.journal import JournalReader
 
 from .link_support import HANG_GUARD_S, ControllerProcess, new_database, prepare, write_config
@@ -138,45 +139,48 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
         )  # fmt: skip
         sock = tmp_path / "c.sock"
 
-        def status() -> dict[str, Any]:
+        def status() -> Status:
             reply = control.call(sock, {"cmd": "status"})
             assert reply["ok"], reply
-            data: dict[str, Any] = reply["data"]
-            return data
+            return Status.model_validate(reply["data"])
+
+        def link_state(s: Status) -> str | None:
+            return None if s.link is None else s.link.state
 
         def dealer(**request: object) -> dict[str, Any]:
             return control.call(sock, {**request, "by": "dealer-1"})
 
-        async def round_(seats: tuple[int, ...]) -> dict[str, Any]:
+        async def round_(seats: tuple[int, ...]) -> Status:
             """A round: chips on these seats, the lock-out, the chips collected, settled."""
-            opened = await until(lambda: status()["phase"] == "betting" and status(), "betting")
+            opened: Status = await until(
+                lambda: (s := status()).phase == "betting" and s, "betting"
+            )
             for seat in seats:
                 inputs.place_chip(seat)
-            round_id = opened["round_id"]
+            round_id = opened.round_id
             await until(
                 lambda: (
-                    status()["counters"].get("wagers_rejected", 0) + len(status()["wagers"])
-                    >= len(seats) + opened["counters"].get("wagers_rejected", 0)
+                    (s := status()).counters.get("wagers_rejected", 0) + len(s.wagers)
+                    >= len(seats) + opened.counters.get("wagers_rejected", 0)
                 ),
                 "every chip decided",
             )
             inputs.press_lockout()
-            locked = await until(
+            locked: Status = await until(
                 lambda: (
-                    (s := status())["round_id"] == round_id
-                    and s["phase"] == "locked"
-                    and s["count_final"]
+                    (s := status()).round_id == round_id
+                    and s.phase == "locked"
+                    and s.count_final
                     and s
                 ),
                 "the count",
             )
             for seat in seats:
                 inputs.remove_chip(seat)
-            hands = {seat: LOSING_HANDS[int(seat)] for seat in locked["wagers"]}
+            hands = {seat: LOSING_HANDS[int(seat)] for seat in locked.wagers}
             reply = await asyncio.to_thread(dealer, cmd="settle", hands=hands)
             assert reply["ok"], reply
-            result: dict[str, Any] = locked
-            return result
+            return locked
 
         def journal(type_: str) -> list[tuple[int, dict[str, Any]]]:
             reader = JournalReader(tmp_path / "data" / "tablectl.sqlite3")
@@ -195,7 +199,7 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
                     b"READY=1"
                 ):
                     pass
-            await until(lambda: status()["link"]["state"] == "up", "the link up")
+            await until(lambda: link_state(status()) == "up", "the link up")
             await round_((2, 5))
             assert len(journal("link.contribution")) == 2
 
@@ -207,16 +211,16 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
                 locked = await round_((1, 3))
                 if len(journal("link.contribution")) > before:
                     break
-                assert locked["link"]["state"] == "LINK DOWN"
+                assert link_state(locked) == "LINK DOWN"
             outage_rows = journal("link.contribution")[before:]
             assert len(outage_rows) == 2
 
             # LINK DOWN within the configured time; the base game plays on, the progressive
             # wager is refused.
-            down = await until(
-                lambda: (s := status())["link"]["state"] == "LINK DOWN" and s, "LINK DOWN"
+            down: Status = await until(
+                lambda: link_state(s := status()) == "LINK DOWN" and s, "LINK DOWN"
             )
-            assert "LINK DOWN" in down["link"]["state"]
+            assert link_state(down) == "LINK DOWN"
             refused_before = len(journal("wager.rejected"))
             await round_((4,))
             refused = journal("wager.rejected")[refused_before:]
@@ -224,12 +228,12 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
                 (4, "link-down", "5321.18(c)")
             ]
             assert not inputs.light_is_on(4)
-            await until(lambda: status()["phase"] == "betting", "the next round")
+            await until(lambda: status().phase == "betting", "the next round")
 
             # The network returns: the link comes up and the outbox drains, each row once.
             _ip("netns", "exec", netns, "ip", "link", "set", table_if, "up")
-            await until(lambda: status()["link"]["state"] == "up", "the link up again")
-            last_seq = status()["journal"]["last_seq"]
+            await until(lambda: link_state(status()) == "up", "the link up again")
+            last_seq = status().journal.last_seq
 
             async def cursor() -> int:
                 conn = await ledger.connect(setup.conninfo, application_name="test-netns")

@@ -28,7 +28,6 @@ from tablectl.link.audit import verify
 from tablectl.link.book import TableRow
 from tablectl.link.contract import LinkContribution, LinkContributionReversed
 from tablectl.rules.meters import LinkedMeter
-from tablectl.service import status as status_view
 from tablectl.service.replay import replay
 
 from .conftest import SimulatedTable, simulated_table
@@ -158,8 +157,8 @@ async def test_a_linked_table_contributes_claims_and_locks_out_on_link_loss(
             # LINK DOWN within the timeout: progressive wagers refused, the lamps stay off.
             await table.daemon.wait_until(lambda s: s.link_down is not None, 30)
             status = table.daemon.status()
-            assert status["link"]["state"] == "LINK DOWN"
-            assert "LINK DOWN" in status_view.status_line(status)
+            assert status.link is not None and status.link.state == "LINK DOWN"
+            assert "LINK DOWN" in status.status_line()
             print_status(status)
             shown = capsys.readouterr().out
             assert "LINK DOWN" in shown and "JACKPOT PENDING: awaiting the link's answer" in shown

@@ -408,11 +408,11 @@ def test_the_listener_posts_only_changes_and_never_trusts_a_retained_word(tmp_pa
 
     link.receive(ack, b'{"acked_through_seq": 8}', retained=False)
     assert isinstance(posted[-1], LinkRestored) and posted[-1].heard == "ack"
-    assert held[0].link_down is None and link.view(held[0])["state"] == "up"
+    assert held[0].link_down is None and link.view(held[0]).state == "up"
     now[0] = 5001
     link.check()
     assert isinstance(posted[-1], LinkLost) and held[0].link_down is not None
-    assert link.view(held[0])["state"] == "LINK DOWN"
+    assert link.view(held[0]).state == "LINK DOWN"
     link.receive(state_topic("bank"), _link_state(), retained=False)
     assert isinstance(posted[-1], LinkRestored) and posted[-1].heard == "state"
     assert len(posted) == 4  # parameters, up, down, up: nothing else

@@ -164,9 +164,8 @@ async def test_a_silent_backend_raises_the_retention_alarm(
         assert table.backend.health is not None
         (alarm,) = table.backend.health["alarms"]
         assert alarm["backend_id"] == "audit" and alarm["behind_rows"] >= 3
-        status = await table.dealer(cmd="status")
-        alarms = status["data"]["mqtt"]["backlog_alarms"]  # type: ignore[index]
-        assert [a["backend_id"] for a in alarms] == ["audit"]
+        status = await table.status()
+        assert [a.backend_id for a in status.mqtt.backlog_alarms] == ["audit"]
         # The journal keeps every row for the backend that has not acknowledged it.
         assert table.daemon.relay.acks.through == 0
         sock = str(table.config.storage.socket_path)
@@ -404,11 +403,8 @@ async def test_a_broker_that_stops_acknowledging_is_a_delivery_fault_until_it_an
             await table.daemon.wait_until(lambda s: s.delivery_fault is not None, 15)
             reason = "the broker did not acknowledge a publish within 2.5 s"
             assert table.state.delivery_fault == reason
-            status = await table.dealer(cmd="status")
-            faults = status["data"]["faults"]  # type: ignore[index]
-            assert [f["cause"].split(":")[0] for f in faults if f["what"] == "delivery-fault"] == [
-                reason
-            ]
+            faults = (await table.status()).faults
+            assert [f.cause.split(":")[0] for f in faults if f.what == "delivery-fault"] == [reason]
             assert table.daemon.relay.counters.publishes_unacknowledged == 1
         finally:
             broker.resume()

@@ -11,7 +11,6 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import aiomqtt
 import pytest
@@ -70,7 +69,7 @@ def test_a_backend_that_acknowledges_is_never_healed() -> None:
         r.handed_through(second * 10)
         acked["pgs"] = second * 10 - 5  # slower than the table, but moving
         assert r.tick(second) == []
-    assert r.view()["pgs"]["heals"] == 0
+    assert r.view()["pgs"].heals == 0
 
 
 def test_nothing_published_past_an_ack_is_not_a_stall() -> None:
@@ -254,8 +253,8 @@ async def test_an_offline_backend_is_healed_a_few_times_then_sent_nothing(
         await table.wait_backend_caught_up()
         await until(lambda: relay.redelivery.dormant("audit"), 30)
         view = relay.redelivery.view()
-        assert view["audit"]["heals"] == FRUITLESS_HEALS and view["audit"]["state"] == "dormant"
-        assert view["pgs"]["state"] == "ok"
+        assert view["audit"].heals == FRUITLESS_HEALS and view["audit"].state == "dormant"
+        assert view["pgs"].state == "ok"
         redelivered = relay.counters.redelivered
         assert 0 < redelivered - before <= FRUITLESS_HEALS * 100  # a window per heal, no more
         # The table plays on: new rows reach pgs, and audit is sent nothing again, however
@@ -264,13 +263,12 @@ async def test_an_offline_backend_is_healed_a_few_times_then_sent_nothing(
         await table.wait_backend_caught_up()
         checks = relay.redelivery.checks  # four a stall time (0.5 s): four stall times more
         await until(lambda: relay.redelivery.checks >= checks + 16, 30)
-        assert relay.redelivery.view()["audit"]["heals"] == FRUITLESS_HEALS
+        assert relay.redelivery.view()["audit"].heals == FRUITLESS_HEALS
         assert relay.counters.redelivered == redelivered
         assert relay.acks.acked["pgs"] == last and relay.acks.acked["audit"] == 0
         # Its rows stay in the journal; the retention alarm is the operator's signal.
-        status = await table.dealer(cmd="status")
-        mqtt: Any = status["data"]["mqtt"]  # type: ignore[index]
-        assert mqtt["redelivery"]["audit"]["state"] == "dormant"
+        status = await table.status()
+        assert status.mqtt.redelivery["audit"].state == "dormant"
 
 
 async def test_replay_requests_are_rate_limited_per_backend_on_a_running_table(
@@ -300,7 +298,7 @@ async def test_replay_requests_are_rate_limited_per_backend_on_a_running_table(
                         break
             asking_s = loop.time() - first
         view = relay.redelivery.view
-        await until(lambda: view()["pgs"]["replaying"] is None and view()["pgs"]["held"] is None)
+        await until(lambda: view()["pgs"].replaying is None and view()["pgs"].held is None)
         await table.wait_backend_caught_up()
         assert all(r["status"] == "ok" for r in replies)  # each answered; none refused
         assert counters.replay_requests == requests + 50

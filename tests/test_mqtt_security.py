@@ -20,6 +20,7 @@ from tablectl.config import MqttSection
 from tablectl.core.round import Phase
 from tablectl.mqtt.client import MqttClient, MqttError, PublishRefused
 from tablectl.mqtt.relay import describe_connect_error, make_client, topic_root
+from tablectl.status import Stops
 
 from .conftest import SimulatedTable, simulated_table
 
@@ -249,20 +250,20 @@ async def test_a_table_speaking_as_another_is_refused_and_shows_a_delivery_fault
             # Refused, retried (at mqtt.reconnect_max_s), and refused again.
             await until(lambda: relay.counters.publishes_refused >= 3)
             await table.daemon.wait_until(lambda s: s.delivery_fault is not None, 10)
-            error = relay.stats()["last_error"]
+            error = relay.stats().last_error
+            assert error is not None
             assert f"publish to {topic_root(SITE, TABLE)}/birth refused: Not authorized" in error
             # Journaled once, not once per refusal.
             ((seq, fault),) = journaled(table, "delivery.fault")
             reason = "the broker refused a publish: Not authorized (reason code 0x87)"
             assert fault == {"reason": reason}
-            status = (await table.dealer(cmd="status"))["data"]
-            assert isinstance(status, dict)
-            (shown,) = [f for f in status["faults"] if f["what"] == "delivery-fault"]
-            assert shown["device"] == "broker" and shown["seq"] == seq
-            assert reason in shown["cause"] and shown["stops"] == "nothing"
+            status = await table.status()
+            (shown,) = [f for f in status.faults if f.what == "delivery-fault"]
+            assert shown.device == "broker" and shown.seq == seq
+            assert reason in shown.cause and shown.stops is Stops.NOTHING
             # The backlog alarm is raised for the backend the rows do not reach.
-            alarms = status["mqtt"]["backlog_alarms"]
-            assert [a["backend_id"] for a in alarms] == ["pgs"] and alarms[0]["behind_rows"] > 0
+            alarms = status.mqtt.backlog_alarms
+            assert [a.backend_id for a in alarms] == ["pgs"] and alarms[0].behind_rows > 0
             sock = str(table.config.storage.socket_path)
             assert await asyncio.to_thread(cli.main, ["status", "--socket", sock]) == 0
             out = capsys.readouterr().out
@@ -283,10 +284,9 @@ async def test_a_table_speaking_as_another_is_refused_and_shows_a_delivery_fault
         assert cleared == {"reason": reason}
         types = [e["type"] for e in table.backend.events.values()]
         assert types.count("delivery.fault") == 1 and types.count("delivery.fault_cleared") == 1
-        status = (await table.dealer(cmd="status"))["data"]
-        assert isinstance(status, dict)
-        assert all(f["what"] != "delivery-fault" for f in status["faults"])
-        assert status["mqtt"]["delivery_fault"] is None
+        status = await table.status()
+        assert all(f.what != "delivery-fault" for f in status.faults)
+        assert status.mqtt.delivery_fault is None
 
 
 def test_config_check_warns_of_a_username_that_is_not_the_table_id(

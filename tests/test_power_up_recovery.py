@@ -32,6 +32,7 @@ from tablectl.core.events import (
 from tablectl.core.round import Phase, TableState
 from tablectl.rules.cards import Card, parse_cards
 from tablectl.service.status import table_faults
+from tablectl.status import BrokerStats
 from tablectl.util.clock import run_virtual
 
 from .test_device_link import SETTINGS
@@ -39,6 +40,21 @@ from .test_shoe_core import TCP, deal_events, locked, records, run
 from .test_table_core import lir, uth
 
 BOOT = 7
+
+# A broker link that is up: these faults are the core's, not the links'.
+BROKER = BrokerStats(
+    connected=True,
+    broker="localhost:1883",
+    published_through_seq=0,
+    handed_through_seq=0,
+    acked_through_seq=0,
+    acked={},
+    backlog_alarms=[],
+    delivery_fault=None,
+    redelivery={},
+    last_error=None,
+    counters={},
+)
 
 
 def shoe(
@@ -125,7 +141,7 @@ def test_a_shoe_that_cannot_show_it_never_dealt_voids_the_round(
     if before is not None:  # every wager returned: its contribution taken back
         assert state.meter is not None and state.meter.units < before.units
     assert not any(isinstance(e, DealCards) for e in fx)
-    faults = table_faults(state, shoe=True, devices={}, broker={})
+    faults = table_faults(state, shoe=True, devices={}, broker=BROKER)
     (fault,) = [f for f in faults if f.what == "shoe-fault"]
     assert fault.command == "tablectl dealer clear-shoe --by ID"
 
@@ -135,7 +151,7 @@ def test_a_shoe_marked_out_of_order_is_not_asked_again() -> None:
     state, _ = run([ShoeOutOfOrder(by="D1")], state=in_flight())
     state, fx = run([shoe()], state=state)
     assert fx == [] and state.phase is Phase.LOCKED
-    waiting = table_faults(state, shoe=True, devices={}, broker={}, awaited=frozenset({"shoe"}))
+    waiting = table_faults(state, shoe=True, devices={}, broker=BROKER, awaited=frozenset({"shoe"}))
     assert not [f for f in waiting if f.what == "deal-unconfirmed"]
 
 
@@ -152,10 +168,10 @@ def test_without_a_boot_to_compare_the_round_is_void() -> None:
 
 def test_status_tells_a_person_while_the_shoe_has_not_spoken() -> None:
     state = in_flight()
-    waiting = table_faults(state, shoe=True, devices={}, broker={}, awaited=frozenset({"shoe"}))
+    waiting = table_faults(state, shoe=True, devices={}, broker=BROKER, awaited=frozenset({"shoe"}))
     (fault,) = [f for f in waiting if f.what == "deal-unconfirmed"]
     assert fault.rule == "649a.13(f)" and fault.command == "tablectl dealer void shoe-jam --by ID"
-    heard = table_faults(state, shoe=True, devices={}, broker={})
+    heard = table_faults(state, shoe=True, devices={}, broker=BROKER)
     assert not [f for f in heard if f.what == "deal-unconfirmed"]
 
 

@@ -11,6 +11,7 @@ from tablectl import cli
 from tablectl.core.events import Settle
 from tablectl.core.round import Phase
 from tablectl.mqtt.relay import topic_root
+from tablectl.status import Status
 
 from .conftest import SimulatedTable
 
@@ -102,9 +103,9 @@ async def test_miscount_blocks_the_table_until_a_new_deck(table: SimulatedTable)
     assert (await table.dealer(cmd="settle", hands={"2": "2c7d9h"}))["ok"]
     await table.until_shuffler_has_nothing_left()
     assert table.state.phase is Phase.CLOSED  # 649a.5(b): no round without a counted deck
-    status = await table.dealer(cmd="status")
-    assert status["data"]["blocked"] == "deck-miscount:51"  # type: ignore[index]
-    assert status["data"]["hits_pending"] == []  # type: ignore[index]
+    status = await table.status()
+    assert status.blocked == "deck-miscount:51"
+    assert status.hits_pending == []
 
     table.sim.load_full_deck()
     assert (await table.dealer(cmd="new-deck"))["ok"]
@@ -197,10 +198,10 @@ async def test_status_cli_reads_the_running_daemon(table: SimulatedTable, capsys
     code = await asyncio.to_thread(cli.main, ["status", "--socket", sock, "--json"])
     assert code == 0
     out = capsys.readouterr().out  # type: ignore[attr-defined]
-    status = json.loads(out)
-    assert status["phase"] == "betting" and status["accepting_wagers"] is True
-    assert status["shuffler"]["link"] == "up"
-    assert status["meter"]["cents"] == 100_000
+    status = Status.model_validate_json(out)
+    assert status.phase is Phase.BETTING and status.accepting_wagers is True
+    assert status.shuffler is not None and status.shuffler.link == "up"
+    assert status.meter is not None and status.meter.cents == 100_000
 
     code = await asyncio.to_thread(cli.main, ["status", "--socket", sock])
     assert code == 0

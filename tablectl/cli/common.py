@@ -10,7 +10,9 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from tablectl.config import load_config
 from tablectl.control import client
@@ -19,6 +21,7 @@ from tablectl.util import logs
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in tablectl, reported as one line
 DEFAULT_CONFIG = Path("/etc/tablectl/table.toml")
+M = TypeVar("M", bound=BaseModel)
 
 
 def default_config() -> Path:
@@ -166,6 +169,22 @@ def call(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | 
         return fail(args, f"refused: {reply.get('error')}", EXIT_REFUSED)
     data = reply.get("data")
     return data if isinstance(data, dict) else {"data": data}
+
+
+def read_reply(args: argparse.Namespace, data: dict[str, Any], model: type[M]) -> M | int:
+    """A reply's data as the typed model it is (tablectl/status.py, control/protocol.py), or
+    the exit code after saying what in it this tablectl cannot read."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return fail(
+            args,
+            f"the daemon's {model.__name__} reply is not what this tablectl reads (another "
+            f"version?): {where + ': ' if where else ''}{first['msg']}",
+            EXIT_REFUSED,
+        )
 
 
 def cents(amount: int | None) -> str:

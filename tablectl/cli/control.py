@@ -16,11 +16,12 @@ from tablectl.cli.common import (
     matching,
     person,
     printable,
+    read_reply,
     seat_arg,
     socket_args,
     yes_no,
 )
-from tablectl.service.status import FaultView, Stops, faults
+from tablectl.status import DecksView, FaultView, PaceStatus, Status, Stops, schema_json
 
 # As the core spells them (core/events.py DeckId, Back): refused here, naming the option.
 DECK_ID = matching("a deck id", r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
@@ -30,6 +31,12 @@ BACK = matching("a back colour in lower case, e.g. red", r"[a-z][a-z-]{0,23}")
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = sub.add_parser("status", help="what the running daemon is doing")
     socket_args(status, sends=("status",))
+    status.add_argument(
+        "--schema",
+        action="store_true",
+        help="print the JSON Schema of what --json prints (docs/status.schema.json); "
+        "no daemon is asked",
+    )
     status.set_defaults(handler=_status)
 
     dealer = sub.add_parser("dealer", help="the dealer's commands to the running daemon")
@@ -206,29 +213,29 @@ def _hours(ms: int) -> str:
     return f"{ms // 3_600_000}h{ms % 3_600_000 // 60_000:02d}m"
 
 
-def _print_decks(decks: dict[str, Any] | None) -> None:
+def _print_decks(decks: DecksView | None) -> None:
     """The decks at the table (core/decks.py): age, time to the limit, the stub count due."""
     if decks is None:
         return
-    for deck in decks["decks"]:
-        role = "in play" if deck["in_play"] else "next" if deck["next"] else "at the table"
+    for deck in decks.decks:
+        role = "in play" if deck.in_play else "next" if deck.next else "at the table"
         print(
-            f"  deck {deck['deck_id']} ({deck['back']} backs, {role}): age {_hours(deck['age_ms'])}"
-            f", {_hours(deck['to_limit_ms'])} to its limit of {_hours(decks['max_age_ms'])}"
+            f"  deck {deck.deck_id} ({deck.back} backs, {role}): age {_hours(deck.age_ms)}"
+            f", {_hours(deck.to_limit_ms)} to its limit of {_hours(decks.max_age_ms)}"
         )
-    if not decks["decks"]:
+    if not decks.decks:
         print("  decks: none introduced (`tablectl dealer new-deck --id ID --back COLOUR`)")
-    if decks["stub_count_every_rounds"] is not None:
+    if decks.stub_count_every_rounds is not None:
         due = (
             "DUE now"
-            if decks["stub_count_due"]
-            else f"due within {decks['rounds_to_stub_count']} round(s)"
+            if decks.stub_count_due
+            else f"due within {decks.rounds_to_stub_count} round(s)"
         )
-        expected = decks.get("stub_expected")
+        expected = decks.stub_expected
         shoe = f"; the shoe's reads give a stub of {expected}" if expected is not None else ""
-        print(f"  stub count: {due} (every {decks['stub_count_every_rounds']} rounds){shoe}")
-    if decks["blocked_by"]:
-        print(f"  the next round waits: {decks['blocked_by']} (see below)")
+        print(f"  stub count: {due} (every {decks.stub_count_every_rounds} rounds){shoe}")
+    if decks.blocked_by:
+        print(f"  the next round waits: {decks.blocked_by} (see below)")
 
 
 def _cards(option: str, text: str) -> str:
@@ -264,121 +271,123 @@ def send_command(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.schema:  # what --json prints, as a JSON Schema (docs/status.schema.json)
+        print(schema_json(), end="")
+        return EXIT_OK
     data = call(args, {"cmd": "status"})
     if isinstance(data, int):
         return data
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        print_status(data)
+        return EXIT_OK
+    status = read_reply(args, data, Status)
+    if isinstance(status, int):
+        return status
+    print_status(status)
     return EXIT_OK
 
 
-def print_status(data: dict[str, Any]) -> None:
+def print_status(status: Status) -> None:
     print(
-        f"table {data['table']} ({data['site']}), {data['game']}  round {data['round_id']}  "
-        f"phase {data['phase']}  accepting wagers: {yes_no(data['accepting_wagers'])}"
+        f"table {status.table} ({status.site}), {status.game}  round {status.round_id}  "
+        f"phase {status.phase.value}  accepting wagers: {yes_no(status.accepting_wagers)}"
     )
-    meter = data["meter"]
-    link = data.get("link")
-    if link:  # a linked progressive: the link's meter, as its controllers broadcast it
-        amount = "-" if link["amount_cents"] is None else cents(link["amount_cents"])
-        down = f"  LINK DOWN: {link['reason']} (5321.18(c))" if link["reason"] else "  link up"
-        print(f"  progressive on link {link['link_id']}: {amount}{down}")
-        for pending in link["jackpot_pending"]:
+    link, meter = status.link, status.meter
+    if link is not None:  # a linked progressive: the link's meter, as its controllers broadcast it
+        amount = "-" if link.amount_cents is None else cents(link.amount_cents)
+        down = f"  LINK DOWN: {link.reason} (5321.18(c))" if link.reason else "  link up"
+        print(f"  progressive on link {link.link_id}: {amount}{down}")
+        for pending in link.jackpot_pending:
             print(
-                f"  JACKPOT PENDING at {pending['table']} seat {pending['seat']}: "
-                f"{cents(pending['amount_cents'])}"
+                f"  JACKPOT PENDING at {pending.table} seat {pending.seat}: "
+                f"{cents(pending.amount_cents)}"
             )
-    elif meter:
-        print(f"  meter {meter['meter_id']}: {cents(meter['cents'])}")
-    wagers = ", ".join(f"seat {s}" for s in data["wagers"]) or "none"
-    print(f"  {data['table_wager']} wagers: {wagers}")
-    if data["undecided_seats"]:
-        print(f"  still resting since before the lock-out: seats {data['undecided_seats']}")
-    if data["hit_history"]:
-        count = len(data["hit_history"])
+    elif meter is not None:
+        print(f"  meter {meter.meter_id}: {cents(meter.cents)}")
+    wagers = ", ".join(f"seat {s}" for s in status.wagers) or "none"
+    print(f"  {status.table_wager} wagers: {wagers}")
+    if status.undecided_seats:
+        print(f"  still resting since before the lock-out: seats {status.undecided_seats}")
+    if status.hit_history:
+        count = len(status.hit_history)
         print(f"  last {count} hit{'' if count == 1 else 's'}, newest first:")
-        for hit in data["hit_history"]:
+        for hit in status.hit_history:
             validated = (
-                f"validated by {hit['validated_by']}"
-                if hit["validated_by"]
+                f"validated by {hit.validated_by}"
+                if hit.validated_by
                 else "JACKPOT PENDING: awaiting the link's answer"
-                if hit.get("link_claim") and not hit.get("answered")
+                if hit.link_claim and not hit.answered
                 else "not validated"
             )
             print(
-                f"    {hit['hit_id']:>8} seat {hit['seat']} {hit['hand']} "
-                f"{cents(hit['amount_cents'])} {validated}"
+                f"    {hit.hit_id:>8} seat {hit.seat} {hit.hand} "
+                f"{cents(hit.amount_cents)} {validated}"
             )
     print(
-        f"  deck ready: {yes_no(data['deck_ready'])}  blocked: {data['blocked'] or 'no'}  "
-        f"shuffler fault: {data['shuffler_fault'] or 'none'}"
-        + (f"  shoe fault: {data.get('shoe_fault') or 'none'}" if data.get("shoe") else "")
+        f"  deck ready: {yes_no(status.deck_ready)}  blocked: {status.blocked or 'no'}  "
+        f"shuffler fault: {status.shuffler_fault or 'none'}"
+        + (f"  shoe fault: {status.shoe_fault or 'none'}" if status.shoe else "")
     )
-    _print_decks(data.get("decks"))
-    gpio = data["gpio"]
-    how = "polled" if gpio["polled"] else "edges"
+    _print_decks(status.decks)
+    gpio = status.gpio
+    how = "polled" if gpio.polled else "edges"
     print(
-        f"  gpio: {gpio['backend']} ({how}, resolution {gpio['resolution_ns']} ns) on "
-        f"{gpio['where']}  edges {gpio['edges']}  faults {gpio['faults']}"
+        f"  gpio: {gpio.backend} ({how}, resolution {gpio.resolution_ns} ns) on "
+        f"{gpio.where}  edges {gpio.edges}  faults {gpio.faults}"
     )
-    if data["sensor_test"]:
-        print(f"  {data['sensor_test']} test running: no round opens")
-    for name in ("shuffler", "shoe"):
-        dev = data.get(name)
-        if not dev:
-            continue
+    if status.sensor_test:
+        print(f"  {status.sensor_test} test running: no round opens")
+    for name, dev in status.serial_devices().items():
+        counted = dev.counters
         print(
-            f"  {name}: link {dev['link']} on {dev['port']}  state {dev['state']}  "
-            f"serial {dev.get('serial_number') or '-'}  "
-            f"bad frames {dev.get('bad_crc', 0) + dev.get('bad_header', 0)}  "
-            f"retransmits {dev.get('retransmits', 0)}  "
-            f"bytes dropped {dev.get('bytes_dropped', 0)}  "
-            f"events refused {dev.get('events_refused', 0)}"
+            f"  {name}: link {dev.link} on {dev.port}  state {dev.state}  "
+            f"serial {dev.serial_number or '-'}  "
+            f"bad frames {counted.get('bad_crc', 0) + counted.get('bad_header', 0)}  "
+            f"retransmits {counted.get('retransmits', 0)}  "
+            f"bytes dropped {counted.get('bytes_dropped', 0)}  "
+            f"events refused {counted.get('events_refused', 0)}"
         )
-    if data.get("shoe_out_of_order"):
+    if status.shoe_out_of_order:
         print("  shoe OUT OF ORDER (649a.13(g)): hands are entered by hand")
-    print_faults(faults(data))
-    mq = data["mqtt"]
+    print_faults(status.faults)
+    mq = status.mqtt
     print(
-        f"  mqtt: {'connected' if mq['connected'] else 'disconnected'} {mq['broker']}  "
-        f"journal seq {data['journal']['last_seq']}  published {mq['published_through_seq']}  "
-        "acked " + (", ".join(f"{b} {q}" for b, q in sorted(mq["acked"].items())) or "-")
+        f"  mqtt: {'connected' if mq.connected else 'disconnected'} {mq.broker}  "
+        f"journal seq {status.journal.last_seq}  published {mq.published_through_seq}  "
+        "acked " + (", ".join(f"{b} {q}" for b, q in sorted(mq.acked.items())) or "-")
     )
-    why = "the delivery fault above" if mq.get("delivery_fault") else "docs/mqtt.md, retention"
-    for alarm in mq["backlog_alarms"]:
+    why = "the delivery fault above" if mq.delivery_fault else "docs/mqtt.md, retention"
+    for alarm in mq.backlog_alarms:
         print(
-            f"  ALARM backend {alarm['backend_id']} is {alarm['behind_rows']} rows behind "
-            f"(oldest unacknowledged {alarm['oldest_unacked_ts']}): see {why}"
+            f"  ALARM backend {alarm.backend_id} is {alarm.behind_rows} rows behind "
+            f"(oldest unacknowledged {alarm.oldest_unacked_ts}): see {why}"
         )
-    if data.get("pace"):
-        print("  " + pace_line(data["pace"]))
-    if data["counters"]:
-        print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
+    if status.pace is not None:
+        print("  " + pace_line(status.pace))
+    if status.counters:
+        print("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(status.counters.items())))
 
 
-def pace_line(pace: dict[str, Any]) -> str:
+def pace_line(pace: PaceStatus) -> str:
     """Game pace as status shows it: the rolling period, the shift now running, and the time
     the table stood blocked in the rolling period (`tablectl pace` has the whole picture)."""
 
-    def rate(figures: dict[str, Any], what: str) -> str:
-        value = figures[f"{what}_per_hour"]
+    def rate(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f}"
 
-    rolling = pace["rolling"]
-    minutes = round(rolling["hours"] * 60)
+    rolling = pace.rolling
+    minutes = round(rolling.hours * 60)
     line = (
-        f"pace (last {minutes} min): {rate(rolling, 'rounds')} rounds/h, "
-        f"{rate(rolling, 'hands')} hands/h, blocked {rolling['blocked_ms'] // 1000} s"
+        f"pace (last {minutes} min): {rate(rolling.rounds_per_hour)} rounds/h, "
+        f"{rate(rolling.hands_per_hour)} hands/h, blocked {rolling.blocked_ms // 1000} s"
     )
-    if pace.get("shift_figures"):
-        shift = pace["shift_figures"]
+    if pace.shift_figures is not None:
+        shift = pace.shift_figures
         line += (
-            f"; shift from {pace['shift']}: {shift['rounds']} rounds, "
-            f"{rate(shift, 'rounds')} rounds/h, {rate(shift, 'hands')} hands/h"
+            f"; shift from {pace.shift}: {shift.rounds} rounds, "
+            f"{rate(shift.rounds_per_hour)} rounds/h, {rate(shift.hands_per_hour)} hands/h"
         )
-    return line + f" (as of {pace['ts']})"
+    return line + f" (as of {pace.ts})"
 
 
 def print_faults(found: list[FaultView], indent: str = "  ") -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from tablectl.cli.common import (
     EXIT_OK,
@@ -14,13 +13,12 @@ from tablectl.cli.common import (
     human,
     person,
     printable,
+    read_reply,
     socket_args,
 )
 from tablectl.cli.control import print_faults, send_command
-from tablectl.service.status import FaultView
-
-IDENTITY = ("model", "serial_number", "firmware")
-HEADLINE = {"link", "identity", *IDENTITY, "port", "where", "boot_id", "last_fault", "faults"}
+from tablectl.control.protocol import ShufflerCount, ShufflerSelfTest
+from tablectl.status import Devices, DeviceView
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,16 +59,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         sp.set_defaults(handler=_shuffler)
 
 
-def _is_counter(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def identity(info: dict[str, Any]) -> dict[str, Any]:
-    nested = info.get("identity")
-    source = nested if isinstance(nested, dict) else info
-    return {key: source.get(key) for key in IDENTITY}
-
-
 def _devices(args: argparse.Namespace) -> int:
     data = call(args, {"cmd": "devices"})
     if isinstance(data, int):
@@ -78,40 +66,58 @@ def _devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK
-    for name, info in sorted(data.get("devices", {}).items()):
-        print(
-            f"{name:<10} link {human(info.get('link'))}  "
-            + "  ".join(f"{key} {human(value)}" for key, value in identity(info).items())
-        )
-        fault = info.get("last_fault")
-        details = [f"at {human(info.get('port') or info.get('where'))}"]
-        if "boot_id" in info:  # a changed boot id: the device restarted
-            details.append(f"boot {human(info['boot_id'])}")
-        details += [
-            f"{key} {human(value)}"
-            for key, value in sorted(info.items())
-            if key not in HEADLINE and not _is_counter(value)
-        ]
-        details.append(f"last fault {human(fault) if fault else 'none'}")
-        print(f"{'':<10} " + "  ".join(details))
-        counters = {k: v for k, v in sorted(info.items()) if k not in HEADLINE and _is_counter(v)}
-        if counters:
-            print(f"{'':<10} " + " ".join(f"{k}={v}" for k, v in counters.items()))
-        standing = [FaultView.model_validate(f) for f in info.get("faults") or ()]
-        if standing:
-            print_faults(standing, indent=f"{'':<11}")
-    broker = data.get("broker") or {}
-    if broker:
-        print(
-            f"{'broker':<10} {'connected' if broker.get('connected') else 'disconnected'} "
-            f"{human(broker.get('broker'))}  published through seq "
-            f"{human(broker.get('published_through_seq'))}, acked "
-            f"{human(broker.get('acked_through_seq'))}"
-        )
-    control = data.get("control") or {}
-    if control:
-        print(f"{'control':<10} " + " ".join(f"{k}={v}" for k, v in control.items()))
+    seen = read_reply(args, data, Devices)
+    if isinstance(seen, int):
+        return seen
+    for name, view in sorted(seen.devices.items()):
+        _print_device(name, view)
+    broker = seen.broker
+    print(
+        f"{'broker':<10} {'connected' if broker.connected else 'disconnected'} "
+        f"{broker.broker}  published through seq {broker.published_through_seq}, acked "
+        f"{broker.acked_through_seq}"
+    )
+    if seen.control is not None:
+        print(f"{'control':<10} " + " ".join(f"{k}={v}" for k, v in seen.control))
     return EXIT_OK
+
+
+def _print_device(name: str, view: DeviceView) -> None:
+    """Its identity, where it is, its state and last fault, its counters, its faults."""
+    serial, gpio = view.serial, view.gpio
+    identity = {
+        "model": serial and serial.model,
+        "serial_number": serial and serial.serial_number,
+        "firmware": serial and serial.firmware,
+    }
+    print(
+        f"{name:<10} link {human(view.link)}  "
+        + "  ".join(f"{key} {human(value)}" for key, value in identity.items())
+    )
+    details: dict[str, object] = {}
+    counters: dict[str, int] = {}
+    last_fault: str | None = None
+    if serial is not None:
+        details = {"at": serial.port, "boot": serial.boot_id, "connection": serial.connection}
+        details |= {"last_error": serial.last_error, "link_since": serial.link_since}
+        details |= {"state": serial.state}
+        if view.acceptance is not None:
+            details |= {"accepted": view.acceptance.accepted, "waiting": view.acceptance.waiting}
+        counters = {"event_cursor": serial.event_cursor, "reconnects": serial.reconnects}
+        counters |= serial.counters
+        last_fault = serial.last_fault
+    elif gpio is not None:  # the sensors' backend
+        details = {"at": gpio.where, "backend": gpio.backend, "polled": gpio.polled}
+        details |= {"kernel_sequence": gpio.kernel_sequence}
+        counters = {"resolution_ns": gpio.resolution_ns, "edges": gpio.edges}
+        counters |= {"coarsest_resolution_ns": gpio.coarsest_resolution_ns, "faults": gpio.faults}
+        last_fault = gpio.last_fault
+    details["last fault"] = last_fault or "none"
+    print(f"{'':<10} " + "  ".join(f"{key} {human(value)}" for key, value in details.items()))
+    if counters:
+        print(f"{'':<10} " + " ".join(f"{k}={v}" for k, v in sorted(counters.items())))
+    if view.faults:
+        print_faults(view.faults, indent=f"{'':<11}")
 
 
 def _shuffler(args: argparse.Namespace) -> int:
@@ -119,12 +125,19 @@ def _shuffler(args: argparse.Namespace) -> int:
     data = call(args, {"cmd": cmd})
     if isinstance(data, int):
         return data
-    good = bool(data["matches"] if cmd == "shuffler-count" else data["passed"])
+    result: ShufflerCount | ShufflerSelfTest | int = (
+        read_reply(args, data, ShufflerCount)
+        if cmd == "shuffler-count"
+        else read_reply(args, data, ShufflerSelfTest)
+    )
+    if isinstance(result, int):
+        return result
+    good = result.matches if isinstance(result, ShufflerCount) else result.passed
     if args.json:
-        print(json.dumps({"ok": good, **data}))
-    elif cmd == "shuffler-count":
+        print(json.dumps({"ok": good, **result.model_dump(mode="json")}))
+    elif isinstance(result, ShufflerCount):
         verdict = "as expected" if good else "MISCOUNT: remove the deck (649a.5(b))"
-        print(f"shuffler counted {data['counted']} of {data['expected']} cards: {verdict}")
+        print(f"shuffler counted {result.counted} of {result.expected} cards: {verdict}")
     else:
-        print(f"shuffler self-test {'passed' if good else 'FAILED'}: {data['report']}")
+        print(f"shuffler self-test {'passed' if good else 'FAILED'}: {result.report}")
     return EXIT_OK if good else EXIT_REFUSED

@@ -23,6 +23,7 @@ from tablectl.cli.common import (
     socket_path,
 )
 from tablectl.control import client
+from tablectl.status import Status
 
 MARGIN_S = 5.0  # the client waits this much longer than the daemon's own timeout
 
@@ -115,7 +116,8 @@ def _test(args: argparse.Namespace) -> int:
     test = args.test_verb
     try:
         # The seats are checked against the running table's before anything is asked of it.
-        seats = _seats(args, _ask(args, {"cmd": "status"})) if test == "sensors" else []
+        status = Status.model_validate(_ask(args, {"cmd": "status"})) if test == "sensors" else None
+        seats = [] if status is None else _seats(args, status)
         begun = _ask(args, {"cmd": "test-begin", "test": test})
     except _Refused as exc:
         return fail(args, str(exc), EXIT_REFUSED)
@@ -157,9 +159,9 @@ def _test(args: argparse.Namespace) -> int:
     return _report(args, test, gpio, results)
 
 
-def _seats(args: argparse.Namespace, status: dict[str, Any]) -> list[int]:
+def _seats(args: argparse.Namespace, status: Status) -> list[int]:
     """--seats, each a seat of the running table (its table.seats); default: every seat."""
-    count = len(status.get("seat_lamps") or ())
+    count = len(status.seat_lamps)
     if not args.seats:
         return list(range(1, count + 1))
     seats: list[int] = args.seats  # whole numbers 1 to 7 (seat_list)

@@ -93,11 +93,39 @@ class WatchRequest(_Request):
     cmd: Literal["watch"]
 
 
-class ShufflerTestRequest(_Request):
-    """Ask the shuffler to count the deck it holds, or to run its self-test."""
+class ShufflerCountRequest(_Request):
+    """Ask the shuffler to count the deck it holds."""
 
     ROLES = frozenset({Role.TECHNICIAN})
-    cmd: Literal["shuffler-count", "shuffler-self-test"]
+    cmd: Literal["shuffler-count"]
+
+
+class ShufflerSelfTestRequest(_Request):
+    """Ask the shuffler to run its self-test."""
+
+    ROLES = frozenset({Role.TECHNICIAN})
+    cmd: Literal["shuffler-self-test"]
+
+
+# The shuffler's diagnostics (the daemon runs them on the driver, if it has them).
+ShufflerTestRequest = ShufflerCountRequest | ShufflerSelfTestRequest
+
+
+class ShufflerCount(BaseModel):
+    """The reply to `shuffler-count`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    counted: int
+    expected: int
+    matches: bool
+
+
+class ShufflerSelfTest(BaseModel):
+    """The reply to `shuffler-self-test`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    passed: bool
+    report: str
 
 
 class SettleRequest(_Request):
@@ -241,7 +269,8 @@ AnyRequest = (
     StatusRequest
     | DevicesRequest
     | WatchRequest
-    | ShufflerTestRequest
+    | ShufflerCountRequest
+    | ShufflerSelfTestRequest
     | SettleRequest
     | VoidRequest
     | DeckRequest

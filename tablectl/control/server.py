@@ -30,7 +30,8 @@ from tablectl.control.protocol import (
     DevicesRequest,
     RequestError,
     ResetLinkRequest,
-    ShufflerTestRequest,
+    ShufflerCountRequest,
+    ShufflerSelfTestRequest,
     StatusRequest,
     TestBeginRequest,
     TestEndRequest,
@@ -43,6 +44,7 @@ from tablectl.control.protocol import (
 )
 from tablectl.control.service import TableService
 from tablectl.core.round import Rejected
+from tablectl.status import ControlStats, Devices
 from tablectl.util.instance_lock import OwnedPath
 from tablectl.util.logs import Throttled
 
@@ -165,8 +167,8 @@ class ControlServer:
             if self._made is not None:
                 self._made.remove()  # only the socket this daemon made, not a later one's
 
-    def stats(self) -> dict[str, int]:
-        return {"open": self._open, "watchers": self._watchers, **self.counters}
+    def stats(self) -> ControlStats:
+        return ControlStats(open=self._open, watchers=self._watchers, **self.counters)
 
     # --- one connection ---------------------------------------------------------------
 
@@ -285,17 +287,19 @@ class ControlServer:
         table = self._table
         match request:
             case StatusRequest():
-                return table.status()
+                return table.status().model_dump(mode="json")
             case DevicesRequest():
-                return {**table.devices(), "control": self.stats()}
+                seen = table.devices()
+                devices = Devices(devices=seen.devices, broker=seen.broker, control=self.stats())
+                return devices.model_dump(mode="json")
             case WatchRequest():
                 if self._watchers >= self._max_watchers:
                     raise RequestError(f"busy: {self._max_watchers} watchers already")
                 self._watchers += 1
                 return {"last_seq": table.last_seq(), "links": table.links()}
-            case ShufflerTestRequest():
+            case ShufflerCountRequest() | ShufflerSelfTestRequest():
                 log.info("shuffler diagnostic requested", cmd=request.cmd, user=peer.user)
-                return await table.shuffler_test(request.cmd)
+                return (await table.shuffler_test(request)).model_dump(mode="json")
             case (
                 TestBeginRequest()
                 | TestSeatRequest()
@@ -307,9 +311,9 @@ class ControlServer:
                 return await table.technician_test(request, by)
             case ResetLinkRequest():
                 done = await table.reset_link(request.device, f"{request.by} ({peer.user})")
-                return {"journaled": done, "status": table.status()}
+                return {"journaled": done, "status": table.status().model_dump(mode="json")}
         done = await table.submit(to_input(request, peer.user, now_ms=table.wall_clock_ms()))
-        return {"journaled": done, "status": table.status()}
+        return {"journaled": done, "status": table.status().model_dump(mode="json")}
 
     # --- watchers -------------------------------------------------------------------------
 

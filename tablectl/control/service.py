@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from tablectl.control.protocol import TestRequest
+from tablectl.control.protocol import (
+    ShufflerCount,
+    ShufflerSelfTest,
+    ShufflerTestRequest,
+    TestRequest,
+)
 from tablectl.core.events import Event
+from tablectl.status import Devices, Status
 
 
 class Watch(Protocol):
@@ -22,12 +28,12 @@ class Watch(Protocol):
 
 
 class TableService(Protocol):
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         """The daemon's status, as `tablectl status --json` shows it."""
         ...
 
-    def devices(self) -> dict[str, Any]:
-        """Each device with its link and faults ("devices"), and the broker ("broker")."""
+    def devices(self) -> Devices:
+        """Each device with its link and faults, and the broker (the server adds itself)."""
         ...
 
     def links(self) -> dict[str, str]:
@@ -50,7 +56,9 @@ class TableService(Protocol):
 
     async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]: ...
 
-    async def shuffler_test(self, cmd: str) -> dict[str, Any]: ...
+    async def shuffler_test(
+        self, request: ShufflerTestRequest
+    ) -> ShufflerCount | ShufflerSelfTest: ...
 
     async def technician_test(self, request: TestRequest, by: str) -> dict[str, Any]:
         """One step of a technician's walk test."""

@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tablectl.status import RedeliveryView
+
 # Rows re-sent past a backend's ack at once: below any broker's queue for one subscriber
 # (Mosquitto: 1,000 by default, 100,000 in config/mosquitto), so a replay cannot itself be
 # dropped for want of room, and each ack (once per burst) lets the next rows go.
@@ -231,16 +233,15 @@ class Redelivery:
     def dormant(self, backend: str) -> bool:
         return self._watch[backend].dormant
 
-    def view(self) -> dict[str, dict[str, object]]:
+    def view(self) -> dict[str, RedeliveryView]:
         """Each backend's redelivery state, for `tablectl status`."""
-        out: dict[str, dict[str, object]] = {}
+        out: dict[str, RedeliveryView] = {}
         for backend, watch in self._watch.items():
             replay = self.replays.get(backend)
-            state = "dormant" if watch.dormant else "replaying" if replay else "ok"
-            out[backend] = {
-                "state": state,
-                "heals": watch.heals,
-                "replaying": None if replay is None else [replay.sent, replay.until],
-                "held": self._held.get(backend),  # a request waiting for the rate limit
-            }
+            out[backend] = RedeliveryView(
+                state="dormant" if watch.dormant else "replaying" if replay else "ok",
+                heals=watch.heals,
+                replaying=None if replay is None else (replay.sent, replay.until),
+                held=self._held.get(backend),  # a request waiting for the rate limit
+            )
         return out

@@ -60,6 +60,8 @@ from tablectl.mqtt.contract import (
     topic_root,
 )
 from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery
+from tablectl.status import BacklogAlarm as StatusBacklogAlarm
+from tablectl.status import BrokerStats, DeviceStatus
 from tablectl.store.journal import HandedMark, JournalReader, OutboxRow, Store
 from tablectl.util.backoff import Backoff
 from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
@@ -431,25 +433,31 @@ class Relay:
         self._alarmed = names
         return out
 
-    def stats(self) -> dict[str, Any]:
-        return {
-            "connected": self.connected,
-            "broker": f"{self._config.host}:{self._config.port}",
-            "published_through_seq": self._cursor,
-            "handed_through_seq": self._handed.seq,
-            "acked_through_seq": self.acks.through,
-            "acked": dict(self.acks.acked),
-            "backlog_alarms": [a.model_dump() for a in self.backlog_alarms()],
-            "delivery_fault": self._delivery_fault,
-            "redelivery": self.redelivery.view(),
-            "last_error": self.reconnector.last_error,
-            **asdict(self.counters),
-        }
+    def stats(self) -> BrokerStats:
+        return BrokerStats(
+            connected=self.connected,
+            broker=f"{self._config.host}:{self._config.port}",
+            published_through_seq=self._cursor,
+            handed_through_seq=self._handed.seq,
+            acked_through_seq=self.acks.through,
+            acked=dict(self.acks.acked),
+            backlog_alarms=[
+                StatusBacklogAlarm.model_validate(a.model_dump()) for a in self.backlog_alarms()
+            ],
+            delivery_fault=self._delivery_fault,
+            redelivery=self.redelivery.view(),
+            last_error=self.reconnector.last_error,
+            counters=asdict(self.counters),
+        )
 
     def health(self, *, alarms: list[BacklogAlarm] | None = None) -> Health:
-        sh = self._shuffler()
+        sh = DeviceStatus.of(self._shuffler())
         counters = {
-            "shuffler": {k: v for k, v in sh.items() if isinstance(v, int) and k != "boot_id"},
+            "shuffler": {
+                "event_cursor": sh.event_cursor,
+                "reconnects": sh.reconnects,
+                **sh.counters,
+            },
             "mqtt": asdict(self.counters),
             "journal": {
                 "last_seq": self._reader.last_seq,
@@ -461,7 +469,7 @@ class Relay:
         return Health(
             boot_id=self._boot_id,
             ts=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            shuffler=ShufflerState(link=sh["link"], state=sh.get("state")),
+            shuffler=ShufflerState(link=sh.link, state=sh.state),
             alarms=self.backlog_alarms() if alarms is None else alarms,
             counters=counters,
             progressive_link=self._progressive_link(),

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tablectl.control.protocol import TestRequest
+from tablectl.control.protocol import (
+    ShufflerCount,
+    ShufflerSelfTest,
+    ShufflerTestRequest,
+    TestRequest,
+)
 from tablectl.control.service import Watch
 from tablectl.core.events import Event
-from tablectl.service import status as status_view
 from tablectl.service.walk_test import technician_test
+from tablectl.status import Devices, Status
 
 if TYPE_CHECKING:
     from tablectl.service.daemon import Daemon
@@ -25,15 +30,15 @@ class DaemonControl:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         return self._daemon.status()
 
-    def devices(self) -> dict[str, Any]:
+    def devices(self) -> Devices:
         status = self._daemon.status()
-        return {"devices": status_view.devices(status), "broker": status_view.broker(status)}
+        return Devices(devices=status.devices(), broker=status.mqtt)
 
     def links(self) -> dict[str, str]:
-        return status_view.links(self._daemon.status())
+        return self._daemon.status().links()
 
     def last_seq(self) -> int:
         assert self._daemon.store is not None
@@ -51,8 +56,8 @@ class DaemonControl:
     async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]:
         return await self._daemon.reset_link(device, by)
 
-    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
-        return await self._daemon.shuffler_test(cmd)
+    async def shuffler_test(self, request: ShufflerTestRequest) -> ShufflerCount | ShufflerSelfTest:
+        return await self._daemon.shuffler_test(request)
 
     async def technician_test(self, request: TestRequest, by: str) -> dict[str, Any]:
         return await technician_test(self._daemon, request, by)

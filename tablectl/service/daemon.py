@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import structlog
 
 from tablectl.config import TableConfig
+from tablectl.control.protocol import ShufflerCount, ShufflerSelfTest, ShufflerTestRequest
 from tablectl.control.server import ControlServer
 from tablectl.core import decks
 from tablectl.core.effects import DealCards, Effect, Lamp, RequestShuffle, SeatLamp
@@ -52,6 +53,18 @@ from tablectl.service.pace import PaceReporter
 from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
+from tablectl.status import (
+    Dealing,
+    DeviceAcceptance,
+    DeviceStatus,
+    FaultView,
+    GpioStatus,
+    Hit,
+    JournalStats,
+    MeterStatus,
+    PaceStatus,
+    Status,
+)
 from tablectl.store.integrity import check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, Store
@@ -175,8 +188,8 @@ class Daemon:
     async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]:
         return await self.supervisor.reset_link(device, by)
 
-    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
-        return await self.supervisor.shuffler_test(cmd)
+    async def shuffler_test(self, request: ShufflerTestRequest) -> ShufflerCount | ShufflerSelfTest:
+        return await self.supervisor.shuffler_test(request)
 
     async def in_journal_thread(self, work: Callable[[], T]) -> T:
         """Run a database write in the journal thread: every write, one at a time, in order."""
@@ -471,17 +484,13 @@ class Daemon:
             link_id=self.link.link_id, link="up" if down is None else "down", reason=down
         )
 
-    def health(self) -> dict[str, Any]:
-        gpio = None if self.gpio is None else self.gpio.health()
-        return {**self.supervisor.health(), "gpio": gpio}
-
-    def faults(self) -> list[status_view.FaultView]:
+    def faults(self) -> list[FaultView]:
         """What stands in the way, each with since when and what clears it."""
         assert self.state is not None and self.reader is not None
         found = status_view.table_faults(
             self.state,
             shoe=self.rules.shoe,
-            devices=self.supervisor.health(),
+            devices={name: DeviceStatus.of(h) for name, h in self.supervisor.health().items()},
             broker=self.relay.stats(),
             journal=self.reader.last_row,
             awaited=self.supervisor.recovery.awaited(),
@@ -492,8 +501,8 @@ class Daemon:
         held = deck_status.deck_faults(deck_rules, self.game, self.state, now)
         return [*deck_status.with_deck_ids(found), *held]
 
-    def _device_status(self, name: str, standing: str | None) -> dict[str, Any] | None:
-        """A device's health and its last fault: the one standing, else the last journaled."""
+    def _device_status(self, name: str, standing: str | None) -> DeviceStatus | None:
+        """A device's link and its last fault: the one standing, else the last journaled."""
         device = self.supervisor.drivers.get(name)
         if device is None:
             return None
@@ -502,78 +511,78 @@ class Daemon:
         if last is None:
             row = self.reader.last_row((f"{name}.fault",), {})
             last = None if row is None else f"{row[2].get('code')} (cleared; seq {row[0]})"
-        return {**device.health(), "last_fault": last}
+        return DeviceStatus.of(device.health(), last)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         assert self.state is not None and self.store is not None and self.gpio is not None
         s = self.state
-        return {
-            "table": self.config.table.table_id,
-            "site": self.config.table.site_id,
-            "game": self.game.name,
-            "boot_id": self.boot_id,
-            "uptime_s": round(time.time() - self.started_at, 1),
-            "phase": s.phase.value,
-            "accepting_wagers": s.accepting_wagers,
-            "round_id": s.round_id,
-            "table_wager": self.game.table_wager.name,
-            "wagers": {str(k): v for k, v in sorted(s.wagers.items())},
-            "undecided_seats": list(s.undecided),
-            "count_final": s.counted or s.phase is not Phase.LOCKED,
-            "seat_lamps": self.gpio.lamps(),
-            "meter": None
+        return Status(
+            table=self.config.table.table_id,
+            site=self.config.table.site_id,
+            game=self.game.name,
+            boot_id=self.boot_id,
+            uptime_s=round(time.time() - self.started_at, 1),
+            phase=s.phase,
+            accepting_wagers=s.accepting_wagers,
+            round_id=s.round_id,
+            table_wager=self.game.table_wager.name,
+            wagers={str(k): v for k, v in sorted(s.wagers.items())},
+            undecided_seats=list(s.undecided),
+            count_final=s.counted or s.phase is not Phase.LOCKED,
+            seat_lamps=[Lamp(lamp) for lamp in self.gpio.lamps()],
+            meter=None
             if s.meter is None
-            else {"meter_id": s.meter.meter_id, "cents": s.meter.cents, "carry": s.meter.carry},
-            "hits_pending": [h.model_dump(mode="json") for h in s.hits_pending],
-            "hit_history": [h.model_dump(mode="json") for h in s.hit_history],
-            "deck_ready": s.deck_ready,
-            "shuffle_requested": s.shuffle_requested,
-            "shuffler_fault": s.shuffler_fault,
-            "shoe_fault": s.shoe_fault,
-            "gpio_fault": s.gpio_fault,
-            "lockout_held": s.lockout_held,
-            "sensor_test": s.sensor_test,
-            "gpio": self.gpio.status(),
-            "blocked": s.blocked,
-            "dealing": None
+            else MeterStatus(meter_id=s.meter.meter_id, cents=s.meter.cents, carry=s.meter.carry),
+            hits_pending=[Hit.of(h) for h in s.hits_pending],
+            hit_history=[Hit.of(h) for h in s.hit_history],
+            deck_ready=s.deck_ready,
+            shuffle_requested=s.shuffle_requested,
+            shuffler_fault=s.shuffler_fault,
+            shoe_fault=s.shoe_fault,
+            gpio_fault=s.gpio_fault,
+            lockout_held=s.lockout_held,
+            sensor_test=s.sensor_test,
+            gpio=GpioStatus.model_validate(self.gpio.status()),
+            blocked=s.blocked,
+            dealing=None
             if s.deal is None
-            else {
-                "seats": list(s.deal.seats),
-                "stacks": list(s.deal.stacks),
-                "cards_read": len(s.deal.cards),
-                "complete": s.deal.complete,
-            },
-            "shoe_out_of_order": s.shoe_out_of_order,
-            "device_acceptance": {
-                name: {"accepted": serial, "waiting": s.devices_pending.get(name)}
+            else Dealing(
+                seats=list(s.deal.seats),
+                stacks=list(s.deal.stacks),
+                cards_read=len(s.deal.cards),
+                complete=s.deal.complete,
+            ),
+            shoe_out_of_order=s.shoe_out_of_order,
+            device_acceptance={
+                name: DeviceAcceptance(accepted=serial, waiting=s.devices_pending.get(name))
                 for name, serial in sorted(s.devices.items())
             },
-            "counters": s.counters.model_dump(),
-            "journal": {
-                "last_seq": self.store.last_seq,
-                "commits": self.store.commits,
-                "steps_committed": self.store.steps_committed,
-            },
-            "shuffler": self._device_status("shuffler", s.shuffler_fault),
-            "shoe": self._device_status("shoe", s.shoe_fault),
-            "mqtt": self.relay.stats(),
-            "faults": [f.model_dump(mode="json") for f in self.faults()],
-            "decks": None
+            counters=s.counters.model_dump(),
+            journal=JournalStats(
+                last_seq=self.store.last_seq,
+                commits=self.store.commits,
+                steps_committed=self.store.steps_committed,
+            ),
+            shuffler=self._device_status("shuffler", s.shuffler_fault),
+            shoe=self._device_status("shoe", s.shoe_fault),
+            mqtt=self.relay.stats(),
+            faults=self.faults(),
+            decks=None
             if self.rules.deck is None
-            else deck_status.view(self.rules.deck, s, self.wall_clock_ms()).model_dump(mode="json"),
-            "pace": self._pace_status(),
-            "link": None if self.link is None else self.link.view(s),
-        }
+            else deck_status.view(self.rules.deck, s, self.wall_clock_ms()),
+            pace=self._pace_status(),
+            link=None if self.link is None else self.link.view(s),
+        )
 
-    def _pace_status(self) -> dict[str, Any] | None:
+    def _pace_status(self) -> PaceStatus | None:
         """The rolling period and the shift now running, as last computed (service/pace.py)."""
         pace = None if self.pace is None else self.pace.latest
         if pace is None:
             return None
         shift = pace.shifts[-1] if pace.shifts else None
-        return {
-            "ts": pace.ts,
-            "rolling": pace.rolling.model_dump(mode="json"),
-            "shift": None if shift is None else shift.shift,
-            "shift_figures": None if shift is None else shift.figures.model_dump(mode="json"),
-        }
+        return PaceStatus(
+            ts=pace.ts,
+            rolling=pace.rolling,
+            shift=None if shift is None else shift.shift,
+            shift_figures=None if shift is None else shift.figures,
+        )

@@ -5,43 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict
-
 from tablectl.core import decks
 from tablectl.core.events import DeckRules
 from tablectl.core.games.base import DECK_SIZE, TableGame
 from tablectl.core.round import Phase, TableState
-from tablectl.service.status import WHO, FaultView, Stops
-
-
-class DeckView(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    deck_id: str
-    back: str
-    introduced_utc: str
-    age_ms: int
-    to_limit_ms: int  # 0 once past it
-    in_play: bool  # the deck of the round in play (or of the last round)
-    next: bool  # the deck the next round is dealt from
-
-
-class DecksView(BaseModel):
-    """The decks at the table, as `tablectl status` shows them."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    decks: list[DeckView]
-    max_age_ms: int
-    warn_before_ms: int
-    alternate: bool
-    stub_count_every_rounds: int | None
-    rounds_since_stub_count: int
-    stub_count_due: bool
-    rounds_to_stub_count: int | None
-    # With a reading shoe: the stub the shoe's reads give (52 less the cards dealt).
-    stub_expected: int | None
-    blocked_by: str | None
+from tablectl.service.status import WHO
+from tablectl.status import DecksView, DeckView, FaultView, Stops
 
 
 def _utc(ms: int) -> str:

@@ -20,6 +20,13 @@ import structlog
 from pydantic import ValidationError
 
 from tablectl.config import TableConfig
+from tablectl.control.protocol import (
+    ShufflerCount,
+    ShufflerCountRequest,
+    ShufflerSelfTest,
+    ShufflerSelfTestRequest,
+    ShufflerTestRequest,
+)
 from tablectl.core import decks
 from tablectl.core.events import (
     DealRequested,
@@ -214,9 +221,9 @@ class DeviceSupervisor:
         driver.reset_to(boot, last)
         return rows
 
-    async def shuffler_test(self, cmd: str) -> dict[str, Any]:
+    async def shuffler_test(self, request: ShufflerTestRequest) -> ShufflerCount | ShufflerSelfTest:
         """A technician's count request or self-test, if the shuffler's driver has them."""
-        driver = self.shuffler
+        cmd, driver = request.cmd, self.shuffler
         if not isinstance(driver, ShufflerDiagnostics):
             raise Rejected(
                 f"{cmd}: this shuffler's driver has no count or self-test ({type(driver).__name__})"
@@ -224,11 +231,15 @@ class DeviceSupervisor:
         if not driver.link_up:
             raise Rejected(f"{cmd}: the shuffler link is down")
         try:
-            if cmd == "shuffler-count":
-                counted, expected = await driver.count_deck()
-                return {"counted": counted, "expected": expected, "matches": counted == expected}
-            passed, report = await driver.self_test()
-            return {"passed": passed, "report": report}
+            match request:
+                case ShufflerCountRequest():
+                    counted, expected = await driver.count_deck()
+                    return ShufflerCount(
+                        counted=counted, expected=expected, matches=counted == expected
+                    )
+                case ShufflerSelfTestRequest():
+                    passed, report = await driver.self_test()
+                    return ShufflerSelfTest(passed=passed, report=report)
         except LinkError as exc:
             raise Rejected(f"{cmd}: {exc}") from None
 

@@ -18,7 +18,6 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -45,6 +44,7 @@ from tablectl.link.contract import (
 from tablectl.mqtt.client import MqttClient, MqttError
 from tablectl.mqtt.relay import tls_context
 from tablectl.rules.meters import LinkedMeter
+from tablectl.status import LinkLevel, LinkPending, LinkView
 from tablectl.util.backoff import Backoff
 
 log = structlog.get_logger(__name__)
@@ -194,28 +194,39 @@ class TableLink:
 
     # --- what people see -----------------------------------------------------------------
 
-    def view(self, state: TableState) -> dict[str, Any]:
+    def view(self, state: TableState) -> LinkView:
         """The link as `tablectl status` shows it: LINK DOWN, the link's meter, pending."""
         down = state.link_down
         s = self.link_state
-        return {
-            "link_id": self.link_id,
-            "state": "LINK DOWN" if down is not None else "up",
-            "reason": down,
-            "connected": self.connected,
-            "parameters_version": None
+        return LinkView(
+            link_id=self.link_id,
+            state="LINK DOWN" if down is not None else "up",
+            reason=down,
+            connected=self.connected,
+            parameters_version=None
             if self.parameters is None
             else self.parameters.parameters_version,
-            "amount_cents": None if s is None else s.amount_cents,
-            "levels": [] if s is None else [lv.model_dump(mode="json") for lv in s.levels],
-            "jackpot_pending": []
+            amount_cents=None if s is None else s.amount_cents,
+            levels=[]
             if s is None
             else [
-                {"table": f"{p.site}/{p.table}", "seat": p.seat, "amount_cents": p.amount_cents}
+                LinkLevel(
+                    level_id=lv.level_id,
+                    title=lv.title,
+                    amount_cents=lv.amount_cents,
+                    amount_units=lv.amount_units,
+                    reset_cents=lv.reset_cents,
+                )
+                for lv in s.levels
+            ],
+            jackpot_pending=[]
+            if s is None
+            else [
+                LinkPending(table=f"{p.site}/{p.table}", seat=p.seat, amount_cents=p.amount_cents)
                 for p in s.pending
             ],
-            "messages_refused": self.messages_refused,
-        }
+            messages_refused=self.messages_refused,
+        )
 
 
 def _heard(p: LinkParameters) -> LinkParametersHeard:

@@ -1,5 +1,5 @@
-"""What technicians and systemd see of a running daemon: what stands in the way, the devices,
-a one-line status.
+"""What stands in the way at a running daemon, as status, `tablectl devices` and systemd's
+STATUS= show it (the `Status` model, tablectl/status.py, carries it).
 
 `table_faults` is the one place that turns the table's state (the core's `TableState`, the
 devices' links, the broker) into `FaultView`s: each says what is wrong, on which device, why
@@ -12,47 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from tablectl.core.round import Phase, RefusedEvent, StuckCause, StuckInput, TableState
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
+from tablectl.status import KNOWN_DEVICES, BrokerStats, DeviceStatus, FaultView, Status, Stops
 from tablectl.util.money import dollars
 
-KNOWN_DEVICES = ("shuffler", "shoe")
 WHO = "--by ID"  # every command that changes the table is journaled with who gave it
-
-
-class Stops(StrEnum):
-    """What a fault stops until it is cleared."""
-
-    ROUNDS = "rounds"  # no round opens
-    DEALING = "dealing"  # the shoe does not deal
-    SHUFFLING = "shuffling"  # no deck is shuffled and counted
-    SEAT = "seat"  # one seat's wagers are refused; the other seats play on
-    NOTHING = "nothing"  # shown, but the table plays on (e.g. the broker: events wait)
-
-
-class FaultView(BaseModel):
-    """One thing wrong at the table: what, where, why, since when, and what clears it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    what: str  # a stable name: deck-miscount, shoe-fault, link-down, ... (docs/design.md)
-    device: str  # shuffler, shoe, gpio, deck, floor, broker
-    cause: str  # what happened, in words, with the rule it follows
-    stops: Stops
-    remedy: str  # what a person does
-    command: str | None  # the command that clears it; None: it clears by itself
-    since: str | None = None  # when it was recorded (UTC, ISO 8601)
-    seq: int | None = None  # the journal row that recorded it
-    rule: str | None = None
-
-    @property
-    def title(self) -> str:
-        return self.what.replace("-", " ").upper()
 
 
 # The last durable journal row of one of these types whose data holds these values: its seq,
@@ -73,13 +40,13 @@ def table_faults(
     state: TableState,
     *,
     shoe: bool,
-    devices: Mapping[str, Mapping[str, Any]],
-    broker: Mapping[str, Any],
+    devices: Mapping[str, DeviceStatus],
+    broker: BrokerStats,
     journal: JournalLookup | None = None,
     awaited: frozenset[str] = frozenset(),
 ) -> list[FaultView]:
     """Everything that stands in the way, in the order to clear it. shoe: the table has one;
-    devices: each device's health (its link); broker: the relay's stats; awaited: devices
+    devices: each device's link; broker: the relay's stats; awaited: devices
     not heard from since this power-up (service/recovery.py)."""
     found = [f for source in _FROM_STATE for f in source(state, shoe)]
     found += _unconfirmed(state, shoe, awaited)
@@ -462,15 +429,13 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
 # --- from the links -------------------------------------------------------------------------
 
 
-def _from_links(
-    devices: Mapping[str, Mapping[str, Any]], broker: Mapping[str, Any]
-) -> list[_Found]:
+def _from_links(devices: Mapping[str, DeviceStatus], broker: BrokerStats) -> list[_Found]:
     found = []
     for name in KNOWN_DEVICES:
         info = devices.get(name)
-        if not info or info.get("link") != "down":
+        if info is None or info.link != "down":
             continue
-        why = info.get("last_error") or "it does not answer"
+        why = info.last_error or "it does not answer"
         found.append(
             _Found(
                 FaultView(
@@ -478,20 +443,20 @@ def _from_links(
                     device=name,
                     cause=f"the {name} link is down: {why}",
                     stops=Stops.SHUFFLING if name == "shuffler" else Stops.DEALING,
-                    remedy=f"check the {name}'s power and cable at {info.get('port')}; the link "
+                    remedy=f"check the {name}'s power and cable at {info.port}; the link "
                     "comes back by itself once it answers (`tablectl devices` shows it)",
                     command=None,
-                    since=info.get("link_since"),
+                    since=info.link_since,
                 )
             )
         )
-    if broker and not broker.get("connected"):
+    if not broker.connected:
         found.append(
             _Found(
                 FaultView(
                     what="broker-down",
                     device="broker",
-                    cause=f"the MQTT broker {broker.get('broker')} is not connected: events "
+                    cause=f"the MQTT broker {broker.broker} is not connected: events "
                     "wait in the journal, nothing is lost",
                     stops=Stops.NOTHING,
                     remedy="check the broker and the network; the relay reconnects by itself",
@@ -502,58 +467,14 @@ def _from_links(
     return found
 
 
-# --- views of Daemon.status() -----------------------------------------------------------------
+# --- the daemon's views of its Status ---------------------------------------------------------
 
 
-def faults(status: Mapping[str, Any]) -> list[FaultView]:
-    """The faults a status (as Daemon.status() or the control socket gives it) holds."""
-    return [FaultView.model_validate(f) for f in status.get("faults") or ()]
+def status_line(status: Status) -> str:
+    """systemd's STATUS= line (Status.status_line)."""
+    return status.status_line()
 
 
-def devices(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every device the status names, each with at least its link state and its faults."""
-    found: dict[str, dict[str, Any]] = {}
-    acceptance = status.get("device_acceptance") or {}
-    for name in KNOWN_DEVICES:
-        info = status.get(name)
-        if isinstance(info, Mapping):
-            found[name] = {**info, **acceptance.get(name, {})}
-    gpio = status.get("gpio")
-    if isinstance(gpio, Mapping):  # the sensors, lamps and lock-out button
-        found["gpio"] = {"link": "fault" if status.get("gpio_fault") else "up", **gpio}
-    every = faults(status)
-    for name, info in found.items():
-        info["faults"] = [f.model_dump(mode="json") for f in every if f.device == name]
-    return found
-
-
-def broker(status: Mapping[str, Any]) -> dict[str, Any]:
-    mqtt = status.get("mqtt")
-    return dict(mqtt) if isinstance(mqtt, Mapping) else {}
-
-
-def links(status: Mapping[str, Any]) -> dict[str, str]:
-    """name -> "up"/"down" for every device, and the broker as "connected"/"disconnected"."""
-    out = {name: str(info.get("link", "unknown")) for name, info in devices(status).items()}
-    mqtt = broker(status)
-    if mqtt:
-        out["broker"] = "connected" if mqtt.get("connected") else "disconnected"
-    return out
-
-
-def status_line(status: Mapping[str, Any]) -> str:
-    """systemd's STATUS=: the phase, each device's link, the broker, and what stands in the
-    way with the command that clears it."""
-    phase = status.get("phase", "?")
-    parts = [f"{phase} (round {status.get('round_id', '?')})"]
-    parts += [
-        f"{name} {state}" if name == "broker" else f"{name} link {state}"
-        for name, state in links(status).items()
-    ]
-    link = status.get("link")
-    if isinstance(link, Mapping) and link.get("reason") is not None:
-        parts.append(f"progressive LINK DOWN: {link['reason']}")  # 5321.18(c)
-    for fault in faults(status):
-        if fault.what not in ("link-down", "broker-down"):  # said above
-            parts.append(f"{fault.what}: {fault.command or fault.remedy}")
-    return "; ".join(parts)
+def links(status: Status) -> dict[str, str]:
+    """name -> up/down for every device, the broker as connected/disconnected."""
+    return status.links()
