@@ -1,11 +1,14 @@
 """Lock-out latency: GPIO edge -> acceptance closed, through the real daemon.
 
-The edge is driven from a worker thread (as gpiozero's callbacks arrive) and timed twice:
-- queued: the lock-out event is in the table's single FIFO queue. From here on no chip can
-  be recognised, since every later chip event is behind it in the same queue;
-- closed: the core's state says no more wagers are accepted. The core steps an input while
-  the commit before it is still being written (service/dispatcher.py, consume): a lock-out
-  waits neither for a commit (SQLite synchronous=FULL, about a millisecond) nor for its
+The edge is driven from a worker thread (as gpiozero's callbacks arrive), at a random moment
+of the betting (0-50 ms after it opens), and timed three times:
+- on the loop: the edge's callback runs on the event loop (the hand-off, plus whatever
+  callback the loop was running when it came);
+- queued: the GPIO code has turned the edge into the lock-out input (SeatInputs) and posted
+  it;
+- closed: the core's state says no more wagers are accepted. The dispatcher steps a lock-out
+  the moment it is posted, with what was queued before it (service/dispatcher.py, post): it
+  waits neither for a commit (SQLite synchronous=FULL, about a millisecond) nor for any
   after-commit work.
 Each run is done idle and under load: chip events posted into the table's queue (the one
 the GPIO posts to) at --chips-per-s, paced, each stepped and journaled as a real one.
@@ -76,7 +79,9 @@ async def chip_load(daemon: Daemon, per_s: int, seats: int) -> None:
         await asyncio.sleep(0.01)
 
 
-async def lockout(samples: int, chips_per_s: int = 0) -> tuple[list[float], list[float]]:
+async def lockout(
+    samples: int, chips_per_s: int = 0
+) -> tuple[list[float], list[float], list[float]]:
     # No broker is needed for the measurement, but the relay is part of the daemon's load.
     with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
@@ -114,19 +119,30 @@ async def lockout(samples: int, chips_per_s: int = 0) -> tuple[list[float], list
         )
         closed: list[float] = []
         queued: list[float] = []
+        on_loop: list[float] = []
+        dealer = random.Random(7)
         for _ in range(samples):
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+            # The dealer presses at any moment of the betting: right as it opens (the relay
+            # still publishing the opening) or after a while.
+            await asyncio.sleep(dealer.uniform(0, 0.05))
+            on_loop_at: list[int] = []
+
+            def pressed(on_loop_at: list[int] = on_loop_at) -> None:
+                on_loop_at.append(time.perf_counter_ns())
+                inputs.press_lockout()
 
             def press() -> int:
                 # From a worker thread, as a gpiozero callback arrives.
                 t0 = time.perf_counter_ns()
-                loop.call_soon_threadsafe(inputs.press_lockout)
+                loop.call_soon_threadsafe(pressed)
                 return t0
 
             t0 = await asyncio.to_thread(press)
             await daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 10)
             closed.append((closed_at[-1] - t0) / 1000)
             queued.append((queued_at[-1] - t0) / 1000)
+            on_loop.append((on_loop_at[-1] - t0) / 1000)
             await asyncio.sleep(cfg.gpio.lockout_debounce_ms / 1000)
             await daemon.submit(Settle(hands={}))
         for running in (load, task):
@@ -135,7 +151,7 @@ async def lockout(samples: int, chips_per_s: int = 0) -> tuple[list[float], list
                 with contextlib.suppress(asyncio.CancelledError):
                     await running
         sim.close()
-        return queued, closed
+        return on_loop, queued, closed
 
 
 def spread(values: list[float]) -> str:
@@ -155,8 +171,8 @@ async def main(samples: int, runs: int, chips_per_s: int) -> None:
         keep("baseline p50 us", percentile(base, 50))
         keep("baseline p99 us", percentile(base, 99))
         for label, load in (("idle", 0), (f"{chips_per_s} chips/s", chips_per_s)):
-            queued, closed = await lockout(samples, load)
-            for name, values in (("queued", queued), ("closed", closed)):
+            on_loop, queued, closed = await lockout(samples, load)
+            for name, values in (("on the loop", on_loop), ("queued", queued), ("closed", closed)):
                 keep(f"{label}: edge -> {name} p50 us", percentile(values, 50))
                 keep(f"{label}: edge -> {name} p99 us", percentile(values, 99))
                 keep(
