@@ -273,6 +273,7 @@ class TableGpio:
         self._blink_on = False
         self.test_listener: TestListener | None = None
         self.edges_seen = 0
+        self.deaf = False  # stop_listening()
         self.coarsest_resolution_ns = 0
         self.faults = 0
         self.last_fault: str | None = None
@@ -287,6 +288,8 @@ class TableGpio:
     # --- EdgeSink: the backend delivers here, on the loop -------------------------------
 
     def edges(self, edges: Sequence[Edge]) -> None:
+        if self.deaf:
+            return
         for edge in edges:
             self.edges_seen += 1
             self.coarsest_resolution_ns = max(self.coarsest_resolution_ns, edge.resolution_ns)
@@ -382,6 +385,15 @@ class TableGpio:
             "faults": self.faults,
             "last_fault": self.last_fault,
         }
+
+    def stop_listening(self) -> None:
+        """The daemon is stopping: edges are dropped as they come. A chattering sensor's
+        flood then costs the loop next to nothing, and the stop's own work is not held
+        behind the debouncing of edges nobody will act on."""
+        self.deaf = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def close(self) -> None:
         for timer in (self._timer, self._blink):

@@ -367,6 +367,8 @@ class Daemon:
         """The stop signal: from now on no chip edge, button or command reaches the core."""
         self.stopping = self.supervisor.stopping = True
         self.dispatcher.accepting = False  # every device input is dropped from here on
+        if self.gpio is not None:
+            self.gpio.stop_listening()
         sdnotify.notify("STOPPING=1\nSTATUS=stopping: acceptance closed")
         if self.state is not None and self.state.phase is Phase.BETTING:
             # The journal still says "betting"; the next start locks the round out first
