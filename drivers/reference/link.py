@@ -321,7 +321,7 @@ class PolledDevice:
         self.last_state: str | None = None
         self._link: Link | None = None
         self._link_ready = asyncio.Event()
-        self._hurry = asyncio.Event()  # a command was taken: poll at the fast cadence now
+        self._hurry = asyncio.Event()  # poll_soon: poll at the fast cadence now
         self._boot_id: int | None = self.cursor[0] if self.cursor else None
         # Emitted: handed to the daemon (maybe not yet journaled). Acked: journaled.
         self._emitted = self._acked = self.cursor[1] if self.cursor else 0
@@ -380,15 +380,17 @@ class PolledDevice:
         if link is None or not self.link_up:
             raise LinkDown(self.device)
         try:
-            reply = await link.request(mtype, payload)
+            return await link.request(mtype, payload)
         except TransportError as exc:
             # The connection closed under the request (unplugged, port gone): the link is
             # down, not the daemon; the reconnect loop brings it back.
             raise LinkDown(self.device, str(exc)) from exc
-        # The device may be acting on it now (a deal shorter than the interval would
-        # otherwise be heard of only at the next slow poll).
+
+    def poll_soon(self) -> None:
+        """The device took a command the table waits on (a deal): poll at the fast cadence
+        now, not at the next slow poll (a deal shorter than the interval would be heard of
+        only then)."""
         self._hurry.set()
-        return reply
 
     def acknowledge(self, report: DeviceReport) -> None:
         """The report is journaled: the next POLL may let the device drop its event."""
@@ -568,11 +570,11 @@ class PolledDevice:
 
     async def _pause(self, polled_at: float, interval_s: float, *, busy: bool) -> None:
         """Until the next poll: FAST_POLL_S while the table waits on the device or its events
-        come (a deal's cards), else the interval or until a command is taken. Both count from
-        the last poll's start, not its reply, so polls keep their cadence."""
+        come (a deal's cards), else the interval or until poll_soon. Both count from the last
+        poll's start, not its reply, so polls keep their cadence."""
         if not busy:
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
-            # comes as the command's wake-up does, and the link would never stop.
+            # comes as poll_soon's wake-up does, and the link would never stop.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout_at(polled_at + interval_s):
                     await self._hurry.wait()
