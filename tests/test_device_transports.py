@@ -7,12 +7,14 @@ import asyncio
 import contextlib
 import random
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from tablectl.drivers.reference.framing import Frame, FrameParser
 from tablectl.drivers.reference.link import DeviceReport, LinkSettings, PolledDevice
-from tablectl.drivers.reference.messages import Identity
+from tablectl.drivers.reference.messages import Identity, MsgType, encode_poll
 from tablectl.drivers.reference.shoe_codec import ShoeState
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
@@ -105,6 +107,32 @@ async def test_the_shoe_deals_over_usb_through_pyusb() -> None:
             assert await inbox.until(ShoeStackDealt) == ShoeStackDealt(cards=3)
         assert await inbox.until(ShoeDealCompleted) == ShoeDealCompleted(cards=6)
         assert cards == expected
+
+
+async def test_a_usb_write_goes_out_while_the_reader_waits_in_a_read() -> None:
+    """The reader sits in a read that would time out only after ten minutes: each request
+    still goes out at once and its reply comes back. (When one thread did both, a write went
+    out only between reads: here, never.)"""
+    backend = VirtualUsbBackend()
+    vdev = backend.plug(ShoeSimulator(), asyncio.get_running_loop())
+    connector = UsbConnector(
+        UsbAddress(VENDOR_ID, PRODUCT_ID), backend=backend, read_timeout_ms=600_000
+    )
+    conn = await connector.connect()
+    parser = FrameParser()
+    try:
+        async with asyncio.timeout(30):  # a hang guard, not a timing claim
+            for seq in (1, 2, 3):
+                conn.write(Frame(1, seq, MsgType.POLL, encode_poll(0, 0)).encode())
+                frames: list[Frame] = []
+                while not frames:
+                    frames = parser.feed(await conn.read())
+                assert [(f.seq, f.type) for f in frames] == [(seq, MsgType.STATUS)]
+    finally:
+        closing = asyncio.create_task(conn.close())
+        await asyncio.sleep(0)  # close has told the reader to stop; it sees so when its read
+        vdev.from_device.put((time.perf_counter(), b""))  # returns (an empty transfer)
+        await closing
 
 
 async def test_unplugging_the_shoe_mid_deal_and_plugging_it_back_loses_no_card() -> None:

@@ -22,6 +22,7 @@ exception for the caller to die of.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import OrderedDict
 from collections.abc import Callable
@@ -262,6 +263,11 @@ class DeviceCodec(Protocol):
         """The device is carrying out a command (dealing, shuffling)."""
         ...
 
+    def awaited(self, state: int) -> bool:
+        """The table waits on what the device is doing (the shoe dealing: the round waits for
+        every hand): poll at the fast cadence until it is done."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FirstWord:
@@ -287,6 +293,10 @@ class LinkSettings:
 
 
 TAKEN_REMEMBERED = 1024  # events of this boot kept to tell a replay from a conflict
+# The poll cadence while the table waits on a device (the shoe dealing) or its events come:
+# the last card of a deal waits half of it for its poll, on average (issue 15: last card ->
+# every hand known <= 8 ms). A poll and its STATUS take well under a millisecond on USB.
+FAST_POLL_S = 0.010
 
 
 class ResetRefused(LinkError):
@@ -311,6 +321,7 @@ class PolledDevice:
         self.last_state: str | None = None
         self._link: Link | None = None
         self._link_ready = asyncio.Event()
+        self._hurry = asyncio.Event()  # poll_soon: poll at the fast cadence now
         self._boot_id: int | None = self.cursor[0] if self.cursor else None
         # Emitted: handed to the daemon (maybe not yet journaled). Acked: journaled.
         self._emitted = self._acked = self.cursor[1] if self.cursor else 0
@@ -374,6 +385,12 @@ class PolledDevice:
             # The connection closed under the request (unplugged, port gone): the link is
             # down, not the daemon; the reconnect loop brings it back.
             raise LinkDown(self.device, str(exc)) from exc
+
+    def poll_soon(self) -> None:
+        """The device took a command the table waits on (a deal): poll at the fast cadence
+        now, not at the next slow poll (a deal shorter than the interval would be heard of
+        only then)."""
+        self._hurry.set()
 
     def acknowledge(self, report: DeviceReport) -> None:
         """The report is journaled: the next POLL may let the device drop its event."""
@@ -518,11 +535,14 @@ class PolledDevice:
         self._set_link(True)
         missed = 0
         busy = False
+        loop = asyncio.get_running_loop()
+        polled_at = loop.time()
         while True:
-            # Events come in bursts (a deal's cards): after a STATUS that brought some, the
-            # next poll comes soon, so the last card is heard of without a full interval.
-            pause = interval_s / 10 if busy else interval_s
-            await asyncio.sleep(pause if missed == 0 else self._poll_backoff(missed))
+            if missed:
+                await asyncio.sleep(self._poll_backoff(missed))
+            else:
+                await self._pause(polled_at, interval_s, busy=busy)
+            polled_at = loop.time()
             try:
                 status = await self._poll(link)
             except LinkTimeout:
@@ -545,8 +565,21 @@ class PolledDevice:
             else:
                 before = self._emitted
                 self._take(status, connected=False)
-                busy = self._emitted > before
+                busy = self._emitted > before or self.codec.awaited(status.state)
             missed = 0
+
+    async def _pause(self, polled_at: float, interval_s: float, *, busy: bool) -> None:
+        """Until the next poll: FAST_POLL_S while the table waits on the device or its events
+        come (a deal's cards), else the interval or until poll_soon. Both count from the last
+        poll's start, not its reply, so polls keep their cadence."""
+        if not busy:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+            # comes as poll_soon's wake-up does, and the link would never stop.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(polled_at + interval_s):
+                    await self._hurry.wait()
+        self._hurry.clear()
+        await asyncio.sleep(max(0.0, polled_at + FAST_POLL_S - asyncio.get_running_loop().time()))
 
     async def _first_poll(self, link: Link) -> Status:
         """The STATUS right after IDENTIFY; a refused or garbled poll is asked again (new

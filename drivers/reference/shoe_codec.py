@@ -135,3 +135,6 @@ class ShoeCodec:
 
     def acting(self, state: int) -> bool:
         return state == ShoeState.DEALING
+
+    def awaited(self, state: int) -> bool:
+        return state == ShoeState.DEALING  # the locked table waits for every hand

@@ -83,3 +83,6 @@ class ShufflerCodec:
 
     def acting(self, state: int) -> bool:
         return state == ShufflerState.SHUFFLING
+
+    def awaited(self, state: int) -> bool:
+        return False  # a shuffle runs while a round is played: polled at the interval

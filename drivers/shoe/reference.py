@@ -26,3 +26,4 @@ class ReferenceShoe(PolledDevice):
         if reply.type != MsgType.ACK:
             self.counters.bad_replies += 1
             raise LinkError(f"DEAL answered with {type_name(reply.type)}")
+        self.poll_soon()  # the locked table waits for every hand
