@@ -267,6 +267,10 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
             ], "every contribution applied exactly once"
             assert {seq for seq, _ in outage_rows} <= {seq for seq, _ in applied}
             assert result.ok, result.failures
+        except AssertionError as exc:
+            # What the daemon said, for a failure seen once under load on a fresh clone.
+            log = (tmp_path / "daemon.log").read_text(errors="replace")[-6000:]
+            raise AssertionError(f"{exc}\n--- the daemon's log, last lines ---\n{log}") from exc
         finally:
             if proc.returncode is None:
                 proc.terminate()
