@@ -99,7 +99,6 @@ class Daemon:
         self.ready = asyncio.Event()
         self.hub = Hub()  # live events for `tablectl watch`
         self.link: TableLink | None = None  # a linked progressive's ear (service/link.py)
-        self.stopping = False
         self.started_at = time.time()
         self.dispatcher = Dispatcher(self.rules)
         self.supervisor = DeviceSupervisor(
@@ -110,6 +109,7 @@ class Daemon:
             post_report=self._post_report,
             submit=self.submit,
             state=lambda: self.state,
+            stopping=lambda: self.stopping,
             wall_clock_ms=self.wall_clock_ms,
             shuffle_retry_s=self.shuffle_retry_s,
         )
@@ -146,6 +146,11 @@ class Daemon:
     @property
     def shoe(self) -> Shoe | None:
         return self.supervisor.shoe
+
+    @property
+    def stopping(self) -> bool:
+        """The stop signal came: acceptance is closed (the dispatcher takes nothing more)."""
+        return not self.dispatcher.accepting
 
     @property
     def inputs_dropped_while_stopping(self) -> int:
@@ -365,8 +370,7 @@ class Daemon:
 
     def close_acceptance(self) -> None:
         """The stop signal: from now on no chip edge, button or command reaches the core."""
-        self.stopping = self.supervisor.stopping = True
-        self.dispatcher.accepting = False  # every device input is dropped from here on
+        self.dispatcher.accepting = False  # every input and command is dropped from here on
         if self.gpio is not None:
             self.gpio.stop_listening()
         sdnotify.notify("STOPPING=1\nSTATUS=stopping: acceptance closed")

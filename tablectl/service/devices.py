@@ -99,6 +99,7 @@ class DeviceSupervisor:
         post_report: Callable[[DeviceReport], None],
         submit: Submit,
         state: Callable[[], TableState | None],
+        stopping: Callable[[], bool],
         wall_clock_ms: Callable[[], int],
         shuffle_retry_s: float = 1.0,
     ) -> None:
@@ -109,6 +110,7 @@ class DeviceSupervisor:
         self._post_report = post_report
         self._submit = submit
         self._state = state
+        self._stopping = stopping
         self._wall_clock_ms = wall_clock_ms
         self._shuffle_retry_s = shuffle_retry_s
         self.drivers: dict[str, Shuffler | Shoe] = {}
@@ -118,7 +120,6 @@ class DeviceSupervisor:
         self._shuffle_asker: asyncio.Task[None] | None = None
         self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
         self._shuffle_requests = 0  # shuffle requests from the core so far: a new one is news
-        self.stopping = False
         # What each device says first after this start settles a command in flight to it.
         self.recovery = PowerUpRecovery(post)
 
@@ -165,7 +166,7 @@ class DeviceSupervisor:
 
     def post_report(self, report: DeviceReport) -> None:
         trace = self._traces.get(report.device)
-        if trace is not None and not self.stopping:
+        if trace is not None and not self._stopping():
             trace.input(report.input.TYPE + " " + report.input.model_dump_json())
         self._post_report(report)
 
@@ -274,7 +275,7 @@ class DeviceSupervisor:
 
         def wanted() -> bool:
             state = self._state()
-            return state is not None and state.shuffle_requested and not self.stopping
+            return state is not None and state.shuffle_requested and not self._stopping()
 
         asked = -1
         while wanted():
