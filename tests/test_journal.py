@@ -136,3 +136,16 @@ def test_a_rows_meter_is_read_through_its_typed_record(tmp_path: Path) -> None:
     assert first.meter_reading() == reading
     assert second.meter_reading() is None
     assert store.reader().last_meter_row("tcp-prog") == (1, first.ts, 100_145)
+
+
+def test_a_row_carries_its_data_as_stored(tmp_path: Path) -> None:
+    """data_json is the `data` column's text exactly: what the hash covers, and what is
+    published without reading the row back."""
+    store = Store(tmp_path / "t.sqlite3", boot_id="b1")
+    data = {"b": [1, 2], "a": "é", "amount_cents": 10**15 + 1}
+    (row,) = store.commit("{}", [("x", data)])
+    (stored,) = store._db.execute("SELECT data FROM journal WHERE seq = 1").fetchone()
+    assert row.data_json == stored == '{"a":"\\u00e9","amount_cents":1000000000000001,"b":[1,2]}'
+    assert json.loads(row.data_json) == row.data == data
+    assert store.rows_between(1, 1) == [row] == store.rows_after(0)
+    assert store.reader().rows_between(1, 1) == [row]

@@ -100,12 +100,21 @@ METER_RECORDS: dict[str, type[Record]] = {
 
 @dataclass(frozen=True, slots=True)
 class JournalRow:
+    """A journal row: data decoded, and data_json, the JSON text of it exactly as the `data`
+    column holds it (what the row's hash covers, and what is published)."""
+
     seq: int
     event_id: str
     ts: str
     boot_id: str
     type: str
     data: dict[str, Any]
+    data_json: str
+
+
+def _journal_row(r: Sequence[Any]) -> JournalRow:
+    """A row from `SELECT seq, event_id, ts, boot_id, type, data`."""
+    return JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[5])
 
 
 def _verify_chain(db: sqlite3.Connection) -> int | None:
@@ -138,7 +147,7 @@ def _rows_between(db: sqlite3.Connection, first_seq: int, last_seq: int) -> list
         "WHERE seq BETWEEN ? AND ? ORDER BY seq",
         (first_seq, last_seq),
     )
-    return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
+    return [_journal_row(r) for r in cur]
 
 
 def _get(db: sqlite3.Connection, key: str) -> str | None:
@@ -362,7 +371,9 @@ class Store:
                         "prev_hash, hash, hash_v) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*row, ROW_HASH_V),
                     )
-                    rows.append(JournalRow(seq, event_id, ts, self._boot_id, type_, data))
+                    rows.append(
+                        JournalRow(seq, event_id, ts, self._boot_id, type_, data, data_json)
+                    )
                     prev = digest
                 if step.step_input is not None:
                     input_seq += 1
@@ -443,7 +454,7 @@ class Store:
             "WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
             (seq, self._head.seq, limit),
         )
-        return [JournalRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in cur]
+        return [_journal_row(r) for r in cur]
 
     def verify_chain(self) -> int | None:
         """The first seq whose hash does not chain, or None when the journal is intact."""
