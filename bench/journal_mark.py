@@ -1,6 +1,6 @@
 """What the journal's mark costs a commit, against a raw SQLite commit measured in the same run.
 
-The mark (tablectl/store/mark.py) is a 4 KiB slot rewritten in place and fdatasynced before
+The mark (tablectl/store/mark.py) is a 4 KiB slot rewritten in place and fdatasynced after
 each (group) commit. Each run times, interleaved commit by commit so that they share the
 machine's noise:
 - raw: a bare SQLite transaction of the same content (three rows, an input, the table state
@@ -83,7 +83,7 @@ def _store(path: Path, state_json: str, steps: int, *, mark: bool) -> Callable[[
     store = Store(path, boot_id="bench")
     if not mark:
         # The store as it was before the mark: the same commit path, the write left out.
-        store._mark.write = lambda base, next_: None  # type: ignore[method-assign]
+        store._mark.write = lambda gen, base, next_: None  # type: ignore[method-assign]
     step = StepCommit(state_json, ENTRIES, StepInput("chip_sensed", {"seat": 3}), None)
 
     def commit(n: int) -> None:
@@ -97,7 +97,7 @@ def _mark(path: Path) -> Callable[[int], None]:
     head = JournalHead()
 
     def commit(n: int) -> None:
-        mark.write(head, JournalHead(seq=n))
+        mark.write(n + 1, head, JournalHead(seq=n))
 
     return commit
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tablectl.core.effects import MeterContribution, MeterReading
 from tablectl.mqtt.contract import envelope_json
-from tablectl.store.journal import Store
+from tablectl.store.journal import JournalRow, StepCommit, Store
 
 
 def test_commit_appends_rows_and_state_together(tmp_path: Path) -> None:
@@ -149,3 +153,84 @@ def test_a_row_carries_its_data_as_stored(tmp_path: Path) -> None:
     assert json.loads(row.data_json) == row.data == data
     assert store.rows_between(1, 1) == [row] == store.rows_after(0)
     assert store.reader().rows_between(1, 1) == [row]
+
+
+def test_rows_are_handed_on_once_durable_before_the_mark_is_written(tmp_path: Path) -> None:
+    """on_durable runs in the committing thread after SQLite's COMMIT: the rows are on disk
+    and readers see them, while the mark still holds the commit before; the mark's record
+    of the commit is written before commit_steps returns."""
+    store = Store(tmp_path / "t.sqlite3", boot_id="b1")
+    store.commit("{}", [("a", {})])
+    before = store.mark().record
+    reader = store.reader()
+    seen: list[tuple[list[list[int]], int, list[int], int | None, str | None]] = []
+
+    def on_durable(rows: list[list[JournalRow]]) -> None:
+        record = store.mark().record
+        with sqlite3.connect(tmp_path / "t.sqlite3") as other:  # on disk, not in this one
+            (gen,) = other.execute(
+                "SELECT value FROM kv WHERE key = 'journal.commit_gen'"
+            ).fetchone()
+        seen.append(
+            (
+                [[r.seq for r in step] for step in rows],
+                store.last_seq,
+                [r.seq for r in reader.outbox_after(1, limit=10)],
+                None if record is None else record.next.seq,
+                gen,
+            )
+        )
+
+    steps = [
+        StepCommit("{}", [("b", {}), ("c", {})]),
+        StepCommit("{}", []),
+        StepCommit("{}", [("d", {})]),
+    ]
+    rows = store.commit_steps(steps, on_durable=on_durable)
+    assert before is not None and before.gen == 1
+    assert seen == [([[2, 3], [], [4]], 4, [2, 3, 4], 1, "2")]
+    assert [[r.seq for r in step] for step in rows] == [[2, 3], [], [4]]
+    after = store.mark().record
+    assert after is not None and after.gen == 2 and after.next == store.head
+    assert after.base == before.next and after.trailing
+
+
+def test_a_failing_hand_off_still_leaves_the_commit_marked(tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.sqlite3", boot_id="b1")
+
+    def on_durable(rows: list[list[JournalRow]]) -> None:
+        raise RuntimeError("the loop is gone")
+
+    with pytest.raises(RuntimeError, match="the loop is gone"):
+        store.commit_steps([StepCommit("{}", [("a", {})])], on_durable=on_durable)
+    record = store.mark().record
+    assert store.last_seq == 1 and record is not None and record.next == store.head
+    assert store.commit("{}", [("b", {})])[0].seq == 2
+
+
+def test_a_commit_that_changes_nothing_writes_no_mark(tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.sqlite3", boot_id="b1")
+    store.commit("{}", [("a", {})], kv={"device.shoe.cursor": "1:1"})
+    record = store.mark().record
+    store.commit_steps([StepCommit("{}", [], None, {"device.shoe.cursor": "1:1"})])
+    assert store.mark().record == record and store.get("journal.commit_gen") == "1"
+    store.commit_steps([StepCommit("{}", [], None, {"device.shoe.cursor": "1:2"})])
+    moved = store.mark().record
+    assert moved is not None and moved.gen == 2 and store.get("journal.commit_gen") == "2"
+
+
+def test_a_fault_point_can_be_named_for_a_whole_process(tmp_path: Path) -> None:
+    """TABLECTL_FAULT_POINT=journal:POINT kills a process (a daemon) in its store's commit."""
+    code = (
+        "import sys; from pathlib import Path; from tablectl.store.journal import Store\n"
+        "store = Store(Path(sys.argv[1]), boot_id='b1')\n"
+        "store.commit('{}', [('a', {})]); store.commit('{}', [('b', {})]); sys.exit(3)\n"
+    )
+    path = tmp_path / "t.sqlite3"
+    env = {**os.environ, "TABLECTL_FAULT_POINT": "journal:committed#2"}
+    ran = subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=False)
+    assert ran.returncode == -signal.SIGKILL
+    store = Store(path, boot_id="b2")
+    record = store.mark().record
+    assert store.last_seq == 2 and record is not None and record.next.seq == 1
+    assert store.get("journal.commit_gen") == "2"

@@ -6,6 +6,7 @@ point of a commit never looks like tampering; old journals still verify."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -27,10 +28,16 @@ from tablectl.core.events import ShuffleCompleted, ShuffleStarted
 from tablectl.core.round import TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.replay import replay
-from tablectl.store.chain import row_digest, row_hash
-from tablectl.store.integrity import Check, VerifyReport, check_integrity, verify_journal
-from tablectl.store.journal import HandedMark, JournalReader, StepCommit, Store
-from tablectl.store.mark import SLOT, legacy_handed_path, mark_path, read_mark
+from tablectl.store.chain import JournalHead, row_digest, row_hash
+from tablectl.store.integrity import (
+    Accept,
+    Check,
+    VerifyReport,
+    check_integrity,
+    verify_journal,
+)
+from tablectl.store.journal import HandedMark, JournalReader, JournalRow, StepCommit, Store
+from tablectl.store.mark import SLOT, MarkRecord, legacy_handed_path, mark_path, read_mark
 from tablectl.util import instance_lock
 
 from .conftest import EXAMPLE_CONFIG
@@ -54,17 +61,20 @@ class Table:
 
     def last_seq(self) -> int:
         with contextlib.closing(sqlite3.connect(self.db)) as db:
-            return int(db.execute("SELECT max(seq) FROM journal").fetchone()[0])
+            return int(db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
 
 
-def journal_play(store: Store, rounds: int, seed: int, cursor_boot: int = 5) -> None:
+def journal_play(
+    store: Store, rounds: int, seed: int, cursor_boot: int = 5, *, commits: int | None = None
+) -> None:
     """Play a session through the core, as the daemon journals it: each input with its
-    rows and state, a shuffler report with the device's cursor."""
+    rows and state, a shuffler report with the device's cursor (commits: only that many
+    of its inputs, one commit each)."""
     rules = load_config(EXAMPLE_CONFIG).rules()
     saved = store.get("table_state")
     state = TableState.model_validate_json(saved) if saved else TableState.initial(rules)
     cursor = int((store.get(CURSOR) or "0:0").split(":")[1])
-    for event in session(rules, rounds, seed):
+    for event in list(session(rules, rounds, seed))[:commits]:
         state, effects = step(rules, state, event)
         kv = None
         if isinstance(event, ShuffleStarted | ShuffleCompleted):
@@ -73,9 +83,8 @@ def journal_play(store: Store, rounds: int, seed: int, cursor_boot: int = 5) -> 
         store.commit(state.model_dump_json(), journal_entries(effects), journal_input(event), kv)
 
 
-def make_table(tmp_path: Path, seed: int = 7) -> Table:
-    """A table that has played a few rounds: its rows, inputs, a device cursor, an
-    acknowledgement from its backend (pgs) and rows handed to a broker."""
+def new_table(tmp_path: Path) -> Table:
+    """A table whose journal has not been opened yet."""
     data = tmp_path / "data"
     config = tmp_path / "table.toml"
     config.write_text(
@@ -83,7 +92,13 @@ def make_table(tmp_path: Path, seed: int = 7) -> Table:
         .replace('data_dir = "/var/lib/tablectl"', f'data_dir = "{data}"')
         .replace('backend = "auto"', 'backend = "mock"')
     )
-    table = Table(config)
+    return Table(config)
+
+
+def make_table(tmp_path: Path, seed: int = 7) -> Table:
+    """A table that has played a few rounds: its rows, inputs, a device cursor, an
+    acknowledgement from its backend (pgs) and rows handed to a broker."""
+    table = new_table(tmp_path)
     store = Store(table.db, boot_id="b1")
     journal_play(store, rounds=3, seed=seed)
     store.record_acks({"pgs": store.last_seq - 2})
@@ -148,6 +163,35 @@ def rolled_back(table: Table) -> None:
         journal_play(store, rounds=1, seed=99)
     remove_database(table)
     shutil.copy(copy, table.db)
+
+
+def backup(table: Table, name: str) -> Path:
+    """A consistent copy of the database (SQLite's online backup)."""
+    copy = table.db.with_name(name)
+    with (
+        contextlib.closing(sqlite3.connect(table.db)) as db,
+        contextlib.closing(sqlite3.connect(copy)) as to,
+    ):
+        db.backup(to)
+    return copy
+
+
+def last_commit_taken_away(table: Table) -> None:
+    """The database as it was before its last commit put back, the table at rest (the mark
+    is today's). Written after its commit, the mark has seen that commit land."""
+    copy = backup(table, "before.sqlite3")
+    with contextlib.closing(Store(table.db, boot_id="b2")) as store:
+        store.commit(store.get("table_state") or "", [("x", {})], None, {CURSOR: "6:1"})
+    remove_database(table)
+    shutil.copy(copy, table.db)
+
+
+def mark_two_commits_old(table: Table) -> None:
+    """The mark put back from a copy taken two commits ago (no crash leaves that)."""
+    copy = mark_path(table.db).read_bytes()
+    with contextlib.closing(Store(table.db, boot_id="b2")) as store:
+        journal_play(store, rounds=1, seed=99, commits=2)
+    mark_path(table.db).write_bytes(copy)
 
 
 def tail_deleted(table: Table) -> None:
@@ -255,6 +299,8 @@ TAMPERS = [
     Tamper(zero_length_database, Check.MARK),
     Tamper(database_deleted, Check.MARK),
     Tamper(rolled_back, Check.MARK),
+    Tamper(last_commit_taken_away, Check.MARK),
+    Tamper(mark_two_commits_old, Check.MARK, ("mark",)),
     Tamper(tail_deleted, Check.MARK),
     Tamper(tail_and_its_inputs_deleted, Check.MARK),
     Tamper(boot_id_edited, Check.CHAIN, at_start=False),
@@ -393,20 +439,27 @@ def test_the_daemon_refuses_to_start_naming_the_check_and_the_way_on(
 
 def _crash_in_commit(table: Table, point: str) -> int:
     """A child process commits one step and is killed -9 at `point` of the commit path;
-    the seq the step would have taken."""
+    the seq the step would have taken. Its rows are handed on as soon as they are durable,
+    as the daemon hands them to the relay (the handed seq moves before the mark is written).
+    """
     before = table.last_seq()
     pid = os.fork()
     if pid == 0:  # the child: no test machinery, only the store
         try:
             store = Store(table.db, boot_id="crash")
+            handed = store.handed_mark()
 
             def kill(reached: str) -> None:
                 if reached == point:
                     os.kill(os.getpid(), signal.SIGKILL)
 
+            def hand_on(rows: list[list[JournalRow]]) -> None:
+                handed.advance(rows[-1][-1].seq)
+
             store.fault_point = kill
             state = store.get("table_state") or ""
-            store.commit_steps([StepCommit(state, [("x", {})], None, {CURSOR: "6:1"})])
+            step = StepCommit(state, [("x", {})], None, {CURSOR: "6:1"})
+            store.commit_steps([step], on_durable=hand_on)
         finally:
             os._exit(3)  # the fault point was never reached
     _, status = os.waitpid(pid, 0)
@@ -414,20 +467,70 @@ def _crash_in_commit(table: Table, point: str) -> int:
     return before + 1
 
 
-@pytest.mark.parametrize("point", ["mark-written", "torn-mark", "committed"])
+def newest_slot(table: Table) -> int:
+    """The slot (0 or 1) of the mark's newest readable record."""
+    record = read_mark(table.db).record
+    assert record is not None
+    raw = mark_path(table.db).read_bytes()
+    (slot,) = [
+        n for n in (0, 1) if f'"gen":{record.gen},'.encode() in raw[n * SLOT : (n + 1) * SLOT]
+    ]
+    return slot
+
+
+def tear_newest_slot(table: Table) -> None:
+    """A power cut that tore the mark's newest slot mid-write: the other is then the newest."""
+    record = read_mark(table.db).record
+    with mark_path(table.db).open("r+b") as f:
+        f.seek(newest_slot(table) * SLOT + 100)
+        f.write(b"\0" * 200)
+    after = read_mark(table.db)
+    assert after.record != record and after.damaged
+
+
+def commit_gen(table: Table) -> int:
+    with contextlib.closing(sqlite3.connect(table.db)) as db:
+        (value,) = db.execute("SELECT value FROM kv WHERE key = 'journal.commit_gen'").fetchone()
+    return int(value)
+
+
+# Kills in one commit, or in two in a row (the second store opens on what the first left);
+# "torn:" tears the slot the mark was writing at the kill. Every kill at "committed" or past
+# it leaves that commit's rows.
+CRASHES = [
+    ("rows-written",),
+    ("committed",),  # the database one commit past the mark
+    ("mark-written",),
+    ("torn:mark-written",),  # one commit past the slot before the torn one
+    ("committed", "mark-caught-up"),  # the commit the mark lacked, recorded; no new one
+    ("committed", "torn:mark-caught-up"),
+    ("committed", "rows-written"),
+    ("committed", "committed"),  # one past the record the second store caught up with
+    ("committed", "mark-written"),
+    ("torn:mark-written", "committed"),
+]
+
+
+@pytest.mark.parametrize("crashes", CRASHES, ids=lambda c: "+".join(c))
 def test_a_kill_at_any_point_of_a_commit_leaves_a_journal_that_passes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], point: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], crashes: tuple[str, ...]
 ) -> None:
     table = make_table(tmp_path)
-    seq = _crash_in_commit(table, "mark-written" if point == "torn-mark" else point)
-    if point == "torn-mark":  # the power cut tore the mark's newest slot mid-write
-        record = read_mark(table.db).record
-        assert record is not None and record.next.seq == seq
-        with mark_path(table.db).open("r+b") as f:
-            f.seek((record.gen % 2) * SLOT + 100)
-            f.write(b"\0" * 200)
-        assert read_mark(table.db).record != record
-    assert table.last_seq() == (seq if point == "committed" else seq - 1)
+    expected = table.last_seq()
+    for crash in crashes:
+        point = crash.removeprefix("torn:")
+        seq = _crash_in_commit(table, point)
+        if crash.startswith("torn:"):
+            tear_newest_slot(table)
+        if point in ("committed", "mark-written"):
+            expected = seq
+        assert table.last_seq() == expected  # every commit that returned from COMMIT is there
+    record = read_mark(table.db).record
+    assert record is not None and record.trailing
+    if commit_gen(table) == record.gen + 1:  # one commit past the mark, as the crash left it
+        assert record.next.seq < expected and read_mark(table.db).handed == expected
+    else:
+        assert commit_gen(table) == record.gen and record.next.seq == expected
     code, report = verify(table, capsys)
     assert code == 0, report.problems
     assert at_start(table) == set()
@@ -435,6 +538,174 @@ def test_a_kill_at_any_point_of_a_commit_leaves_a_journal_that_passes(
         journal_play(store, rounds=1, seed=3)
     code, report = verify(table, capsys)
     assert code == 0, report.problems
+    record = read_mark(table.db).record
+    assert record is not None and record.next.seq == table.last_seq()
+
+
+@pytest.mark.parametrize("crash", ["committed", "torn:mark-written"])
+def test_a_kill_in_a_journals_first_commit_leaves_one_that_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], crash: str
+) -> None:
+    """No record yet, or the first one torn: the database is one commit past an empty
+    journal, its first commit (generation 1)."""
+    table = new_table(tmp_path)
+    with contextlib.closing(Store(table.db, boot_id="b1")):
+        pass
+    assert _crash_in_commit(table, crash.removeprefix("torn:")) == 1
+    if crash.startswith("torn:"):
+        tear_newest_slot(table)
+    mark = read_mark(table.db)
+    assert mark.record is None and mark.damaged == crash.startswith("torn:")
+    assert mark.handed == 1 == table.last_seq() and commit_gen(table) == 1
+    code, report = verify(table, capsys)
+    assert code == 0, report.problems
+    assert "one commit past its mark" in report.checks[2].detail
+    assert at_start(table) == set()
+    with contextlib.closing(Store(table.db, boot_id="after")) as store:
+        journal_play(store, rounds=1, seed=3)
+    assert verify(table, capsys)[0] == 0
+    table.sql("UPDATE kv SET value = '2' WHERE key = 'journal.commit_gen'")
+    mark_path(table.db).write_bytes(b"\0" * (3 * SLOT))  # emptied: more than one commit
+    assert at_start(table) == {Check.MARK}
+
+
+def test_a_database_one_commit_past_its_mark_is_accepted_only_as_that(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The commit landed and was handed on; its record was not written. The database's
+    commit generation and both chains say it is the one commit after the mark's record."""
+    table = make_table(tmp_path)
+    seq = _crash_in_commit(table, "committed")
+    record = read_mark(table.db).record
+    assert record is not None and record.next.seq == seq - 1
+    assert commit_gen(table) == record.gen + 1 and read_mark(table.db).handed == seq
+    code, report = verify(table, capsys)
+    assert code == 0 and report.rows == seq, report.problems
+    assert "one commit past its mark" in report.checks[2].detail
+    cursors = next(c for c in report.checks if c.check is Check.CURSORS)
+    assert cursors.detail == f"{CURSOR} 6:1"  # the commit generation is not a cursor
+    # Its rows handed on, then a handed seq past the end: every commit is there, so the
+    # handed seq is wrong, and may be set back.
+    handed_past_the_end(table)
+    code, report = verify(table, capsys)
+    assert code == 1 and [p.accept for p in report.problems] == [Accept.HANDED]
+    assert "one commit past its mark, and no commit reached it" in report.problems[0].message
+    code, reply = recover(table, capsys, "handed")
+    assert code == 0, reply
+    assert verify(table, capsys)[0] == 0
+
+
+def test_one_commit_past_needs_its_commit_generation_and_the_chains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database past the mark that does not say it is the one commit after it is not
+    taken for a crash: a commit generation that is not the record's + 1, or rows under the
+    record's end that are not the ones it recorded."""
+    table = make_table(tmp_path)
+    _crash_in_commit(table, "committed")
+    table.sql("UPDATE kv SET value = '999' WHERE key = 'journal.commit_gen'")
+    code, report = verify(table, capsys)
+    assert code == 1 and [p.check for p in report.problems] == [Check.MARK]
+    assert "the mark is older than the journal" in (report.error or "")
+    assert Check.MARK in at_start(table)
+    table.sql("DELETE FROM kv WHERE key = 'journal.commit_gen'")
+    assert Check.MARK in at_start(table)
+    record = read_mark(table.db).record
+    assert record is not None
+    table.sql("INSERT INTO kv VALUES ('journal.commit_gen', ?)", str(record.gen + 1))
+    assert at_start(table) == set()
+    # The chain no longer runs through the record's end.
+    table.sql("UPDATE journal SET hash = ? WHERE seq = ?", "f" * 64, record.next.seq)
+    code, report = verify(table, capsys)
+    assert code == 1 and "are not the ones the mark announced" in str(report.problems)
+
+
+def test_two_commits_past_the_mark_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mark put back from a copy two commits old: no crash leaves that (a commit waits for
+    the record of the one before). `recover --accept mark` writes it again once replay
+    explains every row. One commit old is what a crash leaves, and passes."""
+    table = make_table(tmp_path)
+    copy = mark_path(table.db).read_bytes()
+    with contextlib.closing(Store(table.db, boot_id="b2")) as store:
+        journal_play(store, rounds=1, seed=5, commits=1)
+    assert at_start(table) == set()
+    one_old = mark_path(table.db).read_bytes()
+    mark_path(table.db).write_bytes(copy)
+    assert verify(table, capsys)[0] == 0 and at_start(table) == set()
+    mark_path(table.db).write_bytes(one_old)
+    with contextlib.closing(Store(table.db, boot_id="b3")) as store:
+        journal_play(store, rounds=1, seed=6, commits=1)
+    mark_path(table.db).write_bytes(copy)
+    code, report = verify(table, capsys)
+    assert code == 1 and [(p.check, p.accept) for p in report.problems] == [
+        (Check.MARK, Accept.MARK)
+    ]
+    record = read_mark(table.db).record
+    assert record is not None and commit_gen(table) == record.gen + 2
+    assert f"commit {record.gen + 2}; the mark's last commit is {record.gen}" in (
+        report.error or ""
+    )
+    assert at_start(table) == {Check.MARK}
+    code, reply = recover(table, capsys, "mark")
+    assert code == 0, reply
+    assert verify(table, capsys)[0] == 0 and at_start(table) == set()
+
+
+def test_commits_of_cursors_alone_past_the_mark_are_not_put_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two commits that wrote only a device's cursor (refused reports), past a mark put back:
+    the rows and inputs are the mark's, but the journal went on. The mark is older; the
+    cursors stay (putting them back would take the device's events again)."""
+    table = make_table(tmp_path)
+    copy = mark_path(table.db).read_bytes()
+    with contextlib.closing(Store(table.db, boot_id="b2")) as store:
+        state = store.get("table_state") or ""
+        for n in (1, 2):
+            store.commit_steps([StepCommit(state, [], None, {CURSOR: f"6:{n}"})])
+    mark_path(table.db).write_bytes(copy)
+    code, report = verify(table, capsys)
+    assert code == 1 and [(p.check, p.accept) for p in report.problems] == [
+        (Check.MARK, Accept.MARK)
+    ], report.problems
+    code, reply = recover(table, capsys, "mark")
+    assert code == 0, reply
+    with contextlib.closing(Store(table.db, boot_id="b3")) as store:
+        assert store.get(CURSOR) == "6:2"
+    assert verify(table, capsys)[0] == 0
+
+
+def test_a_handed_seq_past_the_end_at_rest_says_what_cannot_be_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At the end the mark recorded, a handed seq past it is wrong, or the one commit after
+    it, kept from its record by a crash, went out and was then taken away: the finding says
+    both, and when to accept."""
+    table = make_table(tmp_path)
+    handed_past_the_end(table)
+    code, report = verify(table, capsys)
+    assert code == 1 and [(p.check, p.accept) for p in report.problems] == [
+        (Check.HANDED, Accept.HANDED)
+    ]
+    message = report.problems[0].message
+    assert "the handed seq is wrong, or a commit after it that a crash kept" in message
+    assert f"accept only if no backend holds a row past seq {table.last_seq()}" in message
+
+
+def test_the_last_commit_taken_away_at_rest_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the mark written after its commit, a database at the base of the newest record
+    lost that commit: no crash leaves it there. (Written before it, as older tablectls did,
+    this looked like a kill between the mark and the commit and went unseen.)"""
+    table = make_table(tmp_path)
+    last_commit_taken_away(table)
+    code, report = verify(table, capsys)
+    assert code == 1 and [(p.check, p.accept) for p in report.problems] == [(Check.MARK, None)]
+    assert "committed rows are missing" in (report.error or "")
+    assert at_start(table) == {Check.MARK}
 
 
 def test_verify_beside_a_running_writer_sees_no_tampering(tmp_path: Path) -> None:
@@ -467,7 +738,8 @@ def test_verify_beside_a_running_writer_sees_no_tampering(tmp_path: Path) -> Non
 
 
 def test_verify_in_the_middle_of_a_commit_sees_no_tampering(tmp_path: Path) -> None:
-    """Between the mark's write and SQLite's commit, and just after it: both pass."""
+    """In the transaction, after SQLite's commit (the mark not yet written) and after the
+    mark: each passes, and sees the rows once SQLite has committed them."""
     table = make_table(tmp_path)
     seen: dict[str, VerifyReport] = {}
     with (
@@ -481,8 +753,14 @@ def test_verify_in_the_middle_of_a_commit_sees_no_tampering(tmp_path: Path) -> N
         store.fault_point = look
         state = store.get("table_state") or ""
         last = store.commit(state, [("x", {})], None, {CURSOR: "8:1"})[0].seq
-    assert {p: r.ok for p, r in seen.items()} == {"mark-written": True, "committed": True}
-    assert (seen["mark-written"].rows, seen["committed"].rows) == (last - 1, last)
+    assert {p: r.ok for p, r in seen.items()} == {
+        "rows-written": True,
+        "committed": True,
+        "mark-written": True,
+    }
+    rows = (seen["rows-written"].rows, seen["committed"].rows, seen["mark-written"].rows)
+    assert rows == (last - 1, last, last)
+    assert "one commit past its mark" in seen["committed"].checks[2].detail
 
 
 # --- old journals --------------------------------------------------------------------------
@@ -545,6 +823,75 @@ def test_an_old_journal_emptied_behind_its_handed_file_is_refused(
     assert "rows through seq 13058 were handed to a broker" in (report.error or "")
     assert report.problems[0].accept is None
     assert at_start(table) == {Check.HANDED}
+
+
+def write_old_record(
+    table: Table, slot: int, gen: int, base: JournalHead, next_: JournalHead
+) -> None:
+    """A commit record as tablectls before the trailing mark wrote it, before SQLite
+    committed: no `trailing`."""
+    payload = json.dumps(
+        {"gen": gen, "base": base.to_json(), "next": next_.to_json()},
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    line = b"tablectl-mark 1 " + digest + b" " + payload + b"\n"
+    with mark_path(table.db).open("r+b") as f:
+        f.seek(slot * SLOT)
+        f.write(line.ljust(SLOT, b"\0"))
+
+
+def test_a_record_written_before_its_commit_still_reads_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mark an older tablectl left (written before SQLite committed): the database holds
+    its base or its next, and a handed seq within the commit it announced means that commit
+    was lost. The first commit after the upgrade, killed before its own record, leaves the
+    database one commit past either; anything else is refused as before."""
+    table = make_table(tmp_path)
+    older = backup(table, "older.sqlite3")
+    with contextlib.closing(Store(table.db, boot_id="b2")) as store:
+        state = store.get("table_state") or ""
+        store.commit(state, [("x", {})], None, {CURSOR: "6:1"})
+        before = backup(table, "before.sqlite3")
+        base = store.head
+        store.commit(state, [("y", {}), ("z", {})], None, {CURSOR: "6:2"})
+        next_ = store.head
+    record = read_mark(table.db).record
+    assert record == MarkRecord(record.gen if record else 0, base, next_, trailing=True)
+    write_old_record(table, newest_slot(table), record.gen, base, next_)
+    assert read_mark(table.db).record == MarkRecord(record.gen, base, next_, trailing=False)
+    assert verify(table, capsys)[0] == 0  # at its next
+    remove_database(table)
+    shutil.copy(before, table.db)  # at its base: an old kill between its mark and commit
+    code, report = verify(table, capsys)
+    assert code == 0 and report.rows == base.seq < next_.seq, report.problems
+    assert at_start(table) == set()
+    mark = mark_path(table.db).read_bytes()
+    handed_mark = HandedMark(mark_path(table.db))
+    handed_mark.advance(next_.seq)  # ... but the announced commit's rows went out
+    handed_mark.close()
+    code, report = verify(table, capsys)
+    assert code == 1 and [(p.check, p.accept) for p in report.problems] == [(Check.HANDED, None)]
+    assert "committed rows were lost" in report.problems[0].message
+    mark_path(table.db).write_bytes(mark)
+    seq = _crash_in_commit(table, "committed")  # the upgrade's first commit, unrecorded
+    assert table.last_seq() == seq and commit_gen(table) == record.gen + 1
+    code, report = verify(table, capsys)
+    assert code == 0, report.problems
+    assert "one commit past its mark" in report.checks[2].detail
+    with contextlib.closing(Store(table.db, boot_id="new")) as store:
+        journal_play(store, rounds=1, seed=4)
+    assert verify(table, capsys)[0] == 0
+    newest = read_mark(table.db).record
+    assert newest is not None and newest.trailing and newest.gen > record.gen + 1
+    # A database older than what the old record vouched for is refused as it always was.
+    remove_database(table)
+    shutil.copy(older, table.db)
+    write_old_record(table, newest_slot(table), newest.gen + 1, base, next_)
+    code, report = verify(table, capsys)
+    assert code == 1 and "committed rows are missing" in (report.error or "")
 
 
 def test_a_long_key_value_is_checked_by_its_hash(

@@ -12,8 +12,9 @@ this chain existed have no stored hash; the chain runs through them all the same
 first input), so the first stored hash vouches for every input before it.
 
 The head is the end of both chains plus what else a commit writes (the table state's hash and
-the key-values: each device's event cursor). The mark (`mark.py`) records the head before each
-commit, and the integrity checks (`integrity.py`) compare it with the database.
+the key-values: each device's event cursor, and the commit's generation, `journal.commit_gen`).
+The mark (`mark.py`) records the head each commit left, once it is on disk, and the integrity
+checks (`integrity.py`) compare it with the database.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ GENESIS_HASH = "0" * 64
 ROW_HASH_V = 2  # the formula rows are hashed with now
 INPUT_CHAIN = "input/1"  # the input chain's formula, named in every link
 TABLE_STATE = "table_state"  # the key-value holding the state (covered by its hash)
+# The key-value each commit writes its generation to: the gen of the mark's record of it.
+COMMIT_GEN = "journal.commit_gen"
 
 
 def row_hash(prev_hash: str, seq: int, event_id: str, ts: str, type_: str, data: str) -> str:
@@ -107,6 +110,15 @@ class JournalHead:
 
     def rows_and_inputs(self) -> tuple[int, str, int, str]:
         return self.seq, self.hash, self.input_seq, self.input_hash
+
+    @property
+    def commit_gen(self) -> int | None:
+        """The generation of the commit that left this head (None: written by a tablectl
+        before the trailing mark, or not a number)."""
+        value = self.values.get(COMMIT_GEN)
+        if value is None or not (value.isascii() and value.isdigit()) or len(value) > 18:
+            return None
+        return int(value)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -7,8 +7,14 @@ The checks, each named in what they report:
   before (store/chain.py). At start-up the last row; `verify` walks every row.
 - inputs: the input chain likewise, and no input names rows the journal no longer holds.
 - mark: the database ends where the mark says the last commit left it (store/mark.py): its
-  last row and hash, its last input and the input chain's hash there.
-- handed: no seq past the journal's end was handed to a broker.
+  last row and hash, its last input and the input chain's hash there. The mark trails the
+  commit, so a crash may leave the database exactly one commit past its newest record: that
+  commit's generation (`journal.commit_gen`) is the record's gen + 1 and both chains run
+  through the record's next. Nothing else past it, and nothing short of it, passes (records
+  of a tablectl before the trailing mark, written before their commit, vouch for their base
+  too).
+- handed: no seq past the journal's end was handed to a broker (rows of the one commit past
+  the mark may have been: they were on disk).
 - acks: acknowledgements only from the backends in mqtt.backends, never past the journal.
 - cursors: each device's event cursor is the one the last commit wrote, and reads as one.
 - state: the stored table state is the state the last input left and the last commit wrote.
@@ -33,6 +39,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from tablectl.store.chain import (
+    COMMIT_GEN,
     ChainBreak,
     JournalHead,
     RowWalk,
@@ -166,9 +173,42 @@ def _lost(head: JournalHead, latest: JournalHead) -> str:
     return f"{found}; {RESTORE}"
 
 
+def _extends(db: sqlite3.Connection, head: JournalHead, at: JournalHead) -> bool:
+    """The database's chains run through `at`: its last row and input are `at`'s or past
+    them, with `at`'s hashes there."""
+    return (
+        head.seq >= at.seq
+        and head.input_seq >= at.input_seq
+        and row_hash_at(db, at.seq) == at.hash
+        and input_hash_at(db, at.input_seq) == at.input_hash
+    )
+
+
+# What a mark without a record stands for: the empty journal, before its first commit.
+NOTHING = MarkRecord(0, JournalHead(), JournalHead(), trailing=True)
+
+
+def _first_commit(db: sqlite3.Connection, head: JournalHead, mark: MarkReading) -> MarkReading:
+    """A mark with no readable record beside a journal of one commit, the first: that
+    commit's record was not written, or torn (the slot it went to is then damaged). It
+    reads as NOTHING's record, which the database is one commit past."""
+    if mark.record is None and one_past(db, head, NOTHING) is not None:
+        return MarkReading(NOTHING, mark.damaged, mark.handed, mark.exists)
+    return mark
+
+
+def one_past(db: sqlite3.Connection, head: JournalHead, record: MarkRecord) -> JournalHead | None:
+    """The head of the record that the database is exactly one commit past (a crash came
+    between that commit and its record), or None: the database's commit generation is the
+    record's gen + 1 and its chains run through that head."""
+    if head.commit_gen != record.gen + 1:
+        return None
+    return next((at for at in record.held() if _extends(db, head, at)), None)
+
+
 def _kv_problems(head: JournalHead, wrote: JournalHead) -> list[IntegrityProblem]:
-    """The rows and inputs are those of a commit the mark announced: its state and key-values
-    must be too."""
+    """The rows and inputs are those of a commit the mark recorded: its state and key-values
+    (its commit generation among them) must be too."""
     found = []
     if head.state_hash != wrote.state_hash:
         found.append(
@@ -195,8 +235,11 @@ def _kv_problems(head: JournalHead, wrote: JournalHead) -> list[IntegrityProblem
 
 
 def matching_commit(head: JournalHead, record: MarkRecord) -> JournalHead | None:
-    """The commit of the mark whose rows and inputs the journal holds (next first)."""
-    for wrote in (record.next, record.base):
+    """The head the mark's record holds whose rows and inputs the journal holds (next first;
+    base only in a record written before its commit), or None. The one commit past the mark
+    that a crash may leave has no record: None then too (its key-values are vouched by no
+    mark)."""
+    for wrote in record.held():
         if head.rows_and_inputs() == wrote.rows_and_inputs():
             return wrote
     return None
@@ -205,29 +248,33 @@ def matching_commit(head: JournalHead, record: MarkRecord) -> JournalHead | None
 def _against_mark(
     db: sqlite3.Connection, head: JournalHead, record: MarkRecord
 ) -> list[IntegrityProblem]:
-    if head in (record.base, record.next):
+    if head in record.held() or one_past(db, head, record) is not None:
         return []
+    # Commits the mark has no record of, more than the one a crash leaves: the mark is
+    # older, even if they wrote no rows (device cursors, say: not to be put back then).
+    past = head.commit_gen is not None and head.commit_gen > record.gen
     wrote = matching_commit(head, record)
-    if wrote is not None:
+    if wrote is not None and not past:
         return _kv_problems(head, wrote)
     latest = record.next
-    if (
-        head.seq >= latest.seq
-        and head.input_seq >= latest.input_seq
-        and row_hash_at(db, latest.seq) == latest.hash
-        and input_hash_at(db, latest.input_seq) == latest.input_hash
-    ):
+    if any(_extends(db, head, at) for at in (record.held() if past else (latest,))):
         return [
             _problem(
                 Check.MARK,
                 f"the journal goes on past the last commit its mark announced (seq "
                 f"{latest.seq}, input {latest.input_seq}) to seq {head.seq} (input "
-                f"{head.input_seq}): the mark is older than the journal (put back from a "
-                "copy, or an older tablectl wrote the journal since)",
+                f"{head.input_seq}{_gens(head, record)}): the mark is older than the journal "
+                "(put back from a copy, or an older tablectl wrote the journal since)",
                 Accept.MARK,
             )
         ]
     return [_problem(Check.MARK, _lost(head, latest))]
+
+
+def _gens(head: JournalHead, record: MarkRecord) -> str:
+    """The commit generations, which say how far past the mark the database is."""
+    held = "none" if head.commit_gen is None else str(head.commit_gen)
+    return f", commit {held}; the mark's last commit is {record.gen}"
 
 
 def _state_problem(db: sqlite3.Connection, head: JournalHead) -> IntegrityProblem | None:
@@ -323,6 +370,7 @@ def _problems(
     """Everything but the chains' walk: the mark, handed, acks, cursors and state."""
     found: list[IntegrityProblem] = []
     where = mark_path(database)
+    mark = _first_commit(db, head, mark)
     vouched = False  # a mark shows the journal ends where its last commit left it
     if mark.record is None:
         if mark.damaged:
@@ -351,7 +399,7 @@ def _problems(
         found += against
         vouched = not any(p.check is Check.MARK for p in against)
     if mark.handed > head.seq:
-        found.append(_handed_problem(head, mark, vouched))
+        found.append(_handed_problem(db, head, mark, vouched))
     if (named := _rows_named_past_end(db, head)) is not None:
         found.append(named)
     found += _ack_problems(db, head, backends, vouched)
@@ -362,18 +410,41 @@ def _problems(
     return found
 
 
-def _handed_problem(head: JournalHead, mark: MarkReading, vouched: bool) -> IntegrityProblem:
-    """Rows past the journal's end were handed to a broker. The handed seq is written after
-    a commit, the mark before it: past what any announced commit reached, the handed seq is
-    wrong; within the commit the journal lacks, that commit landed, was sent, and is gone."""
+def _handed_problem(
+    db: sqlite3.Connection, head: JournalHead, mark: MarkReading, vouched: bool
+) -> IntegrityProblem:
+    """Rows past the journal's end were handed to a broker. The handed seq is written once a
+    commit is on disk, which may be before the mark's record of it (the one commit past the
+    mark a crash may leave). A record written before its commit (older tablectls) announced
+    it: within the commit the journal lacks, that commit landed, was sent, and is gone; past
+    what it announced, the handed seq is wrong. A trailing record names no commit to come:
+    past it, either the handed seq is wrong or the one commit after it that a crash kept
+    from its record was taken away, which cannot be told here; with the database one commit
+    past the mark, every commit is there and the handed seq is wrong."""
     said = (
         f"rows through seq {mark.handed} were handed to a broker; the journal ends at seq "
         f"{head.seq}"
     )
-    if vouched and mark.record is not None and mark.handed > mark.record.next.seq:
+    record = mark.record
+    if vouched and record is not None and mark.handed > record.next.seq:
+        if not record.trailing:
+            return _problem(
+                Check.HANDED,
+                f"{said}, and no commit the mark announced reached it: the handed seq is wrong",
+                Accept.HANDED,
+            )
+        if one_past(db, head, record) is not None:
+            return _problem(
+                Check.HANDED,
+                f"{said}, one commit past its mark, and no commit reached it: the handed seq "
+                "is wrong",
+                Accept.HANDED,
+            )
         return _problem(
             Check.HANDED,
-            f"{said}, and no commit the mark announced reached it: the handed seq is wrong",
+            f"{said}, where its mark's last commit left it: the handed seq is wrong, or a "
+            f"commit after it that a crash kept from the mark was taken away (accept only "
+            f"if no backend holds a row past seq {head.seq})",
             Accept.HANDED,
         )
     return _problem(Check.HANDED, f"{said}: committed rows were lost; {RESTORE}")
@@ -474,11 +545,11 @@ def _report(
         Check.CHAIN: _chain_detail(head, rows),
         Check.INPUTS: f"{head.input_seq} inputs chain"
         + ("" if full else " (the last one checked)"),
-        Check.MARK: _mark_detail(head, mark),
+        Check.MARK: _mark_detail(db, head, mark),
         Check.HANDED: f"handed to a broker through seq {mark.handed}",
         Check.ACKS: (", ".join(f"{b} through seq {q}" for b, q in sorted(acked.items())) or "none")
         + ("" if backends is not None else " (registered backends not checked: give --config)"),
-        Check.CURSORS: ", ".join(f"{k} {v}" for k, v in head.kv) or "none",
+        Check.CURSORS: ", ".join(f"{k} {v}" for k, v in head.kv if k != COMMIT_GEN) or "none",
         Check.STATE: "the state the last input left"
         if head.state_hash is not None
         else "no state stored",
@@ -518,9 +589,15 @@ def _chain_detail(head: JournalHead, rows: RowWalk | None) -> str:
     )
 
 
-def _mark_detail(head: JournalHead, mark: MarkReading) -> str:
+def _mark_detail(db: sqlite3.Connection, head: JournalHead, mark: MarkReading) -> str:
+    mark = _first_commit(db, head, mark)
     if mark.record is None:
         return "no mark yet (journaled by a tablectl before the mark; its next commit writes one)"
-    return (
-        f"the journal ends where its last commit left it (seq {head.seq}, input {head.input_seq})"
-    )
+    where = f"seq {head.seq}, input {head.input_seq}"
+    if one_past(db, head, mark.record) is not None:
+        return (
+            f"the journal ends one commit past its mark ({where}; commit {head.commit_gen}): "
+            "the commit is on disk, its record was not written (a crash came between them); "
+            "the next commit records it first"
+        )
+    return f"the journal ends where its last commit left it ({where})"

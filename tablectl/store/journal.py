@@ -6,8 +6,15 @@ or none of it, and `tablectl journal replay` can rebuild the state from the inpu
 journal is also the MQTT outbox: rows carry a per-table `seq` that is never reused. Each
 row's hash chains to the previous one and each input's to the previous input (`chain.py`),
 so an edited or deleted row or input is detectable; the mark beside the database
-(`mark.py`), written before each commit, makes a lost tail, a rollback or a replaced database
+(`mark.py`), written after each commit, makes a lost tail, a rollback or a replaced database
 detectable too (`integrity.py`).
+
+A commit is SQLite's COMMIT (its fsync: the one a step waits for before it may be published),
+then the mark's record of it (a second fdatasync, in the same thread, before the next commit
+may begin). `commit_steps(on_durable=...)` hands the rows on between the two, so nothing but
+SQLite's fsync stands between a step and its publication; each commit writes its generation
+(`journal.commit_gen`) with its rows, so a crash between the two leaves a database exactly
+one commit past the mark, which the checks tell from any other.
 
 Group commit: steps that arrive together are written in one transaction, so they share one
 fsync (`commit_steps`); each keeps its own input, rows, state hash and key-values. Each
@@ -31,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.core.effects import RECORD_TYPES, MeterReading, Record
-from tablectl.store.chain import GENESIS_HASH as GENESIS_HASH  # imported from here before
 from tablectl.store.chain import (
+    COMMIT_GEN,
     ROW_HASH_V,
     TABLE_STATE,
     JournalHead,
@@ -43,6 +50,7 @@ from tablectl.store.chain import (
     text_hash,
     walk_rows,
 )
+from tablectl.store.chain import GENESIS_HASH as GENESIS_HASH  # imported from here before
 from tablectl.store.chain import row_hash as row_hash
 from tablectl.store.mark import HandedMark as HandedMark
 from tablectl.store.mark import (
@@ -52,6 +60,7 @@ from tablectl.store.mark import (
     mark_path,
     read_mark,
 )
+from tablectl.util.faultpoint import fault_point
 from tablectl.util.ids import uuid7
 
 SCHEMA = """
@@ -223,9 +232,18 @@ class InputRow:
     last_seq: int | None
 
 
-def _no_fault(point: str) -> None:
-    """Where a test stops the process (kill -9) in the commit path: "mark-written" (the mark
-    announces the commit, SQLite has not committed), "committed" (both on disk)."""
+def _fault(point: str) -> None:
+    """Where a test stops the process (kill -9) in the commit path, in order:
+    "mark-caught-up" (a commit the mark lacked, recorded before the next one begins),
+    "rows-written" (the transaction holds the rows, SQLite has not committed), "committed"
+    (SQLite's COMMIT returned and `on_durable` was called; the mark not written),
+    "mark-written" (both on disk). A test sets `Store.fault_point`, or names a point for a
+    whole daemon as `TABLECTL_FAULT_POINT=journal:committed` (util/faultpoint.py; `#N`: the
+    N-th time it is reached); unset, each is one comparison."""
+    fault_point("journal", point)
+
+
+OnDurable = Callable[[list[list[JournalRow]]], None]
 
 
 class Store:
@@ -264,7 +282,7 @@ class Store:
         self._mark = JournalMark(mark_path(path), durable=durable)
         self._mark.take_legacy_handed(legacy_handed_path(path))
         self._head: JournalHead = read_head(self._db)
-        self.fault_point: Callable[[str], None] = _no_fault
+        self.fault_point: Callable[[str], None] = _fault
         self.commits = 0  # transactions, and the steps they held: the group-commit ratio
         self.steps_committed = 0
 
@@ -311,13 +329,20 @@ class Store:
         acknowledged to the device only once this commit returned)."""
         return self.commit_steps([StepCommit(state_json, entries, step_input, kv)])[0]
 
-    def commit_steps(self, steps: Sequence[StepCommit]) -> list[list[JournalRow]]:
-        """Append several steps in one transaction (one fsync, and one of the mark); each
+    def commit_steps(
+        self, steps: Sequence[StepCommit], *, on_durable: OnDurable | None = None
+    ) -> list[list[JournalRow]]:
+        """Append several steps in one transaction (one fsync, then one of the mark); each
         step's rows, in order.
 
         Nothing of it is visible to readers bounded by `last_seq` until it is on disk.
+        on_durable(rows), the same rows as returned, is called in this thread as soon as
+        SQLite's COMMIT has returned -- the rows are on disk, `head` and `last_seq` (and so
+        every reader's bound) include them -- and before the mark's record of the commit is
+        written and fdatasynced; this returns after that. If on_durable raises, the mark is
+        written all the same and the exception is raised from here (the commit stands).
         """
-        return self._commit(steps)
+        return self._commit(steps, on_durable=on_durable)
 
     def commit_recovery(
         self,
@@ -341,7 +366,9 @@ class Store:
         *,
         drop_acks: Sequence[str] = (),
         drop_kv: Sequence[str] = (),
+        on_durable: OnDurable | None = None,
     ) -> list[list[JournalRow]]:
+        self._catch_up()
         out: list[list[JournalRow]] = []
         head = self._head
         seq, prev = head.seq, head.hash
@@ -350,6 +377,7 @@ class Store:
         now = self._clock()
         ts = journal_ts(now)
         unix_ms = int(now.timestamp() * 1000)
+        gen: int | None = None  # the commit's generation: none if it changes nothing
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for key in drop_kv:
@@ -400,28 +428,56 @@ class Store:
             state_json = steps[-1].state_json if steps else None
             if state_json is not None:
                 self._put(TABLE_STATE, state_json)
-            after = head.after(
-                seq=seq,
-                hash_=prev,
-                input_seq=input_seq,
-                input_hash=input_prev,
-                state_json=state_json,
-                kv=kv,
-            )
+
+            def leaves() -> JournalHead:
+                return head.after(
+                    seq=seq,
+                    hash_=prev,
+                    input_seq=input_seq,
+                    input_hash=input_prev,
+                    state_json=state_json,
+                    kv=kv,
+                )
+
+            after = leaves()
             if after != head:
-                # The mark announces the commit before it lands (mark.py): the database
-                # then holds what the mark says it had, or what it says it will.
-                self._mark.write(head, after)
-                self.fault_point("mark-written")
+                # The commit's generation, in its own transaction: the mark's record of it
+                # will have this gen, so a database one commit past the mark says so. Past
+                # every gen the mark or the database holds (`_catch_up` made them one).
+                gen = max(self._mark.gen, head.commit_gen or 0) + 1
+                self._put(COMMIT_GEN, str(gen))
+                kv[COMMIT_GEN] = str(gen)
+                after = leaves()
+            self.fault_point("rows-written")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        self.fault_point("committed")
+        # On disk: readers bounded by the head may read it, and it may be handed on.
         self._head = after
         self.commits += 1
         self.steps_committed += len(steps)
+        try:
+            if on_durable is not None:
+                on_durable(out)
+            self.fault_point("committed")
+        finally:
+            if gen is not None:
+                # The mark trails the commit (mark.py): until this is on disk the database
+                # is one commit past the mark's newest record, and no other commit begins.
+                self._mark.write(gen, head, after)
+                self.fault_point("mark-written")
         return out
+
+    def _catch_up(self) -> None:
+        """The database holds a commit the mark has no record of (a crash came between that
+        commit and its record, or the mark was put back or written again): its head is
+        recorded as it stands before another commit begins, so a crash in the next one
+        never leaves the database two commits past the mark."""
+        held = self._head.commit_gen
+        if held is not None and held > self._mark.gen:
+            self._mark.write(held, self._head, self._head)
+            self.fault_point("mark-caught-up")
 
     def _write_lightly(self, statements: Sequence[tuple[str, tuple[object, ...]]]) -> None:
         """Delivery bookkeeping: one transaction without an fsync of its own (WAL,

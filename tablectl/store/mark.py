@@ -1,25 +1,30 @@
-"""The journal's mark: a small file beside the database that says what the journal held at its
-last commit, so that a database truncated, emptied, rolled back or replaced is found
+"""The journal's mark: a small file beside the database that says where the journal ended at
+its last commit, so that a database truncated, emptied, rolled back or replaced is found
 (`integrity.py`); and the highest seq ever handed to a broker.
 
 `tablectl.sqlite3.mark` is three 4 KiB slots, rewritten in place and never grown (so an
 fdatasync writes one block and no metadata):
 
-- Slots 0 and 1 take turns holding a commit record `{gen, base, next}`. Before SQLite commits,
-  the store writes the head the journal has (base) and the head the commit will leave (next)
-  into the slot the last write did not use, and fdatasyncs it; only then does SQLite commit.
-  So the database holds the base or the next of the newest record and nothing else: a crash
-  before the SQLite commit leaves base, after it next. A slot torn by a power cut fails its
-  checksum; the other, one write older, then names what the database holds (the torn write's
-  commit never began).
+- Slots 0 and 1 take turns holding a commit record `{gen, base, next}`: the head the journal
+  had before a commit (base) and the head the commit left (next). The mark trails the
+  commit: SQLite commits first (its own fsync, the only one between a step and its
+  publication), then the store writes the record into the slot the last write did not use
+  and fdatasyncs it, before the next commit may begin (one journal thread does both, in
+  order). Each commit also writes its generation into the database (`journal.commit_gen`,
+  the record's gen, in the same transaction). So at any crash the database holds the next
+  of the newest readable record, or exactly one commit past it: its commit_gen is the
+  record's gen + 1 and its chains run through next (the commit landed; its record did not,
+  or was torn by a power cut, in which case the other slot, one write older, is the newest
+  readable). At rest it holds next and nothing else, so taking away the last commit is seen.
+  A record written to catch up -- after a crash kept a commit from its record, the next
+  commit first writes the database's head as it stands -- has base = next.
+- Records of a tablectl before the trailing mark (no `"trailing": true`) were written before
+  SQLite committed: the database then holds their base or their next (a crash between them
+  left base). They are read so until the first commit rewrites the mark.
 - Slot 2 holds the highest seq handed to a broker, as 20 digits (`HandedMark`): written before
-  rows leave, without an fsync. It is never past the journal: rows are handed only once their
-  commit (and so its mark) is on disk.
-
-Written before the commit, the mark may name one commit the database lacks (a crash came
-between them) and never lags behind the database: a commit cannot land that the mark did not
-announce. Taking away the last commit is what such a crash looks like, so that one loss goes
-unseen; any other rollback, truncation or replacement does not.
+  rows leave, without an fsync. It is never past the database's end: rows are handed only
+  once their commit is on disk, which may be before that commit's record is (the one
+  unmarked commit).
 """
 
 from __future__ import annotations
@@ -51,11 +56,21 @@ def legacy_handed_path(database: Path) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class MarkRecord:
-    """One commit as the mark announced it: the head before (base) and after (next)."""
+    """One commit as the mark holds it: the head before (base) and after (next).
+
+    trailing: written after the commit (this tablectl): the database holds next, or one
+    commit past it. Not trailing: written before it (a tablectl before the trailing mark):
+    the database holds base or next."""
 
     gen: int
     base: JournalHead
     next: JournalHead
+    trailing: bool
+
+    def held(self) -> tuple[JournalHead, ...]:
+        """The heads this record says the database may end at, but for the one commit past
+        them that a crash may leave (next first)."""
+        return (self.next,) if self.trailing else (self.next, self.base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +89,14 @@ NO_MARK = MarkReading(None, damaged=False, handed=0, exists=False)
 
 
 def _encode(record: MarkRecord) -> bytes:
-    payload = json.dumps(
-        {"gen": record.gen, "base": record.base.to_json(), "next": record.next.to_json()},
-        sort_keys=True,
-        separators=(",", ":"),
-    ).encode()
+    fields: dict[str, object] = {
+        "gen": record.gen,
+        "base": record.base.to_json(),
+        "next": record.next.to_json(),
+    }
+    if record.trailing:  # absent: a record written before its commit, as older tablectls did
+        fields["trailing"] = True
+    payload = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     line = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b" " + payload + b"\n"
     if len(line) > SLOT:
         raise ValueError(f"a mark record of {len(line)} bytes does not fit a {SLOT}-byte slot")
@@ -97,13 +115,13 @@ def _decode(raw: bytes) -> tuple[MarkRecord | None, bool]:
         return None, True  # torn by a power cut, or edited
     try:
         data = json.loads(payload)
-        gen = data["gen"]
-        if not isinstance(gen, int):
-            raise ValueError("gen is a number")
+        gen, trailing = data["gen"], data.get("trailing", False)
+        if not isinstance(gen, int) or not isinstance(trailing, bool):
+            raise ValueError("gen is a number, trailing true or false")
         base, next_ = JournalHead.from_json(data["base"]), JournalHead.from_json(data["next"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None, True
-    return MarkRecord(gen, base, next_), False
+    return MarkRecord(gen, base, next_, trailing), False
 
 
 def _handed(raw: bytes) -> int:
@@ -111,10 +129,20 @@ def _handed(raw: bytes) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def _slots(fd: int) -> list[tuple[MarkRecord | None, bool]]:
+    return [_decode(os.pread(fd, SLOT, n * SLOT)) for n in (0, 1)]
+
+
+def _newest(found: list[tuple[MarkRecord | None, bool]]) -> int | None:
+    """The slot of the newest readable record (the highest gen), if any."""
+    readable = [(record.gen, n) for n, (record, _) in enumerate(found) if record is not None]
+    return max(readable)[1] if readable else None
+
+
 def _read(fd: int) -> MarkReading:
-    found = [_decode(os.pread(fd, SLOT, n * SLOT)) for n in (0, 1)]
-    records = [r for r, _ in found if r is not None]
-    newest = max(records, key=lambda r: r.gen, default=None)
+    found = _slots(fd)
+    slot = _newest(found)
+    newest = None if slot is None else found[slot][0]
     damaged = any(bad for _, bad in found)
     return MarkReading(newest, damaged, _handed(os.pread(fd, HANDED_WIDTH, HANDED_AT)), True)
 
@@ -164,15 +192,24 @@ def read_legacy_handed(path: Path) -> int:
 
 
 class JournalMark:
-    """The store's handle on the mark: it writes a commit record before each commit."""
+    """The store's handle on the mark: it writes a commit record after each commit."""
 
     def __init__(self, path: Path, *, durable: bool = True) -> None:
         """durable=False: no fdatasync (journals that need not survive a power cut)."""
         self.path = path
         self._durable = durable
         self._fd = _open(path)
-        record = _read(self._fd).record
+        found = _slots(self._fd)
+        slot = _newest(found)
+        record = None if slot is None else found[slot][0]
         self._gen = record.gen if record else 0
+        # The slot the newest readable record is in: the next write takes the other one.
+        self._slot = 1 if slot is None else slot
+
+    @property
+    def gen(self) -> int:
+        """The gen of the newest record written or read (0: none)."""
+        return self._gen
 
     def close(self) -> None:
         os.close(self._fd)
@@ -180,13 +217,17 @@ class JournalMark:
     def read(self) -> MarkReading:
         return _read(self._fd)
 
-    def write(self, base: JournalHead, next_: JournalHead) -> None:
-        """Announce a commit from base to next_: on disk when this returns."""
-        gen = self._gen + 1
-        os.pwrite(self._fd, _encode(MarkRecord(gen, base, next_)), (gen % 2) * SLOT)
+    def write(self, gen: int, base: JournalHead, next_: JournalHead) -> None:
+        """Record a commit from base to next_ that is on disk, as commit gen (past every
+        gen written before), into the slot the newest record is not in: on disk when this
+        returns. A write torn by a power cut leaves the other slot the newest readable."""
+        if gen <= self._gen:
+            raise ValueError(f"mark gen {gen} after gen {self._gen}: gens only go up")
+        slot = 1 - self._slot
+        os.pwrite(self._fd, _encode(MarkRecord(gen, base, next_, trailing=True)), slot * SLOT)
         if self._durable:
             os.fdatasync(self._fd)
-        self._gen = gen
+        self._gen, self._slot = gen, slot
 
     def set_handed(self, seq: int) -> None:
         """Set the handed seq (moving it back is a recovery's), on disk when this returns."""
