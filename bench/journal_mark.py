@@ -1,14 +1,18 @@
 """What the journal's mark costs a commit, against a raw SQLite commit measured in the same run.
 
 The mark (tablectl/store/mark.py) is a 4 KiB slot rewritten in place and fdatasynced after
-each (group) commit. Each run times, interleaved commit by commit so that they share the
-machine's noise:
+each (group) commit, before the next may begin; the rows are handed on between the two
+(`on_durable`), so the mark is off the path from a step to its publication. Each run times,
+interleaved commit by commit so that they share the machine's noise:
 - raw: a bare SQLite transaction of the same content (three rows, an input, the table state
   of about 2 KB; WAL, synchronous=FULL), no hashing: the least a durable commit costs here;
 - mark: the mark's write alone (a pwrite of one slot and an fdatasync);
 - store, no mark: `Store.commit_steps` with the mark's write left out (hashes, JSON, the same
   transaction): the store as it was;
-- store: `Store.commit_steps` as the daemon runs it, the mark included.
+- store: `Store.commit_steps` as the daemon runs it, the mark included (what the journal
+  thread spends: the next commit waits for it);
+- store, to durable: the same commits, until `on_durable` is called (SQLite's COMMIT
+  returned; the mark not yet written): what a step waits for before it may be published.
 Each figure is the median of a run's commits; runs repeat, and min/median/max over the runs
 are printed (2 noisy cores). The group commit (`Dispatcher.consume`) shares one commit, and so
 one mark write, among every input that queued meanwhile.
@@ -48,7 +52,10 @@ def _state_json() -> str:
     return state.model_dump_json()
 
 
-def _raw(path: Path, state_json: str, steps: int) -> Callable[[int], None]:
+Commit = Callable[[int], float | None]  # a commit; when it was durable, if it says
+
+
+def _raw(path: Path, state_json: str, steps: int) -> Commit:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
@@ -79,20 +86,25 @@ def _raw(path: Path, state_json: str, steps: int) -> Callable[[int], None]:
     return commit
 
 
-def _store(path: Path, state_json: str, steps: int, *, mark: bool) -> Callable[[int], None]:
+def _store(path: Path, state_json: str, steps: int, *, mark: bool) -> Commit:
     store = Store(path, boot_id="bench")
     if not mark:
         # The store as it was before the mark: the same commit path, the write left out.
         store._mark.write = lambda gen, base, next_: None  # type: ignore[method-assign]
     step = StepCommit(state_json, ENTRIES, StepInput("chip_sensed", {"seat": 3}), None)
+    durable: list[float] = []
 
-    def commit(n: int) -> None:
-        store.commit_steps([step] * steps)
+    def on_durable(rows: object) -> None:
+        durable.append(time.perf_counter())
+
+    def commit(n: int) -> float | None:
+        store.commit_steps([step] * steps, on_durable=on_durable)
+        return durable.pop()
 
     return commit
 
 
-def _mark(path: Path) -> Callable[[int], None]:
+def _mark(path: Path) -> Commit:
     mark = JournalMark(path)
     head = JournalHead()
 
@@ -110,11 +122,14 @@ def run(where: Path, commits: int, steps: int, state_json: str) -> dict[str, flo
         "store": _store(where / "store.sqlite3", state_json, steps, mark=True),
     }
     times: dict[str, list[float]] = {k: [] for k in kinds}
+    times["store, to durable"] = []
     for n in range(commits):
         for kind, commit in kinds.items():
             t0 = time.perf_counter()
-            commit(n)
+            durable = commit(n)
             times[kind].append(time.perf_counter() - t0)
+            if kind == "store" and durable is not None:
+                times["store, to durable"].append(durable - t0)
     return {k: statistics.median(v) * 1000 for k, v in times.items()}
 
 
@@ -142,12 +157,14 @@ def main() -> None:
         "medians of each run:"
     )
     for kind in medians[0]:
-        print(f"  {kind:<15} {spread([m[kind] for m in medians])}")
+        print(f"  {kind:<17} {spread([m[kind] for m in medians])}")
     print("ratios (per run):")
     ratios = {
         "mark / raw": [m["mark"] / m["raw"] for m in medians],
         "store / store, no mark": [m["store"] / m["store, no mark"] for m in medians],
         "store / raw": [m["store"] / m["raw"] for m in medians],
+        "to durable / raw": [m["store, to durable"] / m["raw"] for m in medians],
+        "to durable / no mark": [m["store, to durable"] / m["store, no mark"] for m in medians],
     }
     for name, values in ratios.items():
         print(f"  {name:<23} {spread(values, unit='x')}")
