@@ -1,17 +1,20 @@
 """The relay's own MQTT 5 client (tablectl/mqtt/client.py) against a private Mosquitto:
 connect, QoS 1 pipelined with a future per PUBACK, refusals seen as refusals, a lost broker,
-the last-will, and TLS with the shipped broker config."""
+the last-will, and TLS with the shipped broker config; against a plain socket where the test
+must see the bytes (written at once, the broker's Receive Maximum kept)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import json
+import socket
 import ssl
 from collections.abc import Iterator
 from typing import Any
 
 import aiomqtt
+import mqtt5
 import pytest
 from tablectl.simulators.broker import PrivateBroker, Secure
 
@@ -58,37 +61,75 @@ async def test_a_window_of_publishes_each_with_its_puback_arrives_in_order(
         assert all(m.topic == "t/pipe" and not m.retain for m in got)
 
 
-IDLE_LOOP_TURNS = 50
+async def test_a_flushed_publish_is_on_the_wire_before_the_loop_turns() -> None:
+    # flush writes when a batch is handed over, not a loop turn or two later: a broker of
+    # our own (a plain socket, read with the loop blocked) sees the PUBLISH without the loop
+    # having run once since.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
 
+        def accept() -> socket.socket:
+            conn, _ = listener.accept()
+            conn.recv(1024)  # the CONNECT
+            conn.sendall(mqtt5.ConnAckPacket().write())
+            return conn
 
-async def test_a_flushed_publish_is_on_the_wire_at_once_and_no_writer_is_left_spinning(
-    broker: PrivateBroker,
-) -> None:
-    # flush writes a batch when it is handed over, not a loop turn or two later. paho's
-    # register/unregister of the socket for writing must stay paired with the loop's: a
-    # writer left on an always-writable socket spins the loop.
-    async with MqttClient(broker.host, broker.port) as client:
-        paho = client._paho
-        writes = 0
-        loop_write = paho.loop_write
-
-        def counting_loop_write() -> Any:
-            nonlocal writes
-            writes += 1
-            return loop_write()
-
-        paho.loop_write = counting_loop_write  # type: ignore[method-assign]
-        for i in range(20):
-            acked = client.publish_nowait("t/flush", str(i).encode())
+        client = MqttClient("127.0.0.1", port, client_id="flush")
+        conn, _ = await asyncio.gather(asyncio.to_thread(accept), client.connect())
+        with conn:
+            client.publish_nowait("t/flush", b"now")
             client.flush()
-            assert not paho.want_write()  # on the wire, with no turn of the loop
-            await asyncio.wait_for(acked, 5)
-        before = writes
-        # Idle: nothing to write, so nothing may be called. A writer left on the socket (always
-        # writable) would run at every turn of the loop: count turns, not time.
-        for _ in range(IDLE_LOOP_TURNS):
-            await asyncio.sleep(0)
-        assert writes - before <= 1, f"the socket's writer ran {writes - before} times idle"
+            conn.settimeout(5)
+            packet, _ = mqtt5.read(memoryview(conn.recv(1024)))  # the loop is blocked here
+            assert isinstance(packet, mqtt5.PublishPacket)
+            assert (packet.topic, packet.payload) == ("t/flush", b"now")
+        client.close()
+
+
+async def test_no_more_publishes_are_in_flight_than_the_broker_takes() -> None:
+    # The broker's Receive Maximum (MQTT 5.0, 3.3.4): the rest wait, in order, for PUBACKs.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def accept() -> socket.socket:
+            conn, _ = listener.accept()
+            conn.recv(1024)
+            conn.sendall(mqtt5.ConnAckPacket(receive_max=2).write())
+            return conn
+
+        client = MqttClient("127.0.0.1", port, client_id="quota")
+        conn, _ = await asyncio.gather(asyncio.to_thread(accept), client.connect())
+        with conn:
+            acks = [client.publish_nowait("t/q", str(i).encode()) for i in range(5)]
+            client.flush()
+            conn.settimeout(5)
+
+            def publishes(count: int) -> list[mqtt5.PublishPacket]:
+                got: list[mqtt5.PublishPacket] = []
+                data = b""
+                while len(got) < count:
+                    data += conn.recv(1024)
+                    while data:
+                        try:
+                            packet, size = mqtt5.read(memoryview(data))
+                        except IndexError:
+                            break
+                        data = data[size:]
+                        assert isinstance(packet, mqtt5.PublishPacket)
+                        got.append(packet)
+                return got
+
+            first = await asyncio.to_thread(publishes, 2)
+            assert [p.payload for p in first] == [b"0", b"1"]
+            conn.sendall(mqtt5.PubAckPacket(first[0].packet_id or 0).write())
+            await asyncio.wait_for(acks[0], 5)
+            after_one = await asyncio.to_thread(publishes, 1)
+            assert [p.payload for p in after_one] == [b"2"]
+            assert not any(a.done() for a in acks[1:])
+        client.close()
+        for acked in acks[1:]:
+            with pytest.raises(ConnectionLost):
+                await acked
 
 
 async def test_a_lost_broker_fails_what_is_in_flight_and_a_new_client_connects_again(

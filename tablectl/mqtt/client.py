@@ -1,50 +1,52 @@
-"""A small asyncio MQTT 5 client over paho-mqtt's public socket API.
+"""A small asyncio MQTT 5 client: asyncio's own TCP and TLS, and the sans-I/O `mqtt5` codec.
 
-paho-mqtt does the protocol (packets, QoS 1 flows, keep-alive, TLS through an `ssl.SSLContext`);
-this module drives it from the event loop through paho's documented external-loop interface:
-`socket()`, `loop_read()`, `loop_write()`, `loop_misc()`, `want_write()` and the
-`on_socket_close` / `on_socket_register_write` / `on_socket_unregister_write` callbacks. Why not
-aiomqtt (docs/mqtt.md, "The MQTT client"): its public API awaits one PUBACK per call (no
-future per PUBACK to pipeline a window of hundreds cheaply), writes a publish only a loop turn
-or two later (it registers the socket for writing through `call_soon_threadsafe`), and drops
-MQTT 5 PUBACK reason codes, so a publish the broker's ACL refused looks delivered.
+`mqtt5` (PyPI, by aiomqtt's maintainer, the codec aiomqtt 3 is built on) turns packets into
+bytes and back, in Rust; this module keeps the session: CONNECT and its CONNACK, QoS 1 in
+both directions, SUBSCRIBE, keep-alive, DISCONNECT and the last-will. Why not aiomqtt 2, nor
+paho-mqtt underneath (docs/mqtt.md, "The MQTT client"): aiomqtt's public API awaits one PUBACK
+per call, writes a publish a loop turn or two later and drops MQTT 5 PUBACK reason codes (a
+publish the broker's ACL refused looks delivered); paho's packet code, in Python, was half of
+the daemon's CPU per published row (a message object, a lock and a properties object per
+publish and per PUBACK).
 
 What it gives the relay:
-- `publish_nowait`: a QoS 1 publish handed to paho now, and a future for its PUBACK; the
-  future fails with `PublishRefused` when the broker answers with a reason code of 0x80 or
-  more (Mosquitto: 0x87 "Not authorized" for a topic the ACL denies), and with
-  `ConnectionLost` when the connection ends first. `flush` writes what paho holds at once.
-- `connect` raises `ConnectRefused` (the CONNACK's reason code), or `MqttError` with the
-  cause (TCP, TLS) when it cannot get that far; `wait_closed` raises `ConnectionLost`.
+- `publish_nowait`: a QoS 1 publish encoded now, and a future for its PUBACK; the future fails
+  with `PublishRefused` when the broker answers with a reason code of 0x80 or more (Mosquitto:
+  0x87 "Not authorized" for a topic the ACL denies), and with `ConnectionLost` when the
+  connection ends first. `flush` writes what was handed over at once (else it goes on the
+  loop's next turn). No more are in flight than the broker's Receive Maximum (MQTT 5.0,
+  3.3.4): the rest wait here, in order.
+- `connect` raises `ConnectRefused` (the CONNACK's reason code), `ClosedBeforeAccepted` when
+  the broker hangs up first (after a TLS 1.3 handshake, that is how a refused client
+  certificate looks), or `MqttError` with the cause (TCP, TLS); `wait_closed` raises
+  `ConnectionLost`.
 - `max_inbox`: a consumer slower than its messages stops reading the socket while that many
   wait, so the broker holds (and past its queue, drops) what it has not taken, as it does for
   any slow subscriber; reading goes on once half of them are consumed.
-- One connection per client object: a reconnect is a new client (util/reconnect.py).
+- One connection per client object: a reconnect is a new client (util/reconnect.py), so no
+  message of a dead session is ever sent into a new one.
 
-Everything but the blocking TCP connect and TLS handshake (paho's `connect`, run in a
-thread, before any callback that touches the loop is installed) runs on the loop's thread.
+Everything runs on the loop's thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import socket
 import ssl
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
-from paho.mqtt.reasoncodes import ReasonCode
+import mqtt5
 
 from tablectl.util.reconnect import Permanent
 
 __all__ = [
     "SOCKET_OPTIONS",
+    "ClosedBeforeAccepted",
     "ConnectRefused",
     "ConnectionLost",
     "Message",
@@ -58,13 +60,17 @@ __all__ = [
 ]
 
 # Nagle's algorithm holds a small publish back until the previous one is acknowledged by TCP;
-# with delayed ACKs that is tens of milliseconds on an event's way to the backend. (In the
-# form aiomqtt's socket_options takes, for the benches' and tests' independent clients.)
+# with delayed ACKs that is tens of milliseconds on an event's way to the backend. asyncio sets
+# it on every TCP transport; this is the form aiomqtt's socket_options takes, for the benches'
+# and tests' independent clients.
 SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 # CONNACK reason codes that a later attempt may not meet again: the broker is busy or
 # restarting, not saying no to us (MQTT 5.0, 3.2.2.2).
 TRANSIENT_CONNACK = frozenset({0x88, 0x89, 0x97, 0x9F})
+KEEPALIVE_CHECK_S = 1.0
+QOS1 = mqtt5.QoS.AT_LEAST_ONCE
+MAX_PACKET_ID = 0xFFFF
 
 
 def tls_context(
@@ -84,6 +90,15 @@ class MqttError(Exception):
 
 class ConnectionLost(MqttError):
     """The connection ended while in use."""
+
+
+class ClosedBeforeAccepted(MqttError):
+    """The broker closed the connection before its CONNACK (over TLS 1.3, a broker refusing
+    our client certificate does this after the handshake; its alert may or may not arrive)."""
+
+    def __init__(self, why: str, *, tls: bool) -> None:
+        super().__init__(f"the broker closed the connection before accepting it: {why}")
+        self.tls = tls
 
 
 class Refused(MqttError):
@@ -127,20 +142,56 @@ class Message:
     retain: bool
 
 
-class _LastError(logging.Handler):
-    """Keeps paho's last error line: why a TLS session died, say. Through a logger at ERROR,
-    so paho's per-packet debug lines are never formatted (its on_log would format each)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.message = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.message = record.getMessage()
+def _reason_text(code: int) -> str:
+    """A reason code as the specification names it ("Not authorized" for 0x87)."""
+    for kind in (mqtt5.PubAckReasonCode, mqtt5.ConnAckReasonCode, mqtt5.SubAckReasonCode):
+        with contextlib.suppress(ValueError):
+            return kind(code).name.replace("_", " ").capitalize()
+    return "Unknown reason"
 
 
-def _reason(code: ReasonCode) -> tuple[int, str]:
-    return int(code.value), str(code)
+def _subscription(topic: str) -> mqtt5.TopicFilter:
+    """QoS 1; a message flagged retained only when it is the stored one a subscribe brings,
+    not a live publish that also replaced it (Retain As Published off, MQTT 5.0, 3.8.3.1)."""
+    return mqtt5.TopicFilter(topic, max_qos=QOS1, retain_as_published=False)
+
+
+def _packet_length(buffer: bytearray, start: int) -> int | None:
+    """The length of the packet at start (fixed header included), or None while its header
+    is incomplete. The remaining length is a variable byte integer (MQTT 5.0, 1.5.5)."""
+    multiplier, remaining = 1, 0
+    for i in range(start + 1, min(start + 5, len(buffer))):
+        byte = buffer[i]
+        remaining += (byte & 0x7F) * multiplier
+        if not byte & 0x80:
+            return i - start + 1 + remaining
+        multiplier *= 128
+    if len(buffer) - start >= 5:
+        raise ValueError("malformed remaining length")
+    return None
+
+
+class _Wire(asyncio.Protocol):
+    """asyncio's end of the connection: bytes in and the connection's end, for the client."""
+
+    def __init__(self, client: MqttClient) -> None:
+        self._client = client
+
+    def data_received(self, data: bytes) -> None:
+        self._client._received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._client._transport_lost(exc)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A publish handed over while the broker's Receive Maximum was reached: sent in order."""
+
+    topic: str
+    payload: bytes
+    retain: bool
+    acked: asyncio.Future[None]
 
 
 class MqttClient:
@@ -161,81 +212,52 @@ class MqttClient:
         max_inbox: int | None = None,
     ) -> None:
         self.host, self.port = host, port
-        self._max_inbox = max_inbox
-        self._reading = True  # False while max_inbox messages wait
+        self._client_id = client_id
+        self._username, self._password = username, password
         self._keepalive_s = keepalive_s
+        self._tls = tls
+        self._will = will
         self._connect_timeout_s = connect_timeout_s
+        self._max_inbox = max_inbox
         self._loop = asyncio.get_running_loop()
-        p = paho.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=client_id,
-            protocol=MQTTProtocolVersion.MQTTv5,
-            reconnect_on_failure=False,
-        )
-        p.connect_timeout = connect_timeout_s  # the TCP connect and the TLS handshake
-        if username is not None:
-            p.username_pw_set(username, password)
-        if tls is not None:
-            p.tls_set_context(tls)
-        if will is not None:
-            p.will_set(will.topic, will.payload, qos=1, retain=will.retain)
-        # No limit in paho: the caller keeps its own window (paho's limit rescans every
-        # message in flight on each PUBACK).
-        p.max_inflight_messages_set(0)
-        self._errors = _LastError()
-        paho_log = logging.Logger("tablectl.mqtt.paho", logging.ERROR)
-        paho_log.addHandler(self._errors)
-        p.enable_logger(paho_log)
-        self._paho = p  # its callbacks are set once connected, on the loop's thread
+        self._transport: asyncio.Transport | None = None
+        self._inbuf = bytearray()
+        self._out: list[bytes] = []  # encoded, not yet written (flush, or the next turn)
+        self._flush_due = False
         self._connected: asyncio.Future[None] = self._loop.create_future()
         self._up = False  # between the CONNACK that accepted us and the end
         self._closed = asyncio.Event()
         self._lost: MqttError | None = None  # why the connection ended, if not by us
         self._closing = False
+        self._next_id = 0
         self._pubacks: dict[int, tuple[asyncio.Future[None], str]] = {}
-        self._subacks: dict[int, tuple[asyncio.Future[list[ReasonCode]], str]] = {}
+        self._held: deque[_Held] = deque()
+        self._quota = 0  # publishes the broker takes now (its Receive Maximum, less in flight)
+        self._subacks: dict[int, tuple[asyncio.Future[list[int]], str]] = {}
         self._inbox: asyncio.Queue[Message] = asyncio.Queue()
+        self._reading = True  # False while max_inbox messages wait
         self._misc: asyncio.TimerHandle | None = None
-        self._fd: int | None = None
+        self._last_out = 0.0  # loop time of the last packet written (keep-alive)
+        self._ping_sent: float | None = None
 
     # --- connecting --------------------------------------------------------------------
 
     async def connect(self) -> None:
-        """Connect and wait for the broker's CONNACK."""
-        done = self._loop.run_in_executor(None, self._blocking_connect)
-        try:
-            rc = await asyncio.shield(done)
-        except asyncio.CancelledError:
-            done.add_done_callback(lambda _: self.close())
-            raise
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            raise MqttError(str(exc) or type(exc).__name__) from exc
-        sock = self._paho.socket()
-        if not isinstance(sock, socket.socket):
-            # Closed while the CONNECT was written (a TLS 1.3 broker refusing our
-            # certificate after the handshake does that): paho's log says why.
-            self.close()
-            raise MqttError(
-                "the broker closed the connection before accepting it: "
-                + (self._errors.message or paho.error_string(rc))
-            )
-        for option in SOCKET_OPTIONS:
-            sock.setsockopt(*option)
-        self._fd = sock.fileno()
-        p = self._paho
-        p.on_connect = self._on_connect
-        p.on_disconnect = self._on_disconnect
-        p.on_publish = self._on_publish
-        p.on_subscribe = self._on_subscribe
-        p.on_message = self._on_message
-        p.on_socket_close = self._on_socket_close
-        p.on_socket_register_write = self._on_register_write
-        p.on_socket_unregister_write = self._on_unregister_write
-        self._loop.add_reader(self._fd, self._on_readable)
-        self.flush()  # whatever of the CONNECT is left, if the thread could not write it all
-        self._misc = self._loop.call_later(1.0, self._on_misc)
+        """Connect (TCP, TLS) and wait for the broker's CONNACK."""
         try:
             async with asyncio.timeout(self._connect_timeout_s):
+                try:
+                    self._transport, _ = await self._loop.create_connection(
+                        lambda: _Wire(self),
+                        self.host,
+                        self.port,
+                        ssl=self._tls,
+                        server_hostname=self.host if self._tls is not None else None,
+                    )
+                except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                    raise MqttError(str(exc) or type(exc).__name__) from exc
+                self._write(self._connect_packet().write())
+                self.flush()
                 await self._connected
         except TimeoutError:
             self.close()
@@ -243,6 +265,20 @@ class MqttClient:
         except BaseException:
             self.close()
             raise
+        self._misc = self._loop.call_later(KEEPALIVE_CHECK_S, self._on_misc)
+
+    def _connect_packet(self) -> mqtt5.ConnectPacket:
+        will = self._will
+        return mqtt5.ConnectPacket(
+            self._client_id,
+            username=self._username,
+            password=None if self._password is None else self._password.encode(),
+            clean_start=True,
+            keep_alive=self._keepalive_s,
+            will=None
+            if will is None
+            else mqtt5.Will(will.topic, payload=will.payload, qos=QOS1, retain=will.retain),
+        )
 
     async def __aenter__(self) -> MqttClient:
         await self.connect()
@@ -250,10 +286,6 @@ class MqttClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.disconnect()
-
-    def _blocking_connect(self) -> MQTTErrorCode:
-        """paho's connect: TCP, the TLS handshake, and the CONNECT written (a thread)."""
-        return self._paho.connect(self.host, self.port, self._keepalive_s, clean_start=True)
 
     @property
     def is_connected(self) -> bool:
@@ -267,10 +299,11 @@ class MqttClient:
 
     async def disconnect(self, timeout_s: float = 1.0) -> None:
         """A DISCONNECT (so the broker keeps the will to itself), then the socket closed."""
-        if self.is_connected:
+        if self.is_connected and self._transport is not None:
             self._closing = True
-            self._paho.disconnect()
-            self.flush()  # written now: paho then closes the socket
+            self._write(mqtt5.DisconnectPacket().write())
+            self.flush()
+            self._transport.close()  # after what is buffered is written
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s):
                     await self._closed.wait()
@@ -281,18 +314,27 @@ class MqttClient:
     def publish_nowait(
         self, topic: str, payload: bytes, *, retain: bool = False
     ) -> asyncio.Future[None]:
-        """A QoS 1 publish handed to paho now (paho sends in call order, on `flush` or the
-        next writable socket); the future is done when the broker's PUBACK arrives."""
+        """A QoS 1 publish, in call order (written on `flush`, or on the loop's next turn);
+        the future is done when the broker's PUBACK arrives."""
         if not self.is_connected:
             raise self._lost or ConnectionLost(f"not connected: cannot publish to {topic}")
-        info = self._paho.publish(topic, payload, qos=1, retain=retain)
-        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            raise MqttError(f"could not publish to {topic}: {paho.error_string(info.rc)}")
         acked: asyncio.Future[None] = self._loop.create_future()
-        self._pubacks[info.mid] = (acked, topic)
+        if self._quota > 0 and not self._held:
+            self._send_publish(topic, payload, retain, acked)
+        else:
+            self._held.append(_Held(topic, payload, retain, acked))
         if not self._reading:
             self._read_again()  # its PUBACK comes behind what the broker queued for us
         return acked
+
+    def _send_publish(
+        self, topic: str, payload: bytes, retain: bool, acked: asyncio.Future[None]
+    ) -> None:
+        packet_id = self._packet_id()
+        packet = mqtt5.PublishPacket(topic, payload, qos=QOS1, retain=retain, packet_id=packet_id)
+        self._write(packet.write())  # a bad topic raises here, before anything is in flight
+        self._quota -= 1
+        self._pubacks[packet_id] = (acked, topic)
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish at QoS 1, written at once; returns when the broker has acknowledged it."""
@@ -304,173 +346,196 @@ class MqttClient:
         """Subscribe at QoS 1; raises SubscribeRefused when the broker says no."""
         if not self.is_connected:
             raise self._lost or ConnectionLost(f"not connected: cannot subscribe to {topic}")
-        rc, mid = self._paho.subscribe(topic, qos=1)
-        if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
-            raise MqttError(f"could not subscribe to {topic}: {paho.error_string(rc)}")
-        granted: asyncio.Future[list[ReasonCode]] = self._loop.create_future()
-        self._subacks[mid] = (granted, topic)
+        packet_id = self._packet_id()
+        granted: asyncio.Future[list[int]] = self._loop.create_future()
+        self._write(mqtt5.SubscribePacket(packet_id, [_subscription(topic)]).write())
+        self._subacks[packet_id] = (granted, topic)
         if not self._reading:
             self._read_again()
         self.flush()
         for code in await granted:
-            if code.is_failure:
-                raise SubscribeRefused(f"subscription to {topic} refused", *_reason(code))
+            if code >= 0x80:
+                raise SubscribeRefused(f"subscription to {topic} refused", code, _reason_text(code))
 
     async def messages(self) -> AsyncIterator[Message]:
-        """Inbound messages, in arrival order (paho has sent their PUBACK)."""
+        """Inbound messages, in arrival order (their PUBACK is sent)."""
         while True:
             message = await self._inbox.get()
             if not self._reading and self._inbox.qsize() <= (self._max_inbox or 0) // 2:
                 self._read_again()
             yield message
 
-    def _read_again(self) -> None:
-        self._reading = True
-        if self._fd is not None:
-            self._loop.add_reader(self._fd, self._on_readable)
-            self._loop.call_soon(self._on_readable)  # what TLS may hold already decrypted
-
     @property
     def messages_waiting(self) -> int:
         return self._inbox.qsize()
 
     def flush(self) -> None:
-        """Write what paho holds to the socket now, not a loop turn later. What the kernel
-        does not take is written when the socket is writable again (paho asks for that)."""
-        if self._fd is None:
+        """Write what was handed over to the socket now, not on the loop's next turn
+        (asyncio keeps what the kernel does not take and writes it when it can)."""
+        if not self._out:
             return
-        try:
-            self._paho.loop_write()
-        except Exception as exc:  # noqa: BLE001 (any failure of the socket: the connection is over)
-            self._connection_ended(ConnectionLost(f"write failed: {exc}"))
+        data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._out.clear()
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._transport.write(data)
+        self._last_out = self._loop.time()
 
-    # --- paho's callbacks (on the loop's thread once connected) -------------------------
+    def _write(self, packet: bytes) -> None:
+        self._out.append(packet)
+        if not self._flush_due:
+            self._flush_due = True
+            self._loop.call_soon(self._flush_at_turn_end)
 
-    def _on_readable(self) -> None:
-        p = self._paho
+    def _flush_at_turn_end(self) -> None:
+        self._flush_due = False
+        self.flush()
+
+    def _packet_id(self) -> int:
+        """The next packet identifier not in use (MQTT 5.0, 2.2.1)."""
+        for _ in range(MAX_PACKET_ID):
+            self._next_id = self._next_id % MAX_PACKET_ID + 1
+            if self._next_id not in self._pubacks and self._next_id not in self._subacks:
+                return self._next_id
+        raise MqttError("every packet identifier is in use")
+
+    # --- inbound -----------------------------------------------------------------------
+
+    def _received(self, data: bytes) -> None:
+        self._inbuf += data
+        self._parse()
+
+    def _parse(self) -> None:
+        """Take the whole packets received. A consumer max_inbox messages behind leaves the
+        rest unread here, unacknowledged, and reading stops: the broker then holds (and past
+        its queue, drops) what it has not had a PUBACK for, as for any slow subscriber."""
+        if self._closed.is_set():
+            return
+        buffer = self._inbuf
+        start = 0
         try:
-            while p.loop_read() == MQTTErrorCode.MQTT_ERR_SUCCESS:
-                # An SSL socket may hold decrypted bytes the selector cannot see.
-                sock = p.socket()
-                if not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            while not self._inbox_full() and (length := _packet_length(buffer, start)):
+                if len(buffer) - start < length:
                     break
-        except Exception as exc:  # noqa: BLE001 (any failure of the socket: the connection is over)
-            self._connection_ended(ConnectionLost(f"read failed: {exc}"))
+                packet, _ = mqtt5.read(memoryview(buffer)[start : start + length])
+                start += length
+                self._handle(packet)
+        except (ValueError, IndexError, UnicodeDecodeError) as exc:
+            self._end(ConnectionLost(f"a malformed packet from the broker: {exc}"))
             return
-        if p.want_write():  # PUBACKs for what arrived, a PINGREQ
-            self.flush()
-        if (
+        finally:
+            if start:
+                del buffer[:start]
+        if self._out:
+            self.flush()  # PUBACKs for what arrived, publishes their PUBACKs let go
+        if self._reading and self._inbox_full() and self._transport is not None:
+            self._reading = False
+            self._transport.pause_reading()
+
+    def _inbox_full(self) -> bool:
+        """The consumer is max_inbox messages behind and no answer is awaited (one awaited is
+        read, whatever queues before it)."""
+        return (
             self._max_inbox is not None
             and self._inbox.qsize() >= self._max_inbox
-            and not self._pubacks  # an answer awaited is read, whatever queues before it
+            and not self._pubacks
             and not self._subacks
-            and self._fd is not None
-        ):
-            self._reading = False  # the consumer is behind: the broker keeps the rest
-            self._loop.remove_reader(self._fd)
+        )
 
-    def _on_misc(self) -> None:
-        """Keep-alive: paho sends PINGREQ when due and closes a connection whose PINGRESP
-        never came (then on_disconnect tells us)."""
-        self._misc = None
-        if self._fd is None:
-            return
-        self._paho.loop_misc()
-        if self._paho.want_write():
-            self.flush()
-        if self._fd is not None:
-            self._misc = self._loop.call_later(1.0, self._on_misc)
-
-    def _on_register_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self._fd is not None:
-            self._loop.add_writer(self._fd, self.flush)
-
-    def _on_unregister_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self._fd is not None:
-            self._loop.remove_writer(self._fd)
-
-    def _on_socket_close(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        self._forget_socket()
-
-    def _on_connect(
-        self,
-        client: paho.Client,
-        userdata: Any,
-        flags: paho.ConnectFlags,
-        reason_code: ReasonCode,
-        properties: Any,
-    ) -> None:
-        if self._connected.done():
-            return
-        if reason_code.is_failure:
-            refused = ConnectRefused("the broker refused the connection", *_reason(reason_code))
-            self._connected.set_exception(refused)
+    def _handle(self, packet: mqtt5.Packet) -> None:
+        if isinstance(packet, mqtt5.PubAckPacket):
+            self._puback(packet.packet_id, int(packet.reason_code))
+        elif isinstance(packet, mqtt5.PublishPacket):
+            self._inbound(packet)
+        elif isinstance(packet, mqtt5.ConnAckPacket):
+            self._connack(packet)
+        elif isinstance(packet, mqtt5.SubAckPacket):
+            pending = self._subacks.pop(packet.packet_id, None)
+            if pending is not None and not pending[0].done():
+                pending[0].set_result([int(code) for code in packet.reason_codes])
+        elif isinstance(packet, mqtt5.PingRespPacket):
+            self._ping_sent = None
+        elif isinstance(packet, mqtt5.DisconnectPacket):
+            code = int(packet.reason_code)
+            why = packet.reason_str or _disconnect_text(code)
+            self._end(ConnectionLost(f"the broker disconnected us: {why} (0x{code:02x})"))
         else:
-            self._up = True
-            self._errors.message = ""  # from here on, a line about this connection
-            self._connected.set_result(None)
+            raise ValueError(f"a {type(packet).__name__} is not for a QoS 1 client")
 
-    def _on_disconnect(
-        self,
-        client: paho.Client,
-        userdata: Any,
-        flags: paho.DisconnectFlags,
-        reason_code: ReasonCode,
-        properties: Any,
-    ) -> None:
-        if self._closing and not reason_code.is_failure:
-            self._connection_ended(None)
+    def _connack(self, packet: mqtt5.ConnAckPacket) -> None:
+        if self._connected.done():
+            raise ValueError("a second CONNACK")
+        code = int(packet.reason_code)
+        if code >= 0x80:
+            self._connected.set_exception(
+                ConnectRefused("the broker refused the connection", code, _reason_text(code))
+            )
             return
-        why = self._errors.message or "the connection to the broker closed"
-        if flags.is_disconnect_packet_from_server:
-            why = f"the broker disconnected us: {reason_code}"
-        if not self._connected.done():
-            why = f"the broker closed the connection before accepting it: {why}"
-        self._connection_ended(ConnectionLost(why))
+        self._up = True
+        self._quota = packet.receive_max
+        self._connected.set_result(None)
 
-    def _on_publish(
-        self,
-        client: paho.Client,
-        userdata: Any,
-        mid: int,
-        reason_code: ReasonCode,
-        properties: Any,
-    ) -> None:
-        pending = self._pubacks.pop(mid, None)
+    def _puback(self, packet_id: int, code: int) -> None:
+        pending = self._pubacks.pop(packet_id, None)
         if pending is None:
-            return
+            return  # not ours (a broker's error): nothing waits on it
+        self._quota += 1
+        while self._held and self._quota > 0:
+            held = self._held.popleft()
+            self._send_publish(held.topic, held.payload, held.retain, held.acked)
         acked, topic = pending
         if acked.done():
             return
-        if reason_code.is_failure:
+        if code >= 0x80:
             acked.set_exception(
-                PublishRefused(f"publish to {topic} refused", *_reason(reason_code))
+                PublishRefused(f"publish to {topic} refused", code, _reason_text(code))
             )
         else:
             acked.set_result(None)  # 0x10 "No matching subscribers" is a success too
 
-    def _on_subscribe(
-        self,
-        client: paho.Client,
-        userdata: Any,
-        mid: int,
-        reason_codes: list[ReasonCode],
-        properties: Any,
-    ) -> None:
-        pending = self._subacks.pop(mid, None)
-        if pending is not None and not pending[0].done():
-            pending[0].set_result(list(reason_codes))
+    def _inbound(self, packet: mqtt5.PublishPacket) -> None:
+        if packet.qos is mqtt5.QoS.EXACTLY_ONCE:
+            raise ValueError("a QoS 2 publish on a QoS 1 subscription")
+        if packet.qos is QOS1 and packet.packet_id is not None:
+            self._write(mqtt5.PubAckPacket(packet.packet_id).write())
+        self._inbox.put_nowait(Message(packet.topic, bytes(packet.payload), packet.retain))
 
-    def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
-        try:
-            topic = message.topic
-        except UnicodeDecodeError:  # brokers refuse such topics; the caller counts it
-            topic = ""
-        self._inbox.put_nowait(Message(topic, bytes(message.payload), bool(message.retain)))
+    def _read_again(self) -> None:
+        self._reading = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+            self._loop.call_soon(self._parse)  # what was left unread first
+
+    def _on_misc(self) -> None:
+        """Keep-alive (MQTT 5.0, 3.1.2.10): a PINGREQ when nothing else went out for the
+        keep-alive; a broker that does not answer one within the keep-alive is gone."""
+        self._misc = None
+        if self._transport is None:
+            return
+        now = self._loop.time()
+        if self._ping_sent is not None and now - self._ping_sent >= self._keepalive_s:
+            self._end(ConnectionLost("the broker did not answer a PINGREQ within the keep-alive"))
+            return
+        if self._ping_sent is None and now - self._last_out >= self._keepalive_s / 2:
+            self._write(mqtt5.PingReqPacket().write())
+            self.flush()
+            self._ping_sent = now
+        self._misc = self._loop.call_later(KEEPALIVE_CHECK_S, self._on_misc)
 
     # --- ending ------------------------------------------------------------------------
 
-    def _connection_ended(self, lost: MqttError | None) -> None:
+    def _transport_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        if self._closing and exc is None:
+            self._end(None)
+            return
+        why = str(exc) if exc is not None else "the connection to the broker closed"
+        if not self._connected.done():
+            self._end(ClosedBeforeAccepted(why or type(exc).__name__, tls=self._tls is not None))
+        else:
+            self._end(ConnectionLost(why or type(exc).__name__))
+
+    def _end(self, lost: MqttError | None) -> None:
         """Once: say why to whoever waits (connect, wait_closed, each PUBACK and SUBACK)."""
         if self._closed.is_set():
             return
@@ -479,37 +544,40 @@ class MqttClient:
         failure = lost or ConnectionLost("disconnected")
         if not self._connected.done():
             self._connected.set_exception(failure)
-        for acked, _ in self._pubacks.values():
-            if not acked.done():
-                acked.set_exception(failure)
-                acked.exception()  # a publish nobody awaits any more is not an error to log
-        for granted, _ in self._subacks.values():
-            if not granted.done():
-                granted.set_exception(failure)
-                granted.exception()
+        waiting: list[asyncio.Future[None] | asyncio.Future[list[int]]] = [
+            *(acked for acked, _ in self._pubacks.values()),
+            *(held.acked for held in self._held),
+            *(granted for granted, _ in self._subacks.values()),
+        ]
+        for future in waiting:
+            if not future.done():
+                future.set_exception(failure)
+                future.exception()  # a publish nobody awaits any more is not an error to log
         self._pubacks.clear()
+        self._held.clear()
         self._subacks.clear()
+        self._out.clear()
         self._closed.set()
-        self._forget_socket()
-
-    def _forget_socket(self) -> None:
         if self._misc is not None:
             self._misc.cancel()
             self._misc = None
-        if self._fd is not None:
-            self._loop.remove_reader(self._fd)
-            self._loop.remove_writer(self._fd)
-            self._fd = None
+        if self._transport is not None:
+            self._transport.abort()
+            self._transport = None
 
     def close(self) -> None:
         """Drop the connection without a word (the will goes out): a failed connect, a
         connect cancelled midway, or the end after a DISCONNECT."""
-        self._forget_socket()
-        sock = self._paho.socket()
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.close()
+        if self._transport is not None:
+            self._transport.abort()  # connection_lost follows, on a later turn
+            self._transport = None
         if not self._closed.is_set():
-            self._connection_ended(None if self._closing else ConnectionLost("aborted"))
+            self._end(None if self._closing else ConnectionLost("aborted"))
         if self._connected.done() and not self._connected.cancelled():
             self._connected.exception()  # read: a connect that gave up has no one to tell
+
+
+def _disconnect_text(code: int) -> str:
+    with contextlib.suppress(ValueError):
+        return mqtt5.DisconnectReasonCode(code).name.replace("_", " ").capitalize()
+    return "Unknown reason"

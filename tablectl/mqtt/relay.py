@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from tablectl.config import MqttSection
 from tablectl.mqtt.client import (
+    ClosedBeforeAccepted,
     ConnectRefused,
     MqttClient,
     MqttError,
@@ -269,7 +270,7 @@ def describe_connect_error(exc: MqttError, config: MqttSection) -> str:
             f"the broker's certificate does not verify against mqtt.ca_file "
             f"({config.ca_file or 'the system CAs'}): {text}"
         )
-    if _refused_our_certificate(text, config):
+    if _refused_our_certificate(exc):
         return (
             f"the broker refused this table's client certificate (mqtt.cert_file "
             f"{config.cert_file or 'not set'}): {text}"
@@ -288,22 +289,19 @@ def describe_connect_error(exc: MqttError, config: MqttSection) -> str:
     return text
 
 
-def _refused_our_certificate(text: str, config: MqttSection) -> bool:
+def _refused_our_certificate(exc: MqttError) -> bool:
     # With TLS 1.3 the broker refuses a client certificate after the handshake: its alert
-    # may arrive, or the socket may just close first (an EOF before the CONNACK).
-    upper = text.upper()
+    # may arrive, or the socket may just close first (before the CONNACK).
+    upper = str(exc).upper()
     alerts = ("ALERT_UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQ")
-    return any(a in upper for a in alerts) or (
-        config.tls and "EOF OCCURRED IN VIOLATION OF PROTOCOL" in upper
-    )
+    return any(a in upper for a in alerts) or (isinstance(exc, ClosedBeforeAccepted) and exc.tls)
 
 
-def _is_refusal(exc: MqttError, config: MqttSection) -> bool:
+def _is_refusal(exc: MqttError) -> bool:
     """A refusal waiting will not cure (unlike a broker that is down or restarting)."""
     if isinstance(exc, ConnectRefused):
         return exc.permanent
-    text = str(exc)
-    return "CERTIFICATE_VERIFY_FAILED" in text or _refused_our_certificate(text, config)
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc) or _refused_our_certificate(exc)
 
 
 @dataclass
@@ -362,8 +360,8 @@ class Relay:
         self._now = clock
         self.redelivery = Redelivery(self.acks.acked, stall_s=config.ack_stall_s, now=clock())
         # A broker answers a PUBACK as soon as it reads the publish; one that has not within
-        # half the keep-alive is not delivering (and paho's own keep-alive would take twice
-        # the keep-alive to notice a broker that stopped answering altogether).
+        # half the keep-alive is not delivering (and the client's keep-alive would take up to
+        # one and a half to notice a broker that stopped answering altogether).
         self.puback_timeout_s = config.keepalive_s / 2
         self._delivery_fault = delivery_fault
         self._on_delivery = on_delivery
@@ -499,7 +497,7 @@ class Relay:
         except MqttError as exc:
             why = describe_connect_error(exc, self._config)
             raise (
-                BrokerRefused(why) if _is_refusal(exc, self._config) else MqttError(why)
+                BrokerRefused(why) if _is_refusal(exc) else MqttError(why)
             ) from exc
         return client
 
@@ -746,7 +744,7 @@ class Relay:
         retain: bool = False,
         evt: bool = False,
     ) -> None:
-        """Hand one message to paho now (it keeps call order); its PUBACK frees a slot."""
+        """Hand one message to the client now (it keeps call order); its PUBACK frees a slot."""
         puback = session.client.publish_nowait(topic, payload, retain=retain)
         session.pending.append((self._now(), puback))
         puback.add_done_callback(functools.partial(self._acked, session, evt))
