@@ -176,7 +176,7 @@ def test_status_tells_a_person_while_the_shoe_has_not_spoken() -> None:
 
 
 def test_old_journals_keep_their_bytes() -> None:
-    """Fields added for this are left out of the JSON while unset (core/compat.Evolving)."""
+    """Fields added for this are left out of the JSON while unset (core/compat.later)."""
     assert "shoe_boot_id" not in DealRequested().model_dump_json()
     state, _ = run([DealRequested()], state=locked())
     assert state.deal is not None and "shoe_boot_id" not in state.model_dump_json()

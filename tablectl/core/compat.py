@@ -8,33 +8,15 @@ before the field existed, and an old row validates with the default.
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any, ClassVar
+import functools
+import operator
+from typing import Any
 
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
-
-
-class Evolving(BaseModel):
-    """A model whose `LATER_FIELDS` are omitted from its dump while at their default."""
-
-    LATER_FIELDS: ClassVar[frozenset[str]] = frozenset()
-
-    @model_serializer(mode="wrap")
-    def _without_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for name, default in _later_defaults(type(self)):
-                if name in data and getattr(self, name) == default:
-                    del data[name]
-        return data
+from pydantic import Field
 
 
-@cache
-def _later_defaults(model: type[Evolving]) -> tuple[tuple[str, Any], ...]:
-    """Each later field with its default, made once per model: the core dumps its state at
-    every step, and a default factory (or its deep copy) each time was most of that."""
-    fields = model.model_fields
-    return tuple(
-        (name, fields[name].get_default(call_default_factory=True))
-        for name in sorted(model.LATER_FIELDS)
-    )
+def later(default: Any) -> Any:
+    """A field added after journals were written: its default, and left out of the model's
+    JSON while it holds it. Judged by pydantic's own serializer (`exclude_if`), field by
+    field: the core dumps its state at every step."""
+    return Field(default=default, exclude_if=functools.partial(operator.eq, default))

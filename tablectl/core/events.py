@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
-from tablectl.core.compat import Evolving
+from tablectl.core.compat import later
 from tablectl.core.games import GameConfig
 from tablectl.rules.cards import Card, parse_cards
 
@@ -34,9 +34,9 @@ Cards = Annotated[
 ]
 
 
-class Input(Evolving, BaseModel):  # BaseModel named too, for linters
-    """One core input. Subclasses name themselves with TYPE (stable) and VERSION; fields added
-    later are listed in LATER_FIELDS, so older journals read and hash as they were written."""
+class Input(BaseModel):
+    """One core input. Subclasses name themselves with TYPE (stable) and VERSION; a field added
+    later is declared `later(default)`, so older journals read and hash as they were written."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     TYPE: ClassVar[str]
@@ -81,11 +81,10 @@ class LinkRules(BaseModel):
     link_timeout_ms: int  # silence after which the shell says LINK DOWN (5321.18(c))
 
 
-class TableRules(Evolving, BaseModel):  # BaseModel named too, for linters
+class TableRules(BaseModel):
     """What the core needs of a table's configuration: seats, decks and its game's rules."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    LATER_FIELDS = frozenset({"deck", "link"})
 
     seats: int
     decks: int
@@ -100,14 +99,14 @@ class TableRules(Evolving, BaseModel):  # BaseModel named too, for linters
     sensors: SensorRules | None = SensorRules()
     # The decks' identity, age and stub counts (core/decks.py); None: not kept (a config
     # without a deck section, and every journal written before revision 3).
-    deck: DeckRules | None = None
+    deck: DeckRules | None = later(None)
     # Which revision of the core's own rules the journal was written under, so a journal
     # replays as it was written: 1, before issue 14 (no sensor levels; a shoe fault did not
     # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 since (decks: identity,
     # alternation, age and stub counts hold the table; core/decks.py).
     revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
     # The progressive wager is on a link: its meter is the link controller's.
-    link: LinkRules | None = None
+    link: LinkRules | None = later(None)
 
 
 class PowerUp(Input):
@@ -219,10 +218,9 @@ class ShuffleCompleted(DeviceInput):
 
 class ShufflerFault(DeviceInput):
     TYPE = "shuffler_fault"
-    LATER_FIELDS = frozenset({"from_status"})
     code: str  # jam, stopped, cycle-incomplete, door-open
     at_connect: bool = False  # found in the STATUS read on connect, not as an event
-    from_status: bool = False  # found in a later STATUS (no event said so)
+    from_status: bool = later(False)  # found in a later STATUS (no event said so)
 
 
 class ShufflerRebooted(Input):
@@ -234,9 +232,8 @@ class ShuffleRequestFailed(Input):
     again only when the reason changes); without it, the core asks again itself."""
 
     TYPE = "shuffle_request_failed"
-    LATER_FIELDS = frozenset({"retrying"})
     reason: str
-    retrying: bool = False
+    retrying: bool = later(False)
 
 
 # --- every polled device ----------------------------------------------------------------
@@ -290,14 +287,13 @@ class ShoeCard(DeviceInput):
     """One card out of the shoe, in dealing order (never published: the order stays here)."""
 
     TYPE = "shoe_card"
-    LATER_FIELDS = frozenset({"back"})
     card: Annotated[
         Card | None,
         BeforeValidator(lambda v: Card.parse(v) if isinstance(v, str) else v),
         PlainSerializer(lambda c: None if c is None else str(c), return_type=str | None),
     ] = None
     read: CardRead = CardRead.READ
-    back: str | None = None  # the back's colour, where the shoe reports it (core/decks.py)
+    back: str | None = later(None)  # the back's colour, where the shoe reports it (core/decks.py)
 
 
 class ShoeStackDealt(DeviceInput):
@@ -314,10 +310,9 @@ class ShoeDealCompleted(DeviceInput):
 
 class ShoeFault(DeviceInput):
     TYPE = "shoe_fault"
-    LATER_FIELDS = frozenset({"from_status"})
     code: str  # jam, stopped, incomplete, empty
     at_connect: bool = False
-    from_status: bool = False  # found in a later STATUS (no event said so)
+    from_status: bool = later(False)  # found in a later STATUS (no event said so)
 
 
 class ShoeRebooted(Input):
@@ -438,11 +433,10 @@ class DealRequested(Command):
     wager and to `seats`, the other players in the round."""
 
     TYPE = "deal_requested"
-    LATER_FIELDS = frozenset({"shoe_boot_id"})
     seats: tuple[int, ...] = ()
     # The boot of the shoe the deal is sent to, as the daemon knew it: after a power-up, a
     # shoe in another boot cannot show that it never dealt (core/recovery.py).
-    shoe_boot_id: int | None = None
+    shoe_boot_id: int | None = later(None)
 
 
 class DeviceLinkReset(Command):

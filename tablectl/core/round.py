@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
-from tablectl.core.compat import Evolving
+from tablectl.core.compat import later
 from tablectl.core.decks import DeckLife
 from tablectl.core.effects import (
     DealCards,
@@ -98,11 +98,10 @@ class Phase(StrEnum):
     LOCKED = "locked"  # "no more bets": wagers frozen, cards in play
 
 
-class HitEntry(Evolving, BaseModel):  # BaseModel named too, for linters
+class HitEntry(BaseModel):
     """A progressive payout and where its floor workflow stands."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    LATER_FIELDS = frozenset({"link_claim", "answered"})
 
     hit_id: str
     round_id: int
@@ -115,8 +114,8 @@ class HitEntry(Evolving, BaseModel):  # BaseModel named too, for linters
     documented_by: str | None = None
     # A claim on a linked meter: JACKPOT PENDING until the controller answers; the amount
     # paid is the controller's (docs/linked-progressives.md, Hits).
-    link_claim: bool = False
-    answered: bool = False
+    link_claim: bool = later(False)
+    answered: bool = later(False)
 
     @property
     def done(self) -> bool:
@@ -234,14 +233,13 @@ class StuckInput(BaseModel):
         return "lock-out-button" if self.seat is None else "seat-sensor"
 
 
-class Deal(Evolving, BaseModel):  # BaseModel named too, for linters
+class Deal(BaseModel):
     """The shoe's deal of the round in play: the plan's stacks and the cards read so far.
 
     The cards stay in the state (on the table PC); no journal record carries their order.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    LATER_FIELDS = frozenset({"shoe_boot_id"})
 
     seats: tuple[int, ...]  # the players dealt in, from the dealer's left
     stacks: tuple[int, ...]  # the by-shoe steps of the deal plan, in order
@@ -250,7 +248,9 @@ class Deal(Evolving, BaseModel):  # BaseModel named too, for linters
     stacks_done: tuple[int, ...] = ()  # the sizes the shoe reported
     face_up: int = 0
     complete: bool = False
-    shoe_boot_id: int | None = None  # the shoe's boot the deal was asked of (core/recovery.py)
+    shoe_boot_id: int | None = later(
+        None
+    )  # the shoe's boot the deal was asked of (core/recovery.py)
 
     def seen(self, card: object) -> bool:
         return card in self.cards or card in self.discarded
@@ -286,27 +286,8 @@ class RefusedEvent(BaseModel):
     kind: int
 
 
-class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
+class TableState(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    LATER_FIELDS = frozenset(
-        {
-            "shoe_fault",
-            "events_refused",
-            "shuffle_refused",
-            "deal_refused",
-            "delivery_fault",
-            # The inputs as the core last heard them (rules.sensors).
-            "occupied",
-            "waiting",
-            "lockout_held",
-            "stuck_inputs",
-            "deck",
-            # A linked progressive (docs/linked-progressives.md).
-            "link_silent",
-            "link_refused",
-            "round_link_contributions",
-        }
-    )
 
     game: str
     phase: Phase = Phase.CLOSED
@@ -319,7 +300,7 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     counted: bool = False  # the accepted count is final and contributions are booked
     round_contribution_units: int = 0  # reversed exactly on a void
     # A linked meter: the round's contributions, each reversed on the link by a void.
-    round_link_contributions: tuple[rec.LinkContribution, ...] = ()
+    round_link_contributions: tuple[rec.LinkContribution, ...] = later(())
     meter: MeterState | None = None
     deck_ready: bool = False
     shuffle_requested: bool = False
@@ -339,23 +320,27 @@ class TableState(Evolving, BaseModel):  # BaseModel named too, for linters
     counters: Counters = Counters()
     # 649a.13(f): a shoe that jammed, stopped or failed to deal holds the cards of a void
     # round; it deals again once the dealer has removed them (`tablectl dealer clear-shoe`).
-    shoe_fault: str | None = None
-    events_refused: dict[str, RefusedEvent] = {}  # device -> where its event stream stopped
-    shuffle_refused: str | None = None  # why the shuffler will not take SHUFFLE (asked again)
-    deal_refused: str | None = None  # why the shoe did not take the last DEAL
+    shoe_fault: str | None = later(None)
+    events_refused: dict[str, RefusedEvent] = later({})  # device -> where its event stream stopped
+    shuffle_refused: str | None = later(
+        None
+    )  # why the shuffler will not take SHUFFLE (asked again)
+    deal_refused: str | None = later(None)  # why the shoe did not take the last DEAL
     # The inputs as the core last heard them (rules.sensors): seat -> the rounds whose
     # betting its chip has been there for; chips that arrived while the table was closed,
     # decided once (accepted when a round opens, refused when lifted first); the button.
-    occupied: dict[int, int] = {}
-    waiting: tuple[int, ...] = ()
-    lockout_held: bool = False
-    stuck_inputs: tuple[StuckInput, ...] = ()
-    delivery_fault: str | None = None  # the broker refuses our rows: they wait (docs/mqtt.md)
-    deck: DeckLife = DeckLife()  # the decks' identity, age and stub counts (core/decks.py)
+    occupied: dict[int, int] = later({})
+    waiting: tuple[int, ...] = later(())
+    lockout_held: bool = later(False)
+    stuck_inputs: tuple[StuckInput, ...] = later(())
+    delivery_fault: str | None = later(
+        None
+    )  # the broker refuses our rows: they wait (docs/mqtt.md)
+    deck: DeckLife = later(DeckLife())  # the decks' identity, age and stub counts (core/decks.py)
     # A linked progressive: why the link is not heard (None: heard), and why its parameters
     # were refused (None: not refused). Either locks out the progressive (5321.18(c)).
-    link_silent: str | None = None
-    link_refused: str | None = None
+    link_silent: str | None = later(None)
+    link_refused: str | None = later(None)
 
     @property
     def accepting_wagers(self) -> bool:
