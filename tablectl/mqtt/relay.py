@@ -22,7 +22,7 @@ import functools
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar
@@ -63,7 +63,7 @@ from tablectl.mqtt.contract import (
 from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery
 from tablectl.status import BacklogAlarm as StatusBacklogAlarm
 from tablectl.status import BrokerStats, DeviceStatus
-from tablectl.store.journal import HandedMark, JournalReader, OutboxRow, Store
+from tablectl.store.journal import HandedMark, JournalReader, JournalRow, Store, meter_reading
 from tablectl.util.backoff import Backoff
 from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
 from tablectl.util.slices import Slices
@@ -75,6 +75,27 @@ __all__ = ["Relay", "make_client", "tls_context", "topic_root"]
 
 # A refused command too large for this is not read for a correlation id: nobody is answered.
 MAX_CORRELATED_BYTES = 1 << 20
+# Rows handed on in one go, between two chances for a lock-out edge to run (util/slices.py):
+# a commit's rows as they land, or a slice of a backlog.
+OFFER_MAX_ROWS = 32
+
+
+class PublishedRow(Protocol):
+    """A journal row as the relay publishes it: straight from its commit (`JournalRow`) or
+    read back from the journal (`OutboxRow`)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def ts(self) -> str: ...
+    @property
+    def boot_id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def data_json(self) -> str: ...
 
 
 class BrokerRefused(MqttError, Permanent):
@@ -307,7 +328,9 @@ def _is_refusal(exc: MqttError) -> bool:
 @dataclass
 class _Session:
     client: MqttClient
-    inflight: asyncio.Semaphore
+    window: int  # publishes that may await their PUBACK at once (mqtt.publish_window)
+    in_flight: int = 0
+    room: asyncio.Event = field(default_factory=asyncio.Event)  # a PUBACK freed a slot
     meters: dict[str, MeterValue] = field(default_factory=dict)
     # Publishes awaiting their PUBACK, oldest first: (when handed, its future).
     pending: deque[tuple[float, asyncio.Future[None]]] = field(default_factory=deque)
@@ -319,6 +342,15 @@ class _Session:
         if self.failed is None:
             self.failed = exc
             self.ended.set()
+
+    def has_room(self, count: int) -> bool:
+        return self.in_flight + count <= self.window
+
+    async def slot(self) -> None:
+        """Until one more publish may await its PUBACK."""
+        while not self.has_room(1):
+            self.room.clear()
+            await self.room.wait()
 
 
 class Relay:
@@ -351,6 +383,7 @@ class Relay:
         self._shuffler = shuffler
         self._root = topic_root(site, table)
         self._wake = asyncio.Event()
+        self._idle: _Session | None = None  # the session whose outbound task waits for rows
         # The latest game pace (retained on `pace`): published on each connect and change.
         self._pace: bytes | None = None
         self._pace_changed = asyncio.Event()
@@ -496,9 +529,7 @@ class Relay:
             await client.connect()
         except MqttError as exc:
             why = describe_connect_error(exc, self._config)
-            raise (
-                BrokerRefused(why) if _is_refusal(exc) else MqttError(why)
-            ) from exc
+            raise (BrokerRefused(why) if _is_refusal(exc) else MqttError(why)) from exc
         return client
 
     async def _close(self, client: MqttClient) -> None:
@@ -563,7 +594,7 @@ class Relay:
         # (but not for a backend gone dormant: it asks when it is back).
         self._cursor = self.redelivery.floor(self._handed.seq)
         self.redelivery.session(self._cursor, self._now())
-        session = _Session(client, asyncio.Semaphore(self._config.publish_window))
+        session = _Session(client, self._config.publish_window)
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._inbound(session), name="mqtt-inbound")
@@ -650,32 +681,62 @@ class Relay:
     # --- outbound: the journal, in order, the pipe kept full ---------------------------
 
     async def _outbound(self, session: _Session) -> None:
-        """New rows first, then rows a backend lacks (a heal or a replay asked for)."""
+        """New rows first, then rows a backend lacks (a heal or a replay asked for). Idle,
+        it lets `offer` hand new rows on as they land."""
         window = self._config.publish_window
         while True:
             self._wake.clear()
             sent = await self._send_new(session, window)
             sent += await self._send_again(session, window)
             if not sent:
-                await self._wake.wait()
+                self._idle = session
+                try:
+                    await self._wake.wait()
+                finally:
+                    self._idle = None
+
+    def offer(self, rows: Sequence[JournalRow]) -> None:
+        """Rows just committed, in order, on the loop: handed to the broker now when the
+        relay is idle with room for them (no read back from the journal, no task woken);
+        otherwise the outbound task takes them from the journal in its turn."""
+        session = self._idle
+        if (
+            session is None
+            or len(rows) > OFFER_MAX_ROWS
+            or rows[0].seq != self._cursor + 1
+            or not session.has_room(len(rows))
+        ):
+            self.wake()
+            return
+        self._hand_new(session, rows)
 
     async def _send_new(self, session: _Session, window: int) -> int:
         rows = self._reader.outbox_after(self._cursor, limit=window)
         if not rows:
             return 0
+        slices = Slices()  # a lock-out edge is not held behind a window of rows
+        start = 0
+        while start < len(rows):
+            await session.slot()
+            room = session.window - session.in_flight
+            part = rows[start : start + min(OFFER_MAX_ROWS, room)]
+            self._hand_new(session, part)
+            start += len(part)
+            await slices.check()
+        return len(rows)
+
+    def _hand_new(self, session: _Session, rows: Sequence[PublishedRow]) -> None:
+        """New rows to the broker, in order, written at once, then the latest reading of each
+        meter they changed (retained, for signs: those may go past the window by the table's
+        meters). The caller saw to the room for the rows."""
         # Written before the rows leave, so a crash cannot make a re-send look new.
         handed_before = self._handed.seq
         self._handed.advance(rows[-1].seq)
-        slices = Slices()  # a lock-out edge is not held behind a window of rows
         for row in rows:
-            await session.inflight.acquire()
             self._hand(session, row, replay=row.seq <= handed_before)
-            await slices.check()
         self._cursor = rows[-1].seq
         self.redelivery.handed_through(self._cursor)
-        # The latest reading of each meter these rows changed, retained for signs.
         for meter in session.meters.values():
-            await session.inflight.acquire()
             self._send(
                 session,
                 f"{self._root}/meter/{meter.meter_id}",
@@ -684,7 +745,6 @@ class Relay:
             )
         session.meters.clear()
         session.client.flush()
-        return len(rows)
 
     async def _send_again(self, session: _Session, window: int) -> int:
         """Rows handed before on this connection, again (the retained meters stay as the
@@ -698,7 +758,7 @@ class Relay:
             return 0
         slices = Slices()
         for row in rows:
-            await session.inflight.acquire()
+            await session.slot()
             self._hand(session, row, replay=True, meters=False)
             await slices.check()
         self.redelivery.sent(after, rows[-1].seq)
@@ -707,7 +767,7 @@ class Relay:
         return len(rows)
 
     def _hand(
-        self, session: _Session, row: OutboxRow, *, replay: bool, meters: bool = True
+        self, session: _Session, row: PublishedRow, *, replay: bool, meters: bool = True
     ) -> None:
         payload = envelope_json(
             type_=row.type,
@@ -726,7 +786,7 @@ class Relay:
         if not meters:
             return
         try:
-            reading = row.meter_reading()
+            reading = meter_reading(row.type, row.data_json)
         except ValidationError as exc:  # the row went out; only the retained meter waits
             log.error("journal row does not match its record type", seq=row.seq, error=_short(exc))
             reading = None
@@ -746,11 +806,13 @@ class Relay:
     ) -> None:
         """Hand one message to the client now (it keeps call order); its PUBACK frees a slot."""
         puback = session.client.publish_nowait(topic, payload, retain=retain)
+        session.in_flight += 1
         session.pending.append((self._now(), puback))
         puback.add_done_callback(functools.partial(self._acked, session, evt))
 
     def _acked(self, session: _Session, evt: bool, puback: asyncio.Future[None]) -> None:
-        session.inflight.release()
+        session.in_flight -= 1
+        session.room.set()
         if puback.cancelled():
             return
         refused = puback.exception()  # a lost connection is the watcher's to report

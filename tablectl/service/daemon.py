@@ -226,7 +226,7 @@ class Daemon:
                 f"the journal {cfg.storage.database} belongs to a {state.game} table; "
                 f"this config runs {self.game.name}: use another data_dir"
             )
-        self.dispatcher.open(store, state)
+        self.dispatcher.open(store, state, self)
         if (step := fault_point_armed()) is not None:
             log.warning("fault point armed: this daemon kills itself there (a test)", step=step)
         log.info(
@@ -294,7 +294,7 @@ class Daemon:
                     self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
                 tasks.create_task(self.dispatcher.consume(), name="table-core")
-                tasks.create_task(self.dispatcher.finish_commits(self), name="table-commits")
+                tasks.create_task(self.dispatcher.finish_commits(), name="table-commits")
                 tasks.create_task(self.gpio.run(), name="gpio")
                 tasks.create_task(control.serve(), name="control-socket")
                 self.supervisor.start(tasks)
@@ -383,10 +383,10 @@ class Daemon:
 
     # --- after a commit (the dispatcher's AfterCommit) -----------------------------------
 
-    def durable(self) -> None:
+    def durable(self, rows: list[JournalRow]) -> None:
         # The relay hands the rows to the broker first, rather than waiting behind the
         # lamps, replies and log lines of committed() (docs/mqtt.md, Performance).
-        self.relay.wake()
+        self.relay.offer(rows)
 
     def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
         """A step is on disk (input, rows and device cursor): its device hears it was taken,

@@ -8,8 +8,11 @@ disk are stepped in order and committed together (group commit: one fsync for al
 
 The consumer steps the next inputs while the commit before them is still being written, so a
 lock-out edge waits neither for a commit nor for its after-commit work; commits stay in order
-(one journal thread), and a step's effects, replies and device acknowledgements wait for its
-own commit. What a committed step does next is the daemon's (`AfterCommit`).
+(one journal thread). The moment SQLite's commit returns (before the journal's mark is
+written: store/journal.py), the journal thread hands the batch to the loop in one callback,
+which gives the relay its rows first and then runs what each step does next (the daemon's
+`AfterCommit`): nothing but that fsync and one thread -> loop hop stands between a step and
+its publication.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def journal_entries(effects: list[Effect]) -> list[tuple[str, dict[str, Any]]]:
 
 def journal_input(event: Event) -> StepInput:
     return StepInput(event.TYPE, event.model_dump(mode="json"))
+
+
+class JournalFailed(Exception):
+    """A commit failed before this one: the steps behind it are not written."""
 
 
 @dataclass
@@ -99,11 +106,6 @@ class Stepped:
         )
 
 
-def _write(store: Store, stepped: list[Stepped]) -> list[list[JournalRow]]:
-    """In the journal thread: the batch's commits, made and written."""
-    return store.commit_steps([item.commit() for item in stepped])
-
-
 @dataclass
 class _Batch:
     """Inputs stepped together and the commit that makes them durable, under way."""
@@ -111,14 +113,15 @@ class _Batch:
     stepped: list[Stepped]
     refused: list[tuple[Submission, Rejected]]
     state: TableState  # the state after the batch: what others read once it is on disk
-    written: asyncio.Future[list[list[JournalRow]]]
+    # Done once the journal thread is through with it (the commit and the mark's record).
+    written: asyncio.Future[None] | None = None
 
 
 class AfterCommit(Protocol):
     """What the daemon does once a batch is on disk."""
 
-    def durable(self) -> None:
-        """Rows are on disk: the relay may hand them on (before the rest below)."""
+    def durable(self, rows: list[JournalRow]) -> None:
+        """The batch's rows are on disk: the relay may hand them on (before the rest below)."""
 
     def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
         """One step on disk: its device is told, its effects run, its caller answered."""
@@ -150,10 +153,16 @@ class Dispatcher:
         self._stepped = asyncio.Event()
         # Every database write happens here, one at a time, in order.
         self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self._journal_failed = False  # a commit failed: the journal thread writes no more
+        self._after: AfterCommit | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def open(self, store: Store, state: TableState) -> None:
-        """The journal and the state it holds: where the steps go on from."""
+    def open(self, store: Store, state: TableState, after: AfterCommit) -> None:
+        """The journal and the state it holds: where the steps go on from; after: what runs
+        once a batch is on disk."""
         self._store, self.state, self._head = store, state, state
+        self._after = after
+        self._loop = asyncio.get_running_loop()
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -220,37 +229,63 @@ class Dispatcher:
         self._head, stepped, refused = self._step_batch(self._head, batch)
         for item in stepped:  # a test's power cut: taken, not yet journaled
             fault_point("before-commit", item.sub.event.TYPE)
-        written = asyncio.get_running_loop().run_in_executor(
-            self._journal_thread, functools.partial(_write, self._store, stepped)
+        taken = _Batch(stepped, refused, self._head)
+        taken.written = asyncio.get_running_loop().run_in_executor(
+            self._journal_thread, functools.partial(self._write, self._store, taken)
         )
-        self._in_flight.append(_Batch(stepped, refused, self._head, written))
+        self._in_flight.append(taken)
         self._handed.set()
 
-    async def finish_commits(self, after: AfterCommit) -> None:
-        """Each batch once on disk, in order: the state others read, then its after-commit
-        work. A task beside consume in the daemon's group: a stop cancels both at once."""
+    def _write(self, store: Store, batch: _Batch) -> None:
+        """In the journal thread: the batch's commits made and written; the moment SQLite's
+        commit returns, the batch goes to the loop (`_landed`), before the journal's mark
+        is written. After a failed commit nothing more is written: the batches stepped
+        behind it assumed it."""
+        if self._journal_failed:
+            raise JournalFailed("an earlier commit failed: nothing more is written")
+        loop = self._loop
+        assert loop is not None, "open() first"
+
+        def on_durable(rows: list[list[JournalRow]]) -> None:
+            loop.call_soon_threadsafe(self._landed, batch, rows)
+
+        try:
+            store.commit_steps([item.commit() for item in batch.stepped], on_durable=on_durable)
+        except BaseException:
+            self._journal_failed = True
+            raise
+
+    def _landed(self, batch: _Batch, committed: list[list[JournalRow]]) -> None:
+        """On the loop, in commit order: a batch on disk. The relay has its rows first,
+        then each step's after-commit work runs, and whoever waits on the state hears."""
+        after = self._after
+        assert after is not None, "open() first"
+        rows = [row for step_rows in committed for row in step_rows]
+        if rows:
+            after.durable(rows)
+        self.state = batch.state
+        for item, step_rows in zip(batch.stepped, committed, strict=True):
+            # A test's power cut: journaled, not yet acknowledged nor acted on.
+            fault_point("after-commit", item.sub.event.TYPE)
+            after.committed(item, step_rows)
+        self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
+        for sub, refusal in batch.refused:
+            sub.answer(error=refusal)
+        self._stepped.set()
+
+    async def finish_commits(self) -> None:
+        """Each batch's journal work, in order, until it is through (its commit and the
+        mark's record): its room goes to the next batch, and a failed commit ends the daemon
+        here. A task beside consume in the daemon's group: a stop cancels both at once."""
         while True:
             while not self._in_flight:
                 self._handed.clear()
                 await self._handed.wait()
-            batch = self._in_flight[0]
-            committed = await batch.written
+            written = self._in_flight[0].written
+            assert written is not None
+            await written
             self._in_flight.popleft()
             self._room.set()
-            if any(committed):
-                after.durable()
-                await asyncio.sleep(0)
-            self.state = batch.state
-            # Not cut into slices: a yield here waits behind everything ready on the loop,
-            # and under a flood of edges the after-commit work would fall ever further behind.
-            for item, rows in zip(batch.stepped, committed, strict=True):
-                # A test's power cut: journaled, not yet acknowledged nor acted on.
-                fault_point("after-commit", item.sub.event.TYPE)
-                after.committed(item, rows)
-            self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
-            for sub, refusal in batch.refused:
-                sub.answer(error=refusal)
-            self._stepped.set()
 
     def _step_batch(
         self, state: TableState, batch: list[Submission]

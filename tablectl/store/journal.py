@@ -547,6 +547,13 @@ class Store:
         return JournalReader(self._path, bound=lambda: self._head.seq)
 
 
+def meter_reading(type_: str, data_json: str) -> MeterReading | None:
+    """The meter a row leaves, read through its typed record (None for the rows of a type
+    that never changes one, decoded only for those that can)."""
+    record = METER_RECORDS.get(type_)
+    return None if record is None else record.model_validate_json(data_json).meter_reading()
+
+
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     """A journal row as the relay publishes it: its data still as the stored JSON text."""
@@ -559,12 +566,7 @@ class OutboxRow:
     data_json: str
 
     def meter_reading(self) -> MeterReading | None:
-        """The meter this row leaves, read through its typed record (None for the rows of
-        a type that never changes one, decoded only for those that can)."""
-        record = METER_RECORDS.get(self.type)
-        return (
-            None if record is None else record.model_validate_json(self.data_json).meter_reading()
-        )
+        return meter_reading(self.type, self.data_json)
 
 
 class JournalReader:
