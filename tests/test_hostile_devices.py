@@ -237,7 +237,7 @@ async def test_a_device_event_is_acknowledged_only_after_its_commit(
     held, release = threading.Event(), threading.Event()
     real_commit = Store.commit_steps
 
-    def commit(self: Store, steps: Any) -> Any:
+    def commit(self: Store, steps: Any, **options: Any) -> Any:
         # Steps that arrive together share one commit: hold the one holding the completion.
         if any(
             st.step_input is not None and st.step_input.type == "shuffle_completed" for st in steps
@@ -245,7 +245,7 @@ async def test_a_device_event_is_acknowledged_only_after_its_commit(
             held.set()
             release.wait(10)
             raise sqlite3.OperationalError("disk I/O error (the power went)")
-        return real_commit(self, steps)
+        return real_commit(self, steps, **options)
 
     monkeypatch.setattr(Store, "commit_steps", commit)
     inputs = SimulatedTableInputs(cfg.table.seats)

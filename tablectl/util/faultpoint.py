@@ -3,8 +3,10 @@
 `TABLECTL_FAULT_POINT=NAME` (or `NAME#N`, the N-th time that step is reached) makes the
 process SIGKILL itself there: no cleanup, no flush, nothing after it runs. The steps are
 named where commands to devices pass (docs/design.md, Commands in flight): `after-commit:`
-an input type, `effect:` an effect, `send:`/`sent:`/`reply:` a device message type. Unset --
-always, outside tests -- each point is one comparison with None.
+an input type, `effect:` an effect, `send:`/`sent:`/`reply:` a device message type; and in
+the journal's commit (store/journal.py): `journal:mark-caught-up`, `journal:rows-written`,
+`journal:committed`, `journal:mark-written`. Unset -- always, outside tests -- each point is
+one comparison with None.
 """
 
 from __future__ import annotations
