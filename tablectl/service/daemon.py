@@ -294,6 +294,7 @@ class Daemon:
                     self.gpio.set_lamp(hit.seat, Lamp.WIN)
                 await control.start()
                 tasks.create_task(self.dispatcher.consume(), name="table-core")
+                tasks.create_task(self.dispatcher.watch_journal(), name="table-journal")
                 tasks.create_task(self.dispatcher.finish_commits(), name="table-commits")
                 tasks.create_task(self.gpio.run(), name="gpio")
                 tasks.create_task(control.serve(), name="control-socket")

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -38,6 +39,9 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 # At most this many queued inputs share one commit (a burst's first waits for no more).
 MAX_STEPS_PER_COMMIT = 512
+# Inputs stepped, or steps' after-commit work run, in one loop callback: a lock-out edge waits
+# behind at most this many (a burst is stepped in slices, still committed together).
+STEPS_PER_TURN = 8
 # Batches stepped ahead of the one being written: enough that a lock-out never waits for a
 # commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
 COMMITS_IN_FLIGHT = 4
@@ -113,8 +117,17 @@ class _Batch:
     stepped: list[Stepped]
     refused: list[tuple[Submission, Rejected]]
     state: TableState  # the state after the batch: what others read once it is on disk
-    # Done once the journal thread is through with it (the commit and the mark's record).
-    written: asyncio.Future[None] | None = None
+
+
+def _resolve(future: asyncio.Future[T], result: T) -> None:
+    """A journal job's result, on the loop, for a caller that may have stopped waiting."""
+    if not future.done():
+        future.set_result(result)
+
+
+def _reject(future: asyncio.Future[T], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
 
 
 class AfterCommit(Protocol):
@@ -125,6 +138,29 @@ class AfterCommit(Protocol):
 
     def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
         """One step on disk: its device is told, its effects run, its caller answered."""
+
+
+class JournalThread:
+    """The one thread every database write runs in, one job at a time, in the order put.
+    A job is a plain callable: a batch's commit reports its own landing to the loop, so no
+    future is made or chained per commit."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="journal", daemon=True)
+        self._thread.start()
+
+    def put(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def close(self) -> None:
+        """The jobs put before this run to their end (a commit is one transaction)."""
+        self._jobs.put(None)
+        self._thread.join()
 
 
 class Dispatcher:
@@ -146,14 +182,19 @@ class Dispatcher:
         self._queue: asyncio.Queue[Submission] = asyncio.Queue()
         # The state after the last step taken, committed or not: the next step's start.
         self._head: TableState | None = None
-        # Batches stepped and being committed, oldest first (stepping -> finish_commits).
-        self._in_flight: deque[_Batch] = deque()
-        self._handed = asyncio.Event()  # a batch was added to _in_flight
-        self._room = asyncio.Event()  # a batch left _in_flight
+        self._in_flight = 0  # batches handed to the journal thread and not landed yet
+        self._room = asyncio.Event()  # a batch landed
         self._stepped = asyncio.Event()
         # Every database write happens here, one at a time, in order.
-        self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self._journal = JournalThread()
         self._journal_failed = False  # a commit failed: the journal thread writes no more
+        self._failure: asyncio.Future[None] | None = None  # the commit that failed, raised
+        # The batch being gathered (stepped, not yet handed to the journal thread).
+        self._open: list[Stepped] = []
+        self._open_refused: list[tuple[Submission, Rejected]] = []
+        # Committed steps whose after-commit work is still to run, each batch's end marked.
+        self._after_work: deque[tuple[Stepped, list[JournalRow]] | _Batch] = deque()
+        self._work_ready = asyncio.Event()  # after-commit work was added
         self._after: AfterCommit | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -163,6 +204,7 @@ class Dispatcher:
         self._store, self.state, self._head = store, state, state
         self._after = after
         self._loop = asyncio.get_running_loop()
+        self._failure = self._loop.create_future()
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -177,7 +219,8 @@ class Dispatcher:
         if isinstance(event, LockoutPressed) and self._head is not None:
             # "No more bets" is stepped now, with everything queued before it, rather than
             # behind the consumer's turn: it waits for no commit and no after-commit work.
-            self._step_queued()
+            self._step_some(MAX_STEPS_PER_COMMIT)
+            self._hand_off()
 
     async def submit(self, event: Event, kv: dict[str, str] | None = None) -> Submission:
         """Queue a person's command and wait until it is journaled; raises Rejected."""
@@ -191,7 +234,19 @@ class Dispatcher:
 
     async def in_journal_thread(self, work: Callable[[], T]) -> T:
         """Run a database write in the journal thread: every write, one at a time, in order."""
-        return await asyncio.get_running_loop().run_in_executor(self._journal_thread, work)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+
+        def job() -> None:
+            try:
+                result = work()
+            except BaseException as exc:  # noqa: BLE001 (the caller's to handle, on the loop)
+                loop.call_soon_threadsafe(_reject, done, exc)
+            else:
+                loop.call_soon_threadsafe(_resolve, done, result)
+
+        self._journal.put(job)
+        return await done
 
     async def wait_until(self, predicate: Callable[[TableState], bool], timeout_s: float) -> None:
         """Wait until the committed state satisfies predicate (simulators, tests, the demo)."""
@@ -202,39 +257,51 @@ class Dispatcher:
 
     def close(self) -> None:
         """A commit under way finishes (it is one transaction) before the database closes."""
-        self._journal_thread.shutdown(wait=True)
+        self._journal.close()
 
     # --- the two tasks ------------------------------------------------------------------
 
     async def consume(self) -> None:
-        """Step each batch of inputs as it comes and hand its commit to the journal thread
-        without waiting for it; while COMMITS_IN_FLIGHT batches are being written, the inputs
-        wait in the queue (a slow disk holds them back there, not in memory)."""
+        """Step each batch of inputs as it comes, a slice per loop turn, and hand its commit
+        to the journal thread without waiting for it; while COMMITS_IN_FLIGHT batches are
+        being written, the inputs wait in the queue (a slow disk holds them back there, not
+        in memory)."""
         assert self._store is not None and self._head is not None, "open() first"
         while True:
-            while len(self._in_flight) >= COMMITS_IN_FLIGHT:
+            while self._in_flight >= COMMITS_IN_FLIGHT:
                 self._room.clear()
                 await self._room.wait()
-            self._step_queued(await self._queue.get())
+            self._step_some(STEPS_PER_TURN, await self._queue.get())
+            while not self._queue.empty() and len(self._open) < MAX_STEPS_PER_COMMIT:
+                # A lock-out edge may run here: it steps the rest and hands this batch on.
+                await asyncio.sleep(0)
+                self._step_some(STEPS_PER_TURN)
+            self._hand_off()
 
-    def _step_queued(self, first: Submission | None = None) -> None:
-        """Step what is queued (first, taken already, before it) and hand the batch's commit
-        to the journal thread. Synchronous: no other input can come between."""
+    def _step_some(self, limit: int, first: Submission | None = None) -> None:
+        """Step up to limit inputs (first, taken already, then the queue's) into the batch
+        being gathered. Synchronous: no other input can come between."""
+        assert self._head is not None
+        taken = [] if first is None else [first]
+        room = min(limit, MAX_STEPS_PER_COMMIT - len(self._open))
+        while len(taken) < room and not self._queue.empty():
+            taken.append(self._queue.get_nowait())
+        if taken:
+            self._head, stepped, refused = self._step_batch(self._head, taken)
+            self._open.extend(stepped)
+            self._open_refused.extend(refused)
+
+    def _hand_off(self) -> None:
+        """The batch gathered goes to the journal thread (commits stay in stepping order)."""
         assert self._store is not None and self._head is not None
-        batch = [] if first is None else [first]
-        while len(batch) < MAX_STEPS_PER_COMMIT and not self._queue.empty():
-            batch.append(self._queue.get_nowait())
-        if not batch:
+        if not self._open and not self._open_refused:
             return
-        self._head, stepped, refused = self._step_batch(self._head, batch)
-        for item in stepped:  # a test's power cut: taken, not yet journaled
+        for item in self._open:  # a test's power cut: taken, not yet journaled
             fault_point("before-commit", item.sub.event.TYPE)
-        taken = _Batch(stepped, refused, self._head)
-        taken.written = asyncio.get_running_loop().run_in_executor(
-            self._journal_thread, functools.partial(self._write, self._store, taken)
-        )
-        self._in_flight.append(taken)
-        self._handed.set()
+        taken = _Batch(self._open, self._open_refused, self._head)
+        self._open, self._open_refused = [], []
+        self._journal.put(functools.partial(self._write, self._store, taken))
+        self._in_flight += 1
 
     def _write(self, store: Store, batch: _Batch) -> None:
         """In the journal thread: the batch's commits made and written; the moment SQLite's
@@ -251,41 +318,63 @@ class Dispatcher:
 
         try:
             store.commit_steps([item.commit() for item in batch.stepped], on_durable=on_durable)
-        except BaseException:
+        except BaseException as exc:  # noqa: BLE001 (raised on the loop: it ends the daemon)
             self._journal_failed = True
-            raise
+            loop.call_soon_threadsafe(self._failed, exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        log.error("a journal commit failed: the daemon stops", error=repr(exc))
+        if self._failure is not None and not self._failure.done():
+            self._failure.set_exception(exc)
 
     def _landed(self, batch: _Batch, committed: list[list[JournalRow]]) -> None:
-        """On the loop, in commit order: a batch on disk. The relay has its rows first,
-        then each step's after-commit work runs, and whoever waits on the state hears."""
-        after = self._after
-        assert after is not None, "open() first"
+        """On the loop, in commit order: a batch on disk. The relay has its rows at once;
+        each step's after-commit work follows, a slice per loop turn (`finish_commits`)."""
+        assert self._after is not None, "open() first"
         rows = [row for step_rows in committed for row in step_rows]
         if rows:
-            after.durable(rows)
+            self._after.durable(rows)
         self.state = batch.state
-        for item, step_rows in zip(batch.stepped, committed, strict=True):
-            # A test's power cut: journaled, not yet acknowledged nor acted on.
-            fault_point("after-commit", item.sub.event.TYPE)
-            after.committed(item, step_rows)
-        self.steps_done += sum(1 for item in batch.stepped if item.refusal is None)
-        for sub, refusal in batch.refused:
-            sub.answer(error=refusal)
-        self._stepped.set()
+        self._in_flight -= 1
+        self._room.set()
+        self._after_work.extend(zip(batch.stepped, committed, strict=True))
+        self._after_work.append(batch)
+        self._work_ready.set()
 
     async def finish_commits(self) -> None:
-        """Each batch's journal work, in order, until it is through (its commit and the
-        mark's record): its room goes to the next batch, and a failed commit ends the daemon
-        here. A task beside consume in the daemon's group: a stop cancels both at once."""
+        """Committed steps' after-commit work, in commit order, STEPS_PER_TURN of them per
+        loop turn; at a batch's end its refused commands are answered and waiters hear. A
+        task beside consume in the daemon's group: a stop cancels both at once (what was not
+        run yet is not run: its device reports go unacknowledged and come again)."""
+        after = self._after
+        assert after is not None, "open() first"
+        work = self._after_work
         while True:
-            while not self._in_flight:
-                self._handed.clear()
-                await self._handed.wait()
-            written = self._in_flight[0].written
-            assert written is not None
-            await written
-            self._in_flight.popleft()
-            self._room.set()
+            while not work:
+                self._work_ready.clear()
+                await self._work_ready.wait()
+            budget = STEPS_PER_TURN
+            while work and budget:
+                next_ = work.popleft()
+                if isinstance(next_, _Batch):
+                    self.steps_done += sum(1 for item in next_.stepped if item.refusal is None)
+                    for sub, refusal in next_.refused:
+                        sub.answer(error=refusal)
+                    self._stepped.set()
+                    continue
+                item, step_rows = next_
+                # A test's power cut: journaled, not yet acknowledged nor acted on.
+                fault_point("after-commit", item.sub.event.TYPE)
+                after.committed(item, step_rows)
+                budget -= 1
+            if work:
+                await asyncio.sleep(0)  # a lock-out edge may run between two slices
+
+    async def watch_journal(self) -> None:
+        """Until a commit fails: its error is raised here, and ends the daemon. A task beside
+        consume in the daemon's group: a stop cancels both at once."""
+        assert self._failure is not None, "open() first"
+        await self._failure
 
     def _step_batch(
         self, state: TableState, batch: list[Submission]
