@@ -155,10 +155,11 @@ class JournalHead:
         hash_: str,
         input_seq: int,
         input_hash: str,
-        state_json: str | None,
+        state_hash: str | None,
         kv: Mapping[str, str | None],
     ) -> JournalHead:
-        """The head a commit leaves: kv sets keys (None: removes one)."""
+        """The head a commit leaves: state_hash, the stored state's hash (None: unchanged);
+        kv sets keys (None: removes one)."""
         values = self.values
         for key, value in kv.items():
             if value is None:
@@ -170,7 +171,7 @@ class JournalHead:
             hash_,
             input_seq,
             input_hash,
-            self.state_hash if state_json is None else text_hash(state_json),
+            self.state_hash if state_hash is None else state_hash,
             tuple(sorted(values.items())),
         )
 

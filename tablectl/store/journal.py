@@ -378,6 +378,7 @@ class Store:
         ts = journal_ts(now)
         unix_ms = int(now.timestamp() * 1000)
         gen: int | None = None  # the commit's generation: none if it changes nothing
+        digest_of_state: str | None = None  # the last step's state hash: the one stored
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for key in drop_kv:
@@ -403,6 +404,7 @@ class Store:
                         JournalRow(seq, event_id, ts, self._boot_id, type_, data, data_json)
                     )
                     prev = digest
+                digest_of_state = state_hash(step.state_json)
                 if step.step_input is not None:
                     input_seq += 1
                     link = (
@@ -411,7 +413,7 @@ class Store:
                         self._boot_id,
                         step.step_input.type,
                         canonical_json(step.step_input.data),
-                        state_hash(step.state_json),
+                        digest_of_state,
                         rows[0].seq if rows else None,
                         rows[-1].seq if rows else None,
                     )
@@ -428,26 +430,28 @@ class Store:
             state_json = steps[-1].state_json if steps else None
             if state_json is not None:
                 self._put(TABLE_STATE, state_json)
-
-            def leaves() -> JournalHead:
-                return head.after(
-                    seq=seq,
-                    hash_=prev,
-                    input_seq=input_seq,
-                    input_hash=input_prev,
-                    state_json=state_json,
-                    kv=kv,
-                )
-
-            after = leaves()
+            after = head.after(
+                seq=seq,
+                hash_=prev,
+                input_seq=input_seq,
+                input_hash=input_prev,
+                state_hash=digest_of_state,
+                kv=kv,
+            )
             if after != head:
                 # The commit's generation, in its own transaction: the mark's record of it
                 # will have this gen, so a database one commit past the mark says so. Past
                 # every gen the mark or the database holds (`_catch_up` made them one).
                 gen = max(self._mark.gen, head.commit_gen or 0) + 1
                 self._put(COMMIT_GEN, str(gen))
-                kv[COMMIT_GEN] = str(gen)
-                after = leaves()
+                after = after.after(
+                    seq=seq,
+                    hash_=prev,
+                    input_seq=input_seq,
+                    input_hash=input_prev,
+                    state_hash=None,
+                    kv={COMMIT_GEN: str(gen)},
+                )
             self.fault_point("rows-written")
             self._db.execute("COMMIT")
         except BaseException:
