@@ -19,6 +19,7 @@ import pytest
 from tablectl.simulators.broker import PrivateBroker, Secure
 
 from tablectl.mqtt.client import (
+    ClosedBeforeAccepted,
     ConnectionLost,
     ConnectRefused,
     Message,
@@ -61,75 +62,185 @@ async def test_a_window_of_publishes_each_with_its_puback_arrives_in_order(
         assert all(m.topic == "t/pipe" and not m.retain for m in got)
 
 
-async def test_a_flushed_publish_is_on_the_wire_before_the_loop_turns() -> None:
-    # flush writes when a batch is handed over, not a loop turn or two later: a broker of
-    # our own (a plain socket, read with the loop blocked) sees the PUBLISH without the loop
-    # having run once since.
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
+class PlainBroker:
+    """A broker of the test's own, on a plain socket: it answers the CONNECT as told and then
+    reads and writes packets as the test says (its reads block the loop where a test wants
+    to see that bytes were written without a turn of the loop)."""
 
-        def accept() -> socket.socket:
-            conn, _ = listener.accept()
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._conn: socket.socket | None = None
+        self._data = b""
+
+    async def accept(self, client: MqttClient, connack: mqtt5.ConnAckPacket) -> None:
+        def serve() -> socket.socket:
+            conn, _ = self._listener.accept()
+            conn.settimeout(10)
             conn.recv(1024)  # the CONNECT
-            conn.sendall(mqtt5.ConnAckPacket().write())
+            conn.sendall(connack.write())
             return conn
 
-        client = MqttClient("127.0.0.1", port, client_id="flush")
-        conn, _ = await asyncio.gather(asyncio.to_thread(accept), client.connect())
+        self._conn, _ = await asyncio.gather(asyncio.to_thread(serve), client.connect())
+
+    @property
+    def conn(self) -> socket.socket:
+        assert self._conn is not None
+        return self._conn
+
+    def send(self, data: bytes) -> None:
+        self.conn.sendall(data)
+
+    def packets(self, count: int) -> list[mqtt5.Packet]:
+        """The next count packets from the client (blocking: call through to_thread, or to
+        block the loop on purpose)."""
+        got: list[mqtt5.Packet] = []
+        while len(got) < count:
+            try:
+                packet, size = mqtt5.read(memoryview(self._data))
+            except IndexError:
+                self._data += self.conn.recv(65536)
+                continue
+            self._data = self._data[size:]
+            got.append(packet)
+        return got
+
+    def nothing_waiting(self) -> bool:
+        """No byte from the client is waiting to be read (a non-blocking look, right now)."""
+        self.conn.setblocking(False)
+        try:
+            return not self._data and not self.conn.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return not self._data
+        finally:
+            self.conn.settimeout(10)
+
+    def hang_up_after_the_connect(self) -> None:
+        """Take the CONNECT and close, with no CONNACK (blocking: through to_thread)."""
+        conn, _ = self._listener.accept()
         with conn:
-            client.publish_nowait("t/flush", b"now")
-            client.flush()
-            conn.settimeout(5)
-            packet, _ = mqtt5.read(memoryview(conn.recv(1024)))  # the loop is blocked here
-            assert isinstance(packet, mqtt5.PublishPacket)
-            assert (packet.topic, packet.payload) == ("t/flush", b"now")
-        client.close()
-
-
-async def test_no_more_publishes_are_in_flight_than_the_broker_takes() -> None:
-    # The broker's Receive Maximum (MQTT 5.0, 3.3.4): the rest wait, in order, for PUBACKs.
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
-
-        def accept() -> socket.socket:
-            conn, _ = listener.accept()
             conn.recv(1024)
-            conn.sendall(mqtt5.ConnAckPacket(receive_max=2).write())
-            return conn
 
-        client = MqttClient("127.0.0.1", port, client_id="quota")
-        conn, _ = await asyncio.gather(asyncio.to_thread(accept), client.connect())
-        with conn:
-            acks = [client.publish_nowait("t/q", str(i).encode()) for i in range(5)]
-            client.flush()
-            conn.settimeout(5)
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._listener.close()
 
-            def publishes(count: int) -> list[mqtt5.PublishPacket]:
-                got: list[mqtt5.PublishPacket] = []
-                data = b""
-                while len(got) < count:
-                    data += conn.recv(1024)
-                    while data:
-                        try:
-                            packet, size = mqtt5.read(memoryview(data))
-                        except IndexError:
-                            break
-                        data = data[size:]
-                        assert isinstance(packet, mqtt5.PublishPacket)
-                        got.append(packet)
-                return got
 
-            first = await asyncio.to_thread(publishes, 2)
-            assert [p.payload for p in first] == [b"0", b"1"]
-            conn.sendall(mqtt5.PubAckPacket(first[0].packet_id or 0).write())
-            await asyncio.wait_for(acks[0], 5)
-            after_one = await asyncio.to_thread(publishes, 1)
-            assert [p.payload for p in after_one] == [b"2"]
-            assert not any(a.done() for a in acks[1:])
-        client.close()
-        for acked in acks[1:]:
-            with pytest.raises(ConnectionLost):
-                await acked
+@pytest.fixture
+def plain() -> Iterator[PlainBroker]:
+    broker = PlainBroker()
+    yield broker
+    broker.close()
+
+
+async def test_a_flushed_publish_is_on_the_wire_before_the_loop_turns(plain: PlainBroker) -> None:
+    # flush writes when a batch is handed over, not a loop turn or two later: the plain
+    # broker, read with the loop blocked, sees the PUBLISH without the loop having run since.
+    client = MqttClient("127.0.0.1", plain.port, client_id="flush")
+    await plain.accept(client, mqtt5.ConnAckPacket())
+    client.publish_nowait("t/flush", b"now")
+    client.flush()
+    (packet,) = plain.packets(1)  # the loop is blocked here
+    assert isinstance(packet, mqtt5.PublishPacket)
+    assert (packet.topic, packet.payload) == ("t/flush", b"now")
+    client.close()
+
+
+async def test_no_more_publishes_are_in_flight_than_the_broker_takes(plain: PlainBroker) -> None:
+    # The broker's Receive Maximum (MQTT 5.0, 3.3.4): the rest wait, in order, for PUBACKs.
+    client = MqttClient("127.0.0.1", plain.port, client_id="quota")
+    await plain.accept(client, mqtt5.ConnAckPacket(receive_max=2))
+    acks = [client.publish_nowait("t/q", str(i).encode()) for i in range(5)]
+    client.flush()
+    first = await asyncio.to_thread(plain.packets, 2)
+    assert [p.payload for p in first if isinstance(p, mqtt5.PublishPacket)] == [b"0", b"1"]
+    assert isinstance(first[0], mqtt5.PublishPacket)
+    plain.send(mqtt5.PubAckPacket(first[0].packet_id or 0).write())
+    await asyncio.wait_for(acks[0], 5)
+    (third,) = await asyncio.to_thread(plain.packets, 1)
+    assert isinstance(third, mqtt5.PublishPacket) and third.payload == b"2"
+    assert not any(a.done() for a in acks[1:])
+    client.close()
+    for acked in acks[1:]:
+        with pytest.raises(ConnectionLost):
+            await acked
+
+
+async def test_a_packet_split_across_reads_is_taken_whole(plain: PlainBroker) -> None:
+    client = MqttClient("127.0.0.1", plain.port, client_id="split")
+    await plain.accept(client, mqtt5.ConnAckPacket())
+    publish = mqtt5.PublishPacket("t/split", b"x" * 300, qos=mqtt5.QoS.AT_LEAST_ONCE, packet_id=7)
+    data = publish.write()
+    for i in range(len(data)):  # a byte at a time, each its own read
+        plain.send(data[i : i + 1])
+        await asyncio.sleep(0)
+    (message,) = await received(client, 1)
+    assert (message.topic, message.payload) == ("t/split", b"x" * 300)
+    (ack,) = await asyncio.to_thread(plain.packets, 1)
+    assert isinstance(ack, mqtt5.PubAckPacket) and ack.packet_id == 7
+    client.close()
+
+
+async def test_a_slow_consumer_leaves_what_it_cannot_take_unread_and_unacknowledged(
+    plain: PlainBroker,
+) -> None:
+    # max_inbox 2: the third message is not read, so not acknowledged, until the consumer
+    # catches up; the broker holds it meanwhile (and past its queue, drops it).
+    client = MqttClient("127.0.0.1", plain.port, client_id="slow", max_inbox=2)
+    await plain.accept(client, mqtt5.ConnAckPacket())
+    plain.send(
+        b"".join(
+            mqtt5.PublishPacket(
+                "t/slow", str(i).encode(), qos=mqtt5.QoS.AT_LEAST_ONCE, packet_id=i
+            ).write()
+            for i in range(1, 6)
+        )
+    )
+    acks = await asyncio.to_thread(plain.packets, 2)
+    assert [a.packet_id for a in acks if isinstance(a, mqtt5.PubAckPacket)] == [1, 2]
+    assert client.messages_waiting == 2 and plain.nothing_waiting()
+    got = await received(client, 5)  # consuming lets the rest be read, in order
+    assert [m.payload for m in got] == [b"1", b"2", b"3", b"4", b"5"]
+    rest = await asyncio.to_thread(plain.packets, 3)
+    assert [a.packet_id for a in rest if isinstance(a, mqtt5.PubAckPacket)] == [3, 4, 5]
+    client.close()
+
+
+async def test_a_broker_that_does_not_answer_the_keep_alive_is_gone(plain: PlainBroker) -> None:
+    # The keep-alive (MQTT 5.0, 3.1.2.10): a PINGREQ when nothing else went out for half of
+    # it, and no PINGRESP within it ends the connection; a PINGRESP keeps it.
+    client = MqttClient("127.0.0.1", plain.port, client_id="ping", keepalive_s=2)
+    await plain.accept(client, mqtt5.ConnAckPacket())
+    (ping,) = await asyncio.to_thread(plain.packets, 1)
+    assert isinstance(ping, mqtt5.PingReqPacket)
+    plain.send(mqtt5.PingRespPacket().write())
+    (again,) = await asyncio.to_thread(plain.packets, 1)  # answered: it pings on
+    assert isinstance(again, mqtt5.PingReqPacket) and client.is_connected
+    with pytest.raises(ConnectionLost, match="did not answer a PINGREQ"):
+        await asyncio.wait_for(client.wait_closed(), 10)
+
+
+async def test_a_disconnect_from_the_broker_ends_the_connection_with_its_reason(
+    plain: PlainBroker,
+) -> None:
+    client = MqttClient("127.0.0.1", plain.port, client_id="told")
+    await plain.accept(client, mqtt5.ConnAckPacket())
+    pending = client.publish_nowait("t/x", b"in flight")
+    client.flush()
+    shutting_down = mqtt5.DisconnectReasonCode.SERVER_SHUTTING_DOWN
+    plain.send(mqtt5.DisconnectPacket(reason_code=shutting_down).write())
+    with pytest.raises(ConnectionLost, match=r"Server shutting down \(0x8b\)"):
+        await asyncio.wait_for(client.wait_closed(), 5)
+    with pytest.raises(ConnectionLost):
+        await pending
+
+
+async def test_a_broker_that_hangs_up_before_its_connack_is_said_so(plain: PlainBroker) -> None:
+    client = MqttClient("127.0.0.1", plain.port, client_id="early")
+    with pytest.raises(ClosedBeforeAccepted) as closed:
+        await asyncio.gather(asyncio.to_thread(plain.hang_up_after_the_connect), client.connect())
+    assert not closed.value.tls
 
 
 async def test_a_lost_broker_fails_what_is_in_flight_and_a_new_client_connects_again(

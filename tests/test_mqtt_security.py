@@ -18,7 +18,7 @@ from tablectl.simulators.broker import Pki, PrivateBroker, Secure
 from tablectl import cli
 from tablectl.config import MqttSection
 from tablectl.core.round import Phase
-from tablectl.mqtt.client import MqttClient, MqttError, PublishRefused
+from tablectl.mqtt.client import ClosedBeforeAccepted, MqttClient, MqttError, PublishRefused
 from tablectl.mqtt.relay import describe_connect_error, make_client, topic_root
 from tablectl.status import Stops
 
@@ -328,3 +328,22 @@ def test_config_check_names_missing_or_unreadable_tls_files(
     assert f"mqtt.cert_file: {tmp_path}/table.crt does not exist" in err
     if os.geteuid() != 0:  # root reads any file
         assert f"mqtt.key_file: {key} is not readable" in err
+
+
+def test_a_close_before_the_connack_blames_our_certificate_only_if_we_showed_one(
+    tmp_path: Path,
+) -> None:
+    # Over TLS 1.3 a broker refusing our certificate may just hang up after the handshake;
+    # without a certificate of ours, a hang-up is the broker's own (full, restarting) and is
+    # retried as any outage, not taken for a refusal.
+    cert, key = tmp_path / "table.crt", tmp_path / "table.key"
+    cert.write_text("cert")
+    key.write_text("key")
+    closed = ClosedBeforeAccepted("the connection to the broker closed", tls=True)
+    ours = MqttSection(tls=True, cert_file=cert, key_file=key)
+    line = describe_connect_error(closed, ours)
+    assert "the broker refused this table's client certificate (mqtt.cert_file" in line
+    anonymous = describe_connect_error(closed, MqttSection(tls=True))
+    assert "certificate" not in anonymous and "closed the connection before" in anonymous
+    plain = describe_connect_error(ClosedBeforeAccepted("closed", tls=False), ours)
+    assert "certificate" not in plain

@@ -151,7 +151,7 @@ def test_log_lines_carry_journald_priorities(tmp_path: Path, broker: PrivateBrok
 
 
 def test_library_and_daemon_logs_under_journald(tmp_path: Path) -> None:
-    """Info is <6>, warnings <4>, errors <3>; Python's logging (asyncio, paho) too."""
+    """Info is <6>, warnings <4>, errors <3>; Python's logging (asyncio, psycopg) too."""
     read_end, write_end, stream = journal_stream()
     code = (
         "import logging, structlog\n"

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any
+from typing import TypeVar
 
 from pydantic import Field
 
+T = TypeVar("T")
 
-def later(default: Any) -> Any:
+
+def later(default: T) -> T:
     """A field added after journals were written: its default, and left out of the model's
     JSON while it holds it. Judged by pydantic's own serializer (`exclude_if`), field by
     field: the core dumps its state at every step."""
-    return Field(default=default, exclude_if=functools.partial(operator.eq, default))
+    field: T = Field(default=default, exclude_if=functools.partial(operator.eq, default))
+    return field  # pydantic's FieldInfo, which stands for the default in a class body

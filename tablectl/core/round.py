@@ -248,9 +248,8 @@ class Deal(BaseModel):
     stacks_done: tuple[int, ...] = ()  # the sizes the shoe reported
     face_up: int = 0
     complete: bool = False
-    shoe_boot_id: int | None = later(
-        None
-    )  # the shoe's boot the deal was asked of (core/recovery.py)
+    # The shoe's boot the deal was asked of (core/recovery.py).
+    shoe_boot_id: int | None = later(None)
 
     def seen(self, card: object) -> bool:
         return card in self.cards or card in self.discarded
@@ -322,9 +321,8 @@ class TableState(BaseModel):
     # round; it deals again once the dealer has removed them (`tablectl dealer clear-shoe`).
     shoe_fault: str | None = later(None)
     events_refused: dict[str, RefusedEvent] = later({})  # device -> where its event stream stopped
-    shuffle_refused: str | None = later(
-        None
-    )  # why the shuffler will not take SHUFFLE (asked again)
+    # Why the shuffler will not take SHUFFLE (asked again).
+    shuffle_refused: str | None = later(None)
     deal_refused: str | None = later(None)  # why the shoe did not take the last DEAL
     # The inputs as the core last heard them (rules.sensors): seat -> the rounds whose
     # betting its chip has been there for; chips that arrived while the table was closed,
@@ -333,9 +331,8 @@ class TableState(BaseModel):
     waiting: tuple[int, ...] = later(())
     lockout_held: bool = later(False)
     stuck_inputs: tuple[StuckInput, ...] = later(())
-    delivery_fault: str | None = later(
-        None
-    )  # the broker refuses our rows: they wait (docs/mqtt.md)
+    # The broker refuses our rows: they wait (docs/mqtt.md).
+    delivery_fault: str | None = later(None)
     deck: DeckLife = later(DeckLife())  # the decks' identity, age and stub counts (core/decks.py)
     # A linked progressive: why the link is not heard (None: heard), and why its parameters
     # were refused (None: not refused). Either locks out the progressive (5321.18(c)).

@@ -415,7 +415,7 @@ class MqttClient:
         start = 0
         try:
             while not self._inbox_full() and (length := _packet_length(buffer, start)):
-                if len(buffer) - start < length:
+                if len(buffer) - start < length or self._closed.is_set():
                     break
                 packet, _ = mqtt5.read(memoryview(buffer)[start : start + length])
                 start += length
@@ -433,13 +433,14 @@ class MqttClient:
             self._transport.pause_reading()
 
     def _inbox_full(self) -> bool:
-        """The consumer is max_inbox messages behind and no answer is awaited (one awaited is
-        read, whatever queues before it)."""
+        """The consumer is max_inbox messages behind and no answer is awaited (a PUBACK, a
+        SUBACK or a PINGRESP awaited is read, whatever queues before it)."""
         return (
             self._max_inbox is not None
             and self._inbox.qsize() >= self._max_inbox
             and not self._pubacks
             and not self._subacks
+            and self._ping_sent is None
         )
 
     def _handle(self, packet: mqtt5.Packet) -> None:
@@ -473,6 +474,8 @@ class MqttClient:
             return
         self._up = True
         self._quota = packet.receive_max
+        if packet.server_keep_alive is not None:  # the broker's word wins (MQTT 5.0, 3.2.2.3.14)
+            self._keepalive_s = packet.server_keep_alive
         self._connected.set_result(None)
 
     def _puback(self, packet_id: int, code: int) -> None:
@@ -513,6 +516,8 @@ class MqttClient:
         if self._transport is None:
             return
         now = self._loop.time()
+        if self._keepalive_s == 0:  # no keep-alive (the broker may say so)
+            return
         if self._ping_sent is not None and now - self._ping_sent >= self._keepalive_s:
             self._end(ConnectionLost("the broker did not answer a PINGREQ within the keep-alive"))
             return
@@ -520,6 +525,8 @@ class MqttClient:
             self._write(mqtt5.PingReqPacket().write())
             self.flush()
             self._ping_sent = now
+            if not self._reading:
+                self._read_again()  # its PINGRESP comes behind what the broker queued for us
         self._misc = self._loop.call_later(KEEPALIVE_CHECK_S, self._on_misc)
 
     # --- ending ------------------------------------------------------------------------

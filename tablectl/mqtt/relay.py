@@ -77,7 +77,7 @@ __all__ = ["Relay", "make_client", "tls_context", "topic_root"]
 MAX_CORRELATED_BYTES = 1 << 20
 # Rows handed on in one go, between two chances for a lock-out edge to run (util/slices.py):
 # a commit's rows as they land, or a slice of a backlog.
-OFFER_MAX_ROWS = 32
+OFFER_MAX_ROWS = 8
 
 
 class PublishedRow(Protocol):
@@ -160,6 +160,7 @@ class InJournalThread(Protocol):
 class RelayCounters:
     connects: int = 0
     published: int = 0
+    offered: int = 0  # of those, handed on straight from their commit (Relay.offer)
     replayed: int = 0
     acks: int = 0
     inbound: int = 0
@@ -291,7 +292,7 @@ def describe_connect_error(exc: MqttError, config: MqttSection) -> str:
             f"the broker's certificate does not verify against mqtt.ca_file "
             f"({config.ca_file or 'the system CAs'}): {text}"
         )
-    if _refused_our_certificate(exc):
+    if _refused_our_certificate(exc, config):
         return (
             f"the broker refused this table's client certificate (mqtt.cert_file "
             f"{config.cert_file or 'not set'}): {text}"
@@ -310,19 +311,21 @@ def describe_connect_error(exc: MqttError, config: MqttSection) -> str:
     return text
 
 
-def _refused_our_certificate(exc: MqttError) -> bool:
+def _refused_our_certificate(exc: MqttError, config: MqttSection) -> bool:
     # With TLS 1.3 the broker refuses a client certificate after the handshake: its alert
-    # may arrive, or the socket may just close first (before the CONNACK).
+    # may arrive, or the socket may just close first (before the CONNACK). Without a
+    # certificate of ours, a close before the CONNACK is the broker's (full, restarting).
     upper = str(exc).upper()
     alerts = ("ALERT_UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQ")
-    return any(a in upper for a in alerts) or (isinstance(exc, ClosedBeforeAccepted) and exc.tls)
+    closed_on_us = isinstance(exc, ClosedBeforeAccepted) and exc.tls
+    return any(a in upper for a in alerts) or (closed_on_us and config.cert_file is not None)
 
 
-def _is_refusal(exc: MqttError) -> bool:
+def _is_refusal(exc: MqttError, config: MqttSection) -> bool:
     """A refusal waiting will not cure (unlike a broker that is down or restarting)."""
     if isinstance(exc, ConnectRefused):
         return exc.permanent
-    return "CERTIFICATE_VERIFY_FAILED" in str(exc) or _refused_our_certificate(exc)
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc) or _refused_our_certificate(exc, config)
 
 
 @dataclass
@@ -529,7 +532,9 @@ class Relay:
             await client.connect()
         except MqttError as exc:
             why = describe_connect_error(exc, self._config)
-            raise (BrokerRefused(why) if _is_refusal(exc) else MqttError(why)) from exc
+            raise (
+                BrokerRefused(why) if _is_refusal(exc, self._config) else MqttError(why)
+            ) from exc
         return client
 
     async def _close(self, client: MqttClient) -> None:
@@ -616,6 +621,7 @@ class Relay:
         finally:
             closed.cancel()
             failed.cancel()
+        self._idle = None  # no row is offered to a session that is ending
         if session.failed is not None:
             if closed.done() and not closed.cancelled():
                 closed.exception()  # read: the refusal is the news
@@ -702,6 +708,8 @@ class Relay:
         session = self._idle
         if (
             session is None
+            or not session.client.is_connected
+            or session.failed is not None
             or len(rows) > OFFER_MAX_ROWS
             or rows[0].seq != self._cursor + 1
             or not session.has_room(len(rows))
@@ -709,6 +717,7 @@ class Relay:
             self.wake()
             return
         self._hand_new(session, rows)
+        self.counters.offered += len(rows)
 
     async def _send_new(self, session: _Session, window: int) -> int:
         rows = self._reader.outbox_after(self._cursor, limit=window)

@@ -8,11 +8,13 @@ disk are stepped in order and committed together (group commit: one fsync for al
 
 The consumer steps the next inputs while the commit before them is still being written, so a
 lock-out edge waits neither for a commit nor for its after-commit work; commits stay in order
-(one journal thread). The moment SQLite's commit returns (before the journal's mark is
-written: store/journal.py), the journal thread hands the batch to the loop in one callback,
-which gives the relay its rows first and then runs what each step does next (the daemon's
-`AfterCommit`): nothing but that fsync and one thread -> loop hop stands between a step and
-its publication.
+(one journal thread). A lock-out is stepped the moment it is posted, with everything queued
+before it. The moment SQLite's commit returns (before the journal's mark is written:
+store/journal.py), the journal thread hands the batch to the loop in one callback, which
+gives the relay its rows first: nothing but that fsync and one thread -> loop hop stands
+between a step and its publication. What each step does next (the daemon's `AfterCommit`)
+follows in `finish_commits`. A burst is stepped, and its after-commit work run, a slice per
+loop turn (util/slices.py), so an edge never waits behind a whole burst.
 """
 
 from __future__ import annotations
@@ -34,14 +36,12 @@ from tablectl.core.round import Rejected, TableState, step
 from tablectl.drivers.reference.link import DeviceReport
 from tablectl.store.journal import JournalRow, StepCommit, StepInput, Store
 from tablectl.util.faultpoint import fault_point
+from tablectl.util.slices import Slices
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-# At most this many queued inputs share one commit (a burst's first waits for no more).
+# At most this many inputs share one commit (a burst is gathered across loop turns).
 MAX_STEPS_PER_COMMIT = 512
-# Inputs stepped, or steps' after-commit work run, in one loop callback: a lock-out edge waits
-# behind at most this many (a burst is stepped in slices, still committed together).
-STEPS_PER_TURN = 8
 # Batches stepped ahead of the one being written: enough that a lock-out never waits for a
 # commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
 COMMITS_IN_FLIGHT = 4
@@ -62,6 +62,9 @@ def journal_input(event: Event) -> StepInput:
 
 class JournalFailed(Exception):
     """A commit failed before this one: the steps behind it are not written."""
+
+
+AFTER_FAILURE = "an earlier commit failed: nothing more is written"
 
 
 @dataclass
@@ -112,7 +115,8 @@ class Stepped:
 
 @dataclass
 class _Batch:
-    """Inputs stepped together and the commit that makes them durable, under way."""
+    """Inputs stepped together and the commit that makes them durable, under way. In the
+    after-commit work it also marks where the batch ends."""
 
     stepped: list[Stepped]
     refused: list[tuple[Submission, Rejected]]
@@ -147,20 +151,27 @@ class JournalThread:
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="journal", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
     def put(self, job: Callable[[], None]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="journal", daemon=True)
+            self._thread.start()
         self._jobs.put(job)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job()
+            try:
+                job()
+            except BaseException:  # a job reports its own failure; the thread goes on
+                log.exception("a journal job failed")
 
     def close(self) -> None:
         """The jobs put before this run to their end (a commit is one transaction)."""
-        self._jobs.put(None)
-        self._thread.join()
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
 
 
 class Dispatcher:
@@ -219,8 +230,9 @@ class Dispatcher:
         if isinstance(event, LockoutPressed) and self._head is not None:
             # "No more bets" is stepped now, with everything queued before it, rather than
             # behind the consumer's turn: it waits for no commit and no after-commit work.
-            self._step_some(MAX_STEPS_PER_COMMIT)
-            self._hand_off()
+            while not self._queue.empty():  # the lock-out is the last one queued
+                self._step_some(MAX_STEPS_PER_COMMIT)
+                self._hand_off()
 
     async def submit(self, event: Event, kv: dict[str, str] | None = None) -> Submission:
         """Queue a person's command and wait until it is journaled; raises Rejected."""
@@ -238,6 +250,9 @@ class Dispatcher:
         done: asyncio.Future[T] = loop.create_future()
 
         def job() -> None:
+            if self._journal_failed:
+                loop.call_soon_threadsafe(_reject, done, JournalFailed(AFTER_FAILURE))
+                return
             try:
                 result = work()
             except BaseException as exc:  # noqa: BLE001 (the caller's to handle, on the loop)
@@ -259,7 +274,7 @@ class Dispatcher:
         """A commit under way finishes (it is one transaction) before the database closes."""
         self._journal.close()
 
-    # --- the two tasks ------------------------------------------------------------------
+    # --- the three tasks ----------------------------------------------------------------
 
     async def consume(self) -> None:
         """Step each batch of inputs as it comes, a slice per loop turn, and hand its commit
@@ -271,11 +286,12 @@ class Dispatcher:
             while self._in_flight >= COMMITS_IN_FLIGHT:
                 self._room.clear()
                 await self._room.wait()
-            self._step_some(STEPS_PER_TURN, await self._queue.get())
+            self._step_some(1, await self._queue.get())
+            slices = Slices()  # a burst is stepped a slice per loop turn, committed together
             while not self._queue.empty() and len(self._open) < MAX_STEPS_PER_COMMIT:
                 # A lock-out edge may run here: it steps the rest and hands this batch on.
-                await asyncio.sleep(0)
-                self._step_some(STEPS_PER_TURN)
+                await slices.check()
+                self._step_some(1)
             self._hand_off()
 
     def _step_some(self, limit: int, first: Submission | None = None) -> None:
@@ -308,10 +324,10 @@ class Dispatcher:
         commit returns, the batch goes to the loop (`_landed`), before the journal's mark
         is written. After a failed commit nothing more is written: the batches stepped
         behind it assumed it."""
-        if self._journal_failed:
-            raise JournalFailed("an earlier commit failed: nothing more is written")
         loop = self._loop
         assert loop is not None, "open() first"
+        if self._journal_failed:
+            return  # its failure was raised on the loop already: the daemon is stopping
 
         def on_durable(rows: list[list[JournalRow]]) -> None:
             loop.call_soon_threadsafe(self._landed, batch, rows)
@@ -331,19 +347,20 @@ class Dispatcher:
         """On the loop, in commit order: a batch on disk. The relay has its rows at once;
         each step's after-commit work follows, a slice per loop turn (`finish_commits`)."""
         assert self._after is not None, "open() first"
-        rows = [row for step_rows in committed for row in step_rows]
-        if rows:
-            self._after.durable(rows)
         self.state = batch.state
-        self._in_flight -= 1
-        self._room.set()
         self._after_work.extend(zip(batch.stepped, committed, strict=True))
         self._after_work.append(batch)
         self._work_ready.set()
+        rows = [row for step_rows in committed for row in step_rows]
+        if rows:
+            try:
+                self._after.durable(rows)
+            except Exception:  # the rows are journaled: the relay sends them in its turn
+                log.exception("handing committed rows to the relay failed")
 
     async def finish_commits(self) -> None:
-        """Committed steps' after-commit work, in commit order, STEPS_PER_TURN of them per
-        loop turn; at a batch's end its refused commands are answered and waiters hear. A
+        """Committed steps' after-commit work, in commit order, a slice per loop turn
+        (util/slices.py); at a batch's end its refused commands are answered and waiters hear. A
         task beside consume in the daemon's group: a stop cancels both at once (what was not
         run yet is not run: its device reports go unacknowledged and come again)."""
         after = self._after
@@ -353,10 +370,14 @@ class Dispatcher:
             while not work:
                 self._work_ready.clear()
                 await self._work_ready.wait()
-            budget = STEPS_PER_TURN
-            while work and budget:
+            slices = Slices()
+            while work:
                 next_ = work.popleft()
                 if isinstance(next_, _Batch):
+                    # Its room goes to the next batch only now: a slow after-commit holds
+                    # the inputs back in the queue, not here.
+                    self._in_flight -= 1
+                    self._room.set()
                     self.steps_done += sum(1 for item in next_.stepped if item.refusal is None)
                     for sub, refusal in next_.refused:
                         sub.answer(error=refusal)
@@ -366,9 +387,7 @@ class Dispatcher:
                 # A test's power cut: journaled, not yet acknowledged nor acted on.
                 fault_point("after-commit", item.sub.event.TYPE)
                 after.committed(item, step_rows)
-                budget -= 1
-            if work:
-                await asyncio.sleep(0)  # a lock-out edge may run between two slices
+                await slices.check()  # a lock-out edge may run between two slices
 
     async def watch_journal(self) -> None:
         """Until a commit fails: its error is raised here, and ends the daemon. A task beside

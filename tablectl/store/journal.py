@@ -439,7 +439,7 @@ class Store:
                 kv=kv,
             )
             if after != head:
-                # The commit's generation, in its own transaction: the mark's record of it
+                # The commit's generation, in this same transaction: the mark's record of it
                 # will have this gen, so a database one commit past the mark says so. Past
                 # every gen the mark or the database holds (`_catch_up` made them one).
                 gen = max(self._mark.gen, head.commit_gen or 0) + 1

@@ -2,7 +2,7 @@
 
 Under systemd, stderr is a stream into the journal ($JOURNAL_STREAM names it); each line then
 starts with its sd-daemon(3) priority, `<3>` for errors through `<7>` for debug, so
-`journalctl -p warning` shows what needs a technician. Python's own logging (asyncio, paho)
+`journalctl -p warning` shows what needs a technician. Python's own logging (asyncio, psycopg)
 goes the same way.
 """
 
@@ -100,7 +100,7 @@ def configure(level: str = "INFO", json: bool | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    # Libraries' stdlib logging (asyncio, paho): WARNING and up, with the same priorities.
+    # Libraries' stdlib logging (asyncio, psycopg): WARNING and up, with the same priorities.
     global _stdlib_handler
     root = logging.getLogger()
     if _stdlib_handler is not None:
