@@ -39,10 +39,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _run(args: argparse.Namespace) -> int:
     from tablectl.service.daemon import Daemon, StartupError
-    from tablectl.service.preflight import problems
+    from tablectl.service.preflight import problems, wait_for_simulated_table
 
     path = config_path(args)
     config = load_config(path)
+    wait_for_simulated_table(config)
     # Before anything is created: the right user, the hardware there (service/preflight.py).
     found = problems(config, path)
     if found:

@@ -12,6 +12,7 @@ import glob
 import os
 import pwd
 import stat
+import time
 from pathlib import Path
 
 from tablectl.config import TableConfig
@@ -101,6 +102,22 @@ def gpio_problems(config: TableConfig) -> list[str]:
     if not os.access(path, os.R_OK | os.W_OK):
         return [f"gpio: {permission_advice(path, write=True)} (systemd/99-tablectl.rules)"]
     return []
+
+
+# A simulated table started beside the daemon (the README's try-out starts both at once)
+# may take a moment to open its socket.
+SIMULATED_TABLE_WAIT_S = 5.0
+
+
+def wait_for_simulated_table(
+    config: TableConfig, timeout_s: float = SIMULATED_TABLE_WAIT_S
+) -> None:
+    """With gpio.backend "mock", until the simulated table's socket is there, or timeout_s."""
+    if config.gpio.backend != "mock":
+        return
+    deadline = time.monotonic() + timeout_s
+    while not config.simulator_socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def problems(config: TableConfig, config_path: Path) -> list[str]:
