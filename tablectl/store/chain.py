@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 GENESIS_HASH = "0" * 64
@@ -147,6 +147,12 @@ class JournalHead:
         ):
             raise ValueError("kv maps text to text")
         return cls(seq, str(hashes[0]), input_seq, str(hashes[1]), state, tuple(sorted(kv.items())))
+
+    def setting(self, key: str, value: str) -> JournalHead:
+        """The same head with one more key-value set (a commit's generation)."""
+        values = self.values
+        values[key] = kv_seen(value)
+        return replace(self, kv=tuple(sorted(values.items())))
 
     def after(
         self,

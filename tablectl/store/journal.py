@@ -444,14 +444,7 @@ class Store:
                 # every gen the mark or the database holds (`_catch_up` made them one).
                 gen = max(self._mark.gen, head.commit_gen or 0) + 1
                 self._put(COMMIT_GEN, str(gen))
-                after = after.after(
-                    seq=seq,
-                    hash_=prev,
-                    input_seq=input_seq,
-                    input_hash=input_prev,
-                    state_hash=None,
-                    kv={COMMIT_GEN: str(gen)},
-                )
+                after = after.setting(COMMIT_GEN, str(gen))
             self.fault_point("rows-written")
             self._db.execute("COMMIT")
         except BaseException:
