@@ -74,6 +74,9 @@ async def main(
             await daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 30)
             for seat in (1, 2):
                 inputs.remove_chip(seat)
+            # The chips are off their sensors before the next round opens; a chip still
+            # resting then would make its sensor stuck, and every later round wagerless.
+            await daemon.wait_until(lambda s: not s.occupied, 30)
             # Hands the dealer shows: seat 1 loses, seat 2 wins a pair (no jackpot to validate).
             await daemon.submit(Settle(hands={1: "2c7d9h", 2: "QhQd4s"}))  # type: ignore[dict-item]
             await asyncio.sleep(max(0.0, round_s - (time.monotonic() - start)))
