@@ -26,6 +26,7 @@ from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event, LockoutPressed
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
+from tablectl.service.dispatcher import JournalThread
 from tablectl.store.journal import Store
 
 from .conftest import EXAMPLE_CONFIG, SimulatedTable
@@ -109,6 +110,104 @@ async def test_a_lockout_while_the_consumer_is_between_slices_steps_the_rest_at_
     ours = ("chip_sensed", "lockout_pressed")
     journaled = [row.type for row in table.daemon.store.inputs() if row.type in ours]
     assert journaled[-(burst + 1) :] == ["chip_sensed"] * burst + ["lockout_pressed"]
+
+
+def _commits_by_thread(
+    monkeypatch: pytest.MonkeyPatch, hold_first_chip: threading.Event | None = None
+) -> list[tuple[str, list[str]]]:
+    """Each commit from now on: the thread it ran in and the inputs it held. With
+    hold_first_chip, the first commit holding a chip waits until that event is set."""
+    real_commit = Store.commit_steps
+    commits: list[tuple[str, list[str]]] = []
+    held = False
+
+    def commit(self: Store, steps: Any, **options: Any) -> Any:
+        nonlocal held
+        types = [step.step_input.type for step in steps if step.step_input is not None]
+        commits.append((threading.current_thread().name, types))
+        if hold_first_chip is not None and not held and "chip_sensed" in types:
+            held = True
+            hold_first_chip.wait(10)
+        return real_commit(self, steps, **options)
+
+    monkeypatch.setattr(Store, "commit_steps", commit)
+    return commits
+
+
+async def test_a_lockout_while_nothing_is_written_is_committed_on_the_loop_at_once(
+    table: SimulatedTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing being written: the lock-out's commit runs in the loop's own thread, within
+    the post (no hop to the journal thread and back), and its rows reach the relay from it."""
+    await table.wait_phase(Phase.BETTING)
+    await table.wait_backend_caught_up()
+    store = table.daemon.store
+    assert store is not None
+    commits = _commits_by_thread(monkeypatch)
+    offered = table.daemon.relay.counters.offered
+    seq = store.last_seq
+    table.daemon.post(LockoutPressed(at_ns=1, resolution_ns=1))
+    # Journaled, and handed to the broker, before the post returned.
+    assert commits == [(threading.current_thread().name, ["lockout_pressed"])]
+    assert store.last_seq > seq
+    assert table.daemon.relay.counters.offered - offered == store.last_seq - seq
+    assert [row.type for row in store.inputs()][-1] == "lockout_pressed"
+    await table.daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 10)
+    await table.wait_backend_caught_up()
+    assert sorted(table.backend.events) == list(range(1, store.last_seq + 1))
+
+
+async def test_a_lockout_while_a_commit_is_written_follows_it_in_the_journal_thread(
+    table: SimulatedTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chip's commit being written: the lock-out is stepped at once all the same, but its
+    commit waits its turn in the journal thread, after the chip's."""
+    await table.wait_phase(Phase.BETTING)
+    await table.wait_backend_caught_up()
+    release = threading.Event()
+    commits = _commits_by_thread(monkeypatch, hold_first_chip=release)
+    table.daemon.post(ChipSensed(seat=2, present=True, since_ns=1))
+    async with asyncio.timeout(10):
+        while not commits:  # noqa: ASYNC110 -- the journal thread appends it
+            await asyncio.sleep(0.001)
+    taken = table.daemon.steps_taken
+    table.daemon.post(LockoutPressed(at_ns=2, resolution_ns=1))
+    assert table.daemon.steps_taken == taken + 1  # stepped at once
+    assert len(commits) == 1  # not written here: the chip's commit is under way
+    release.set()
+    await table.daemon.wait_until(lambda s: table.daemon.steps_done >= taken + 1, 10)
+    ours = [
+        (thread, types)
+        for thread, types in commits
+        if "chip_sensed" in types or "lockout_pressed" in types
+    ]
+    assert ours == [("journal", ["chip_sensed"]), ("journal", ["lockout_pressed"])]
+    assert table.daemon.store is not None
+    inputs = [row.type for row in table.daemon.store.inputs()]
+    assert inputs[-2:] == ["chip_sensed", "lockout_pressed"]
+
+
+def test_the_journal_thread_runs_a_job_in_the_callers_thread_only_when_idle() -> None:
+    journal = JournalThread()
+    ran: list[str] = []
+    assert journal.run_here_if_idle(lambda: ran.append(threading.current_thread().name))
+    assert ran == [threading.current_thread().name]
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        release.wait(10)
+        ran.append("slow")
+
+    journal.put(slow)
+    assert started.wait(10)
+    assert not journal.run_here_if_idle(lambda: ran.append("not now"))  # one is running
+    journal.put(lambda: ran.append("queued"))
+    release.set()
+    journal.close()  # the jobs put run to their end
+    assert ran[1:] == ["slow", "queued"]
+    assert journal.run_here_if_idle(lambda: ran.append("idle again"))
+    assert ran[-1] == "idle again"
 
 
 async def test_every_row_reaches_the_backend_once_in_order_from_the_commit_or_the_journal(

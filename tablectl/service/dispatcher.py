@@ -12,9 +12,11 @@ lock-out edge waits neither for a commit nor for its after-commit work; commits 
 before it. The moment SQLite's commit returns (before the journal's mark is written:
 store/journal.py), the journal thread hands the batch to the loop in one callback, which
 gives the relay its rows first: nothing but that fsync and one thread -> loop hop stands
-between a step and its publication. What each step does next (the daemon's `AfterCommit`)
-follows in `finish_commits`. A burst is stepped, and its after-commit work run, a slice per
-loop turn (util/slices.py), so an edge never waits behind a whole burst.
+between a step and its publication. A lock-out's batch, when nothing else is being written,
+is committed on the loop itself, so not even the hops stand there. What each step does next
+(the daemon's `AfterCommit`) follows in `finish_commits`. A burst is stepped, and its
+after-commit work run, a slice per loop turn (util/slices.py), so an edge never waits behind
+a whole burst.
 """
 
 from __future__ import annotations
@@ -145,19 +147,44 @@ class AfterCommit(Protocol):
 
 
 class JournalThread:
-    """The one thread every database write runs in, one job at a time, in the order put.
-    A job is a plain callable: a batch's commit reports its own landing to the loop, so no
-    future is made or chained per commit."""
+    """Where every database write runs, one job at a time, in the order put: the journal
+    thread, or -- when it has nothing to do -- the caller's (`run_here_if_idle`). A job is a
+    plain callable: a batch's commit reports its own landing to the loop, so no future is
+    made or chained per commit."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # Jobs put and not finished, or one running in the caller's thread: a job runs
+        # outside the journal thread only while this is 0, so writes never overlap and
+        # none overtakes one put before it.
+        self._pending = 0
+        self._pending_lock = threading.Lock()
 
     def put(self, job: Callable[[], None]) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="journal", daemon=True)
             self._thread.start()
+        with self._pending_lock:
+            self._pending += 1
         self._jobs.put(job)
+
+    def run_here_if_idle(self, job: Callable[[], None]) -> bool:
+        """Run job now, in this thread, if no job is queued or running; False if one is
+        (then nothing ran). Spares a job that waits for its result the two thread hops."""
+        with self._pending_lock:
+            if self._pending:
+                return False
+            self._pending = 1
+        try:
+            job()
+        finally:
+            self._done()
+        return True
+
+    def _done(self) -> None:
+        with self._pending_lock:
+            self._pending -= 1
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -165,6 +192,8 @@ class JournalThread:
                 job()
             except BaseException:  # a job reports its own failure; the thread goes on
                 log.exception("a journal job failed")
+            finally:
+                self._done()
 
     def close(self) -> None:
         """The jobs put before this run to their end (a commit is one transaction)."""
@@ -193,7 +222,8 @@ class Dispatcher:
         self._queue: asyncio.Queue[Submission] = asyncio.Queue()
         # The state after the last step taken, committed or not: the next step's start.
         self._head: TableState | None = None
-        self._in_flight = 0  # batches handed to the journal thread and not landed yet
+        self._in_flight = 0  # batches taken for a commit whose after-commit work is not done
+        self._unlanded = 0  # batches taken for a commit that have not landed on the loop yet
         self._room = asyncio.Event()  # a batch landed
         self._stepped = asyncio.Event()
         # Every database write happens here, one at a time, in order.
@@ -232,7 +262,7 @@ class Dispatcher:
             # behind the consumer's turn: it waits for no commit and no after-commit work.
             while not self._queue.empty():  # the lock-out is the last one queued
                 self._step_some(MAX_STEPS_PER_COMMIT)
-                self._hand_off()
+                self._write_now_or_hand_off()
 
     async def submit(self, event: Event, kv: dict[str, str] | None = None) -> Submission:
         """Queue a person's command and wait until it is journaled; raises Rejected."""
@@ -307,36 +337,66 @@ class Dispatcher:
             self._open.extend(stepped)
             self._open_refused.extend(refused)
 
-    def _hand_off(self) -> None:
-        """The batch gathered goes to the journal thread (commits stay in stepping order)."""
-        assert self._store is not None and self._head is not None
+    def _take_batch(self) -> _Batch | None:
+        """The batch gathered, taken for its commit (None: nothing was gathered)."""
+        assert self._head is not None
         if not self._open and not self._open_refused:
-            return
+            return None
         for item in self._open:  # a test's power cut: taken, not yet journaled
             fault_point("before-commit", item.sub.event.TYPE)
         taken = _Batch(self._open, self._open_refused, self._head)
         self._open, self._open_refused = [], []
-        self._journal.put(functools.partial(self._write, self._store, taken))
         self._in_flight += 1
+        self._unlanded += 1
+        return taken
 
-    def _write(self, store: Store, batch: _Batch) -> None:
-        """In the journal thread: the batch's commits made and written; the moment SQLite's
-        commit returns, the batch goes to the loop (`_landed`), before the journal's mark
-        is written. After a failed commit nothing more is written: the batches stepped
-        behind it assumed it."""
+    def _hand_off(self) -> None:
+        """The batch gathered goes to the journal thread (commits stay in stepping order)."""
+        assert self._store is not None
+        if (batch := self._take_batch()) is not None:
+            self._journal.put(functools.partial(self._write, self._store, batch, here=False))
+
+    def _write_now_or_hand_off(self) -> None:
+        """A lock-out's batch is written here, on the loop, when nothing is being written or
+        queued to be: its commit then overlaps nothing, and its rows reach the relay the
+        moment SQLite's commit returns, without a hop to the journal thread and one back
+        (about 0.1 ms each on a 2-core machine: docs/mqtt.md, Performance). The loop waits
+        for that one fsync; no lock-out is pending meanwhile (this is it), and an edge
+        sensed meanwhile keeps its own timestamp. Otherwise the batch queues behind the
+        commits in flight, in order."""
+        assert self._store is not None
+        if (batch := self._take_batch()) is None:
+            return
+        job = functools.partial(self._write, self._store, batch, here=True)
+        # Every batch before it has landed (a landing the journal thread posted may still
+        # wait its turn on the loop), and nothing is being written.
+        if self._unlanded > 1 or not self._journal.run_here_if_idle(job):
+            self._journal.put(functools.partial(self._write, self._store, batch, here=False))
+
+    def _write(self, store: Store, batch: _Batch, *, here: bool) -> None:
+        """The batch's commits made and written, in the journal thread or (here) on the
+        loop; the moment SQLite's commit returns, the batch goes to the loop (`_landed`),
+        before the journal's mark is written. After a failed commit nothing more is
+        written: the batches stepped behind it assumed it."""
         loop = self._loop
         assert loop is not None, "open() first"
         if self._journal_failed:
             return  # its failure was raised on the loop already: the daemon is stopping
 
         def on_durable(rows: list[list[JournalRow]]) -> None:
-            loop.call_soon_threadsafe(self._landed, batch, rows)
+            if here:
+                self._landed(batch, rows)
+            else:
+                loop.call_soon_threadsafe(self._landed, batch, rows)
 
         try:
             store.commit_steps([item.commit() for item in batch.stepped], on_durable=on_durable)
         except BaseException as exc:  # noqa: BLE001 (raised on the loop: it ends the daemon)
             self._journal_failed = True
-            loop.call_soon_threadsafe(self._failed, exc)
+            if here:
+                self._failed(exc)
+            else:
+                loop.call_soon_threadsafe(self._failed, exc)
 
     def _failed(self, exc: BaseException) -> None:
         log.error("a journal commit failed: the daemon stops", error=repr(exc))
@@ -347,6 +407,7 @@ class Dispatcher:
         """On the loop, in commit order: a batch on disk. The relay has its rows at once;
         each step's after-commit work follows, a slice per loop turn (`finish_commits`)."""
         assert self._after is not None, "open() first"
+        self._unlanded -= 1
         self.state = batch.state
         self._after_work.extend(zip(batch.stepped, committed, strict=True))
         self._after_work.append(batch)
