@@ -14,7 +14,7 @@ from tablectl.simulators.demo import run_demo
 from tablectl import cli
 from tablectl.config import load_config
 from tablectl.core.effects import RECORD_TYPES
-from tablectl.mqtt.contract import EVENT_MODELS, asyncapi_document
+from tablectl.mqtt.contract import EVENT_MODELS, Envelope, asyncapi_document, envelope_json
 
 from .conftest import REPO
 
@@ -84,6 +84,29 @@ async def test_everything_the_demo_publishes_validates(game: str, tmp_path: Path
     settled = next(b for sub, b in received if sub == "evt" and b["type"] == "wager.settled")
     broken = {**settled, "data": {**settled["data"], "paid_cents": "lots"}}
     assert list(validator("WagerSettledEvent").iter_errors(broken))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["tcp-07", "t\u00e4ble \u2660", 'quote " and \\ backslash', "line\nbreak\ttab\x01\x7f/slash"],
+)
+@pytest.mark.parametrize("replay", [False, True])
+def test_the_envelope_is_byte_for_byte_what_the_model_dumps(text: str, replay: bool) -> None:
+    """The relay puts each `evt` together as text: the bytes must be the model's own."""
+    fields: dict[str, Any] = {
+        "type": "round.locked",
+        "event_id": "0193a4f0-8c1e-7b3a-9f00-1234567890ab",
+        "site": text,
+        "table": text[::-1],
+        "boot_id": text + "-boot",
+        "seq": 12_345_678_901,
+        "ts": "2026-12-05T02:18:47.123Z",
+        "replay": replay,
+    }
+    data_json = '{"round_id":7,"seats":[1,2],"note":"\u00e9"}'
+    model = Envelope(**fields).model_dump_json()
+    built = envelope_json(type_=fields.pop("type"), data_json=data_json, **fields)
+    assert built == f'{model[:-1]},"data":{data_json}}}'.encode()
 
 
 def test_every_operation_states_its_qos_and_retain_and_the_servers_are_named() -> None:
