@@ -409,15 +409,15 @@ class Dispatcher:
         assert self._after is not None, "open() first"
         self._unlanded -= 1
         self.state = batch.state
-        self._after_work.extend(zip(batch.stepped, committed, strict=True))
-        self._after_work.append(batch)
-        self._work_ready.set()
         rows = [row for step_rows in committed for row in step_rows]
         if rows:
             try:
                 self._after.durable(rows)
             except Exception:  # the rows are journaled: the relay sends them in its turn
                 log.exception("handing committed rows to the relay failed")
+        self._after_work.extend(zip(batch.stepped, committed, strict=True))
+        self._after_work.append(batch)
+        self._work_ready.set()
 
     async def finish_commits(self) -> None:
         """Committed steps' after-commit work, in commit order, a slice per loop turn
