@@ -11,6 +11,7 @@ import asyncio
 import random
 import sqlite3
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,26 +113,34 @@ async def test_a_lockout_while_the_consumer_is_between_slices_steps_the_rest_at_
     assert journaled[-(burst + 1) :] == ["chip_sensed"] * burst + ["lockout_pressed"]
 
 
-def _commits_by_thread(
-    monkeypatch: pytest.MonkeyPatch, hold_first_chip: threading.Event | None = None
-) -> list[tuple[str, list[str]]]:
-    """Each commit from now on: the thread it ran in and the inputs it held. With
-    hold_first_chip, the first commit holding a chip waits until that event is set."""
-    real_commit = Store.commit_steps
-    commits: list[tuple[str, list[str]]] = []
-    held = False
+@dataclass
+class _Commits:
+    """Each commit from now on: the thread it ran in and the inputs it held. With hold, the
+    first commit holding a chip waits (in its thread) until release is set."""
 
-    def commit(self: Store, steps: Any, **options: Any) -> Any:
-        nonlocal held
-        types = [step.step_input.type for step in steps if step.step_input is not None]
-        commits.append((threading.current_thread().name, types))
-        if hold_first_chip is not None and not held and "chip_sensed" in types:
-            held = True
-            hold_first_chip.wait(10)
-        return real_commit(self, steps, **options)
+    hold: bool = False
+    seen: list[tuple[str, list[str]]] = field(default_factory=list)
+    holding: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
-    monkeypatch.setattr(Store, "commit_steps", commit)
-    return commits
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> _Commits:
+        real_commit = Store.commit_steps
+
+        def commit(store: Store, steps: Any, **options: Any) -> Any:
+            types = [step.step_input.type for step in steps if step.step_input is not None]
+            self.seen.append((threading.current_thread().name, types))
+            if self.hold and not self.holding.is_set() and "chip_sensed" in types:
+                self.holding.set()
+                self.release.wait(10)
+            return real_commit(store, steps, **options)
+
+        monkeypatch.setattr(Store, "commit_steps", commit)
+        return self
+
+    def ours(self) -> list[tuple[str, list[str]]]:
+        """The commits of the test's own inputs (the shuffler's reports come in between)."""
+        mine = ("chip_sensed", "lockout_pressed")
+        return [(thread, types) for thread, types in self.seen if set(types) & set(mine)]
 
 
 async def test_a_lockout_while_nothing_is_written_is_committed_on_the_loop_at_once(
@@ -143,12 +152,15 @@ async def test_a_lockout_while_nothing_is_written_is_committed_on_the_loop_at_on
     await table.wait_backend_caught_up()
     store = table.daemon.store
     assert store is not None
-    commits = _commits_by_thread(monkeypatch)
+    commits = _Commits().install(monkeypatch)
+    async with asyncio.timeout(10):
+        while table.daemon.dispatcher.writing:  # noqa: ASYNC110 -- the journal thread's state
+            await asyncio.sleep(0.001)
     offered = table.daemon.relay.counters.offered
     seq = store.last_seq
     table.daemon.post(LockoutPressed(at_ns=1, resolution_ns=1))
     # Journaled, and handed to the broker, before the post returned.
-    assert commits == [(threading.current_thread().name, ["lockout_pressed"])]
+    assert commits.seen == [(threading.current_thread().name, ["lockout_pressed"])]
     assert store.last_seq > seq
     assert table.daemon.relay.counters.offered - offered == store.last_seq - seq
     assert [row.type for row in store.inputs()][-1] == "lockout_pressed"
@@ -164,26 +176,19 @@ async def test_a_lockout_while_a_commit_is_written_follows_it_in_the_journal_thr
     commit waits its turn in the journal thread, after the chip's."""
     await table.wait_phase(Phase.BETTING)
     await table.wait_backend_caught_up()
-    release = threading.Event()
-    commits = _commits_by_thread(monkeypatch, hold_first_chip=release)
+    commits = _Commits(hold=True).install(monkeypatch)
     table.daemon.post(ChipSensed(seat=2, present=True, since_ns=1))
-    async with asyncio.timeout(10):
-        while not commits:  # noqa: ASYNC110 -- the journal thread appends it
-            await asyncio.sleep(0.001)
+    assert await asyncio.to_thread(commits.holding.wait, 10)  # the chip's commit under way
     taken = table.daemon.steps_taken
     table.daemon.post(LockoutPressed(at_ns=2, resolution_ns=1))
     assert table.daemon.steps_taken == taken + 1  # stepped at once
-    assert len(commits) == 1  # not written here: the chip's commit is under way
-    release.set()
+    assert commits.ours() == [("journal", ["chip_sensed"])]  # not written here
+    commits.release.set()
     await table.daemon.wait_until(lambda s: table.daemon.steps_done >= taken + 1, 10)
-    ours = [
-        (thread, types)
-        for thread, types in commits
-        if "chip_sensed" in types or "lockout_pressed" in types
-    ]
-    assert ours == [("journal", ["chip_sensed"]), ("journal", ["lockout_pressed"])]
+    assert commits.ours() == [("journal", ["chip_sensed"]), ("journal", ["lockout_pressed"])]
     assert table.daemon.store is not None
-    inputs = [row.type for row in table.daemon.store.inputs()]
+    ours = ("chip_sensed", "lockout_pressed")  # the shuffler's reports come in between
+    inputs = [row.type for row in table.daemon.store.inputs() if row.type in ours]
     assert inputs[-2:] == ["chip_sensed", "lockout_pressed"]
 
 

@@ -10,7 +10,6 @@ not what the contract says is refused before anything acts on it.
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 

@@ -169,6 +169,11 @@ class JournalThread:
             self._pending += 1
         self._jobs.put(job)
 
+    def idle(self) -> bool:
+        """No job is queued or running."""
+        with self._pending_lock:
+            return self._pending == 0
+
     def run_here_if_idle(self, job: Callable[[], None]) -> bool:
         """Run job now, in this thread, if no job is queued or running; False if one is
         (then nothing ran). Spares a job that waits for its result the two thread hops."""
@@ -256,13 +261,24 @@ class Dispatcher:
         if not self.accepting:
             self.dropped_while_stopping += 1
             return
-        self._queue.put_nowait(Submission(event, report=report))
-        if isinstance(event, LockoutPressed) and self._head is not None:
-            # "No more bets" is stepped now, with everything queued before it, rather than
-            # behind the consumer's turn: it waits for no commit and no after-commit work.
-            while not self._queue.empty():  # the lock-out is the last one queued
-                self._step_some(MAX_STEPS_PER_COMMIT)
-                self._write_now_or_hand_off()
+        submission = Submission(event, report=report)
+        if not isinstance(event, LockoutPressed) or self._head is None:
+            self._queue.put_nowait(submission)
+            return
+        # "No more bets" is stepped now, after everything queued before it, rather than
+        # behind the consumer's turn: it waits for no commit and no after-commit work (and
+        # does not go through the queue, which would only wake the consumer for nothing).
+        while not self._queue.empty():
+            self._step_some(MAX_STEPS_PER_COMMIT)
+            if len(self._open) >= MAX_STEPS_PER_COMMIT:
+                self._hand_off()
+        self._step_some(1, submission)
+        self._write_now_or_hand_off()
+
+    @property
+    def writing(self) -> bool:
+        """A write is queued or under way, or a commit has not landed on the loop yet."""
+        return self._unlanded > 0 or not self._journal.idle()
 
     async def submit(self, event: Event, kv: dict[str, str] | None = None) -> Submission:
         """Queue a person's command and wait until it is journaled; raises Rejected."""
