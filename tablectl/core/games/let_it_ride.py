@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -93,6 +93,11 @@ class LetItRideConfig(Strict):
         return self
 
     def table_game(self) -> LetItRide:
+        return self._table_game
+
+    @cached_property
+    def _table_game(self) -> LetItRide:
+        # Built once per config (both are frozen): the core asks for it at every step.
         return LetItRide(self)
 
 

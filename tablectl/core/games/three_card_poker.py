@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -108,6 +109,11 @@ class ThreeCardPokerConfig(Strict):
     progressive: TcpProgressiveConfig
 
     def table_game(self) -> ThreeCardPoker:
+        return self._table_game
+
+    @cached_property
+    def _table_game(self) -> ThreeCardPoker:
+        # Built once per config (both are frozen): the core asks for it at every step.
         return ThreeCardPoker(self)
 
 

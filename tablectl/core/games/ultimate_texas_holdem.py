@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -130,6 +130,11 @@ class UltimateTexasHoldemConfig(Strict):
         return self
 
     def table_game(self) -> UltimateTexasHoldem:
+        return self._table_game
+
+    @cached_property
+    def _table_game(self) -> UltimateTexasHoldem:
+        # Built once per config (both are frozen): the core asks for it at every step.
         return UltimateTexasHoldem(self)
 
 
