@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -84,6 +85,7 @@ from tablectl.core.events import (
 from tablectl.core.games.base import DECK_SIZE, DealPlan, Hit, RoundCards, TableGame, form_hands
 from tablectl.core.recovery import Resolution, resolve_deal
 from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
+from tablectl.util.frozen import replaced
 
 HIT_HISTORY = 25  # hits kept in the state for status and the birth message
 
@@ -125,7 +127,7 @@ class HitEntry(BaseModel):
 
     def replace(self, **update: Unpack[HitEntryUpdate]) -> HitEntry:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class HitEntryUpdate(TypedDict, total=False):
@@ -206,9 +208,10 @@ class Counters(BaseModel):
 
     def bump(self, name: CounterName) -> Counters:
         """One more of `name`: a new counter goes last, as it did in the mapping."""
-        counts = self.model_dump()
-        counts[name] = counts.get(name, 0) + 1
-        return Counters.model_validate(counts)
+        happened = self.happened if name in self.happened else (*self.happened, name)
+        # `name` is a field (mypy checks the literal, test_typed_updates each field): the
+        # copy needs no validation, as the mapping read back and validated again did.
+        return replaced(self, {name: getattr(self, name) + 1, "happened": happened})
 
 
 class StuckCause(StrEnum):
@@ -256,7 +259,7 @@ class Deal(BaseModel):
 
     def replace(self, **update: Unpack[DealUpdate]) -> Deal:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class DealUpdate(TypedDict, total=False):
@@ -365,7 +368,7 @@ class TableState(BaseModel):
 
     def replace(self, **update: Unpack[TableStateUpdate]) -> TableState:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class TableStateUpdate(TypedDict, total=False):
@@ -440,7 +443,7 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
     if game.name != state.game:
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
     fx: list[Effect] = []
-    state = _apply(event, state, _Context(rules, game, fx))
+    state = _HANDLERS.get(type(event), _apply)(event, state, _Context(rules, game, fx))
     if rules.revision < 2 and state.shoe_fault is not None:
         # The first revision kept no standing shoe fault: its journals replay as written.
         state = state.replace(shoe_fault=None)
@@ -818,14 +821,36 @@ def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context)
     return s
 
 
+# Each input type's handler, as registered above, looked up once per step: singledispatch's
+# own lookup goes through a WeakKeyDictionary (a weak reference made at every call).
+_HANDLERS: dict[type, Callable[[Any, TableState, _Context], TableState]] = dict(_apply.registry)
+
+
 def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
-    usable = (
+    if s.phase is Phase.CLOSED:
+        s = _deck_asks(rules, game, s, fx)
+        if s.deck_ready and _shuffler_usable(s) and _table_ready(rules, s):
+            s = _open_round(rules, game, s, fx)
+    # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
+    decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
+    if not s.deck_ready and not s.shuffle_requested and decks_free > 0 and _shuffler_usable(s):
+        fx.append(RequestShuffle())
+        s = s.replace(shuffle_requested=True)
+    return s
+
+
+def _shuffler_usable(s: TableState) -> bool:
+    return (
         s.blocked is None
         and s.shuffler_fault is None
         and not s.devices_pending
         and "shuffler" not in s.events_refused
     )
+
+
+def _table_ready(rules: TableRules, s: TableState) -> bool:
+    """Nothing but the deck holds the next round: the shoe, the sensors, hits, the decks."""
     # A faulted shoe holds a void round's cards (649a.13(f)); out of order, it deals nothing.
     shoe_ok = (
         not rules.shoe
@@ -835,34 +860,28 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
     # No round opens while the lock-out button is down: it could not lock that round out.
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
-    ready = s.deck_ready and usable and shoe_ok and sensors_ok and not s.hits_pending
-    s = _deck_asks(rules, game, s, fx)
-    ready = ready and _deck_block(rules, s) is None
-    if s.phase is Phase.CLOSED and ready:
-        s = s.replace(
-            phase=Phase.BETTING,
-            round_id=s.round_id + 1,
-            deck_ready=False,
-            wagers={},
-            lockout_at_ns=None,
-            lockout_resolution_ns=1,
-            undecided=(),
-            decided_after_lockout=(),
-            counted=False,
-            round_contribution_units=0,
-            round_link_contributions=(),
-            deal=None,
-            deal_refused=None,
-        )
-        fx.append(rec.RoundOpened(round_id=s.round_id))
-        s = _deck_round_opened(rules, s)
-        s = _chips_resting_at_open(rules, game, s, fx)
-    # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
-    decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
-    if usable and not s.deck_ready and not s.shuffle_requested and decks_free > 0:
-        fx.append(RequestShuffle())
-        s = s.replace(shuffle_requested=True)
-    return s
+    return shoe_ok and sensors_ok and not s.hits_pending and _deck_block(rules, s) is None
+
+
+def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
+    s = s.replace(
+        phase=Phase.BETTING,
+        round_id=s.round_id + 1,
+        deck_ready=False,
+        wagers={},
+        lockout_at_ns=None,
+        lockout_resolution_ns=1,
+        undecided=(),
+        decided_after_lockout=(),
+        counted=False,
+        round_contribution_units=0,
+        round_link_contributions=(),
+        deal=None,
+        deal_refused=None,
+    )
+    fx.append(rec.RoundOpened(round_id=s.round_id))
+    s = _deck_round_opened(rules, s)
+    return _chips_resting_at_open(rules, game, s, fx)
 
 
 def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: bool) -> TableState:
@@ -1012,7 +1031,7 @@ def _chips_resting_at_open(
     """Betting opened: each chip already resting on its sensor is a wager now, decided once
     (649a.2(c)(2): placed before "no more bets"), unless its sensor has been occupied for the
     betting of more rounds than gpio.sensor_stuck_rounds allows."""
-    if rules.sensors is None:
+    if rules.sensors is None or not (s.occupied or s.waiting):
         return s
     occupied: dict[int, int] = {}
     for seat, rounds in sorted(s.occupied.items()):
