@@ -14,9 +14,10 @@ import pytest
 from pydantic import BaseModel
 
 from tablectl.core import decks, round
+from tablectl.core import effects as rec
 from tablectl.core.events import Event
 from tablectl.rules import meters
-from tablectl.util.frozen import replaced
+from tablectl.util.frozen import replaced, trusted
 
 # Each state model and the TypedDict its `replace` takes.
 UPDATES: list[tuple[type[BaseModel], Any]] = [
@@ -152,3 +153,59 @@ def test_every_input_type_has_its_handler() -> None:
     fallback = round._apply.dispatch(object)
     unhandled = [t for t in get_args(Event) if round._apply.dispatch(t) is fallback]
     assert unhandled == []
+
+
+def _sample(annotation: Any) -> Any:
+    """A value of a record field's type, as the core would hold it."""
+    samples: dict[Any, Any] = {
+        int: 7,
+        str: "x",
+        bool: True,
+        list[int]: [3, 1],
+        list[str]: ["a", "b"],
+        int | None: 5,
+        str | None: "y",
+        rec.WagerOutcome: rec.WagerOutcome.FORFEITED,
+        rec.MeterReading: rec.MeterReading(meter_id="p", meter_cents=100, meter_carry=3),
+        rec.MeterReading | None: rec.MeterReading(meter_id="p", meter_cents=1, meter_carry=0),
+    }
+    return samples[annotation]
+
+
+TRUSTED = [cls for cls in rec.RECORD_TYPES.values() if not issubclass(cls, rec.LinkRecord)]
+
+
+@pytest.mark.parametrize("cls", [*TRUSTED, rec.MeterReading], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("every_field", [True, False], ids=["every-field", "required-only"])
+def test_a_trusted_record_is_the_one_validation_builds(
+    cls: type[BaseModel], every_field: bool
+) -> None:
+    """util/frozen.trusted builds, from values of the right types, the instance pydantic's
+    validation builds: the same fields in the same order, fields set and JSON."""
+    hints = get_type_hints(cls)
+    fields = {
+        name: _sample(hints[name])
+        for name, info in cls.model_fields.items()
+        if every_field or info.is_required()
+    }
+    mine, theirs = trusted(cls, **fields), cls(**fields)
+    assert type(mine) is cls
+    assert list(mine.__dict__.items()) == list(theirs.__dict__.items())
+    assert mine.model_fields_set == theirs.model_fields_set
+    assert mine.__pydantic_extra__ is None and theirs.__pydantic_extra__ is None
+    assert mine.__pydantic_private__ is None and theirs.__pydantic_private__ is None
+    assert mine == theirs and mine.model_dump_json() == theirs.model_dump_json()
+    assert mine.model_dump(mode="json") == theirs.model_dump(mode="json")
+
+
+def test_trusted_refuses_what_validation_would_check_and_a_misspelt_field() -> None:
+    link = rec.LinkUp  # a plain record: its names are checked at run time too
+    with pytest.raises(TypeError, match="each once"):
+        trusted(link, link_id="bank", linkid="bank")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="needs"):
+        trusted(rec.ShoeFaultRecord, code="jam")  # type: ignore[call-arg]
+    # Constraints (the link contract's records) and validators are validation's to apply.
+    with pytest.raises(TypeError, match="needs validating"):
+        trusted(rec.LinkClaim, link_id="bank")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="needs validating"):
+        trusted(round.Counters)

@@ -292,7 +292,8 @@ class TableGame(Protocol):
         folded: frozenset[int],
         seats: int,
     ) -> TableSettlement[L]:
-        """Settle every table-system wager in the text's order (pure)."""
+        """Settle every table-system wager in the text's order (pure). Refused (ValueError):
+        cards that check_cards refuses, checked before the wagers are settled."""
         ...
 
     def void_reasons(self) -> Mapping[str, str]:
