@@ -1302,12 +1302,13 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
             not_ready_because=because if ok else f"counted {count}, not {DECK_SIZE}",
         )
     )
-    s = s.replace(shuffle_requested=False, shuffle_started=False)
     if ok:
-        if because is not None:
-            s = s.replace(counters=s.counters.bump("completions_not_used"))
-        return s.replace(deck_ready=ready)
-    # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table.
+        counters = s.counters if because is None else s.counters.bump("completions_not_used")
+        return s.replace(
+            shuffle_requested=False, shuffle_started=False, deck_ready=ready, counters=counters
+        )
+    # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table (and _unverify
+    # ends the shuffle: no longer requested nor started).
     fx.append(
         trusted(
             rec.DeckMiscount,

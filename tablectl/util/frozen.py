@@ -17,7 +17,7 @@ on. tests/test_typed_updates.py holds each equal to pydantic's own, attribute by
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
@@ -85,7 +85,7 @@ def trusted(model: Callable[P, M], /, *args: P.args, **fields: P.kwargs) -> M:
 
     mypy checks the names and types against the model's own constructor; at run time the
     names are checked (all required, none unknown), the values taken as they are."""
-    cls = cast(type[M], model)
+    cls: type[M] = model  # type: ignore[assignment]  # a model class, as mypy cannot say
     shape = _SHAPES.get(cls) or _SHAPES.setdefault(cls, _Shape(cls))
     values = {**shape.defaults, **fields}
     if args or len(values) != len(shape.defaults):
