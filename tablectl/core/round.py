@@ -453,7 +453,7 @@ def _reading(meter: MeterState, cents: int | None = None) -> rec.MeterReading:
 
 def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState, list[Effect]]:
     """Apply one input. Commands that are not allowed now raise Rejected."""
-    game = rules.game.table_game()
+    game = _game(rules)
     if game.name != state.game:
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
     fx: list[Effect] = []
@@ -463,6 +463,22 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
         state = state.replace(shoe_fault=None)
     state = _advance(rules, game, state, fx)
     return state, fx
+
+
+# The game of the rules last stepped with. The shell steps with one rules object (its power-
+# up's) for as long as it runs; building the game at every step was ~16 us of a cold one.
+# Held by identity, not equality: a copy of the rules with another game gets its own.
+_last_game: tuple[TableRules, TableGame] | None = None
+
+
+def _game(rules: TableRules) -> TableGame:
+    global _last_game
+    last = _last_game
+    if last is not None and last[0] is rules:
+        return last[1]
+    game = rules.game.table_game()
+    _last_game = (rules, game)
+    return game
 
 
 @dataclasses.dataclass(slots=True)

@@ -93,15 +93,12 @@ class LetItRideConfig(Strict):
         return self
 
     def table_game(self) -> LetItRide:
-        return self._table_game
-
-    @cached_property
-    def _table_game(self) -> LetItRide:
-        # Built once per config (both are frozen): the core asks for it at every step.
         return LetItRide(self)
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: what it derives from its config is worked out once (cached_property; its
+# equality and hash are its fields').
+@dataclass(frozen=True)
 class LetItRide:
     config: LetItRideConfig
     name: str = NAME
@@ -115,7 +112,7 @@ class LetItRide:
     def meter(self) -> None:
         return None
 
-    @property
+    @cached_property
     def procedure(self) -> Procedure:
         return Procedure(self.config.dealing)
 

@@ -109,15 +109,12 @@ class ThreeCardPokerConfig(Strict):
     progressive: TcpProgressiveConfig
 
     def table_game(self) -> ThreeCardPoker:
-        return self._table_game
-
-    @cached_property
-    def _table_game(self) -> ThreeCardPoker:
-        # Built once per config (both are frozen): the core asks for it at every step.
         return ThreeCardPoker(self)
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: what it derives from its config is worked out once (cached_property; its
+# equality and hash are its fields').
+@dataclass(frozen=True)
 class ThreeCardPoker:
     config: ThreeCardPokerConfig
     name: str = NAME
@@ -127,14 +124,14 @@ class ThreeCardPoker:
     def wager_cents(self) -> int:
         return self.config.progressive.wager
 
-    @property
+    @cached_property
     def meter(self) -> MeterRules:
         p = self.config.progressive
         return MeterRules(
             "progressive", p.rate_of_progression_percent, p.initial_amount, p.reset_amount
         )
 
-    @property
+    @cached_property
     def procedure(self) -> Procedure:
         return Procedure(self.config.dealing)
 

@@ -130,11 +130,6 @@ class UltimateTexasHoldemConfig(Strict):
         return self
 
     def table_game(self) -> UltimateTexasHoldem:
-        return self._table_game
-
-    @cached_property
-    def _table_game(self) -> UltimateTexasHoldem:
-        # Built once per config (both are frozen): the core asks for it at every step.
         return UltimateTexasHoldem(self)
 
 
@@ -148,7 +143,9 @@ def _community_steps(by_shoe: bool) -> list[DealStep]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: what it derives from its config is worked out once (cached_property; its
+# equality and hash are its fields').
+@dataclass(frozen=True)
 class UltimateTexasHoldem:
     config: UltimateTexasHoldemConfig
     name: str = NAME
@@ -158,14 +155,14 @@ class UltimateTexasHoldem:
     def wager_cents(self) -> int:
         return self.config.progressive.wager
 
-    @property
+    @cached_property
     def meter(self) -> MeterRules:
         p = self.config.progressive
         return MeterRules(
             "progressive", p.rate_of_progression_percent, p.initial_amount, p.reset_amount
         )
 
-    @property
+    @cached_property
     def procedure(self) -> Procedure:
         return Procedure(self.config.dealing)
 
