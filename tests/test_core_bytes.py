@@ -507,6 +507,7 @@ CHAOS = {
     "lir-shoe-decks": (_with(lir(), shoe=True, deck=DECKS), 6),
     "lir-by-hand": (_with(lir(), deck=ONE_DECK), 7),
     "tcp-by-hand": (_with(tcp(), shoe=False), 8),
+    "tcp-one-deck": (_with(tcp().model_copy(update={"decks": 1}), deck=ONE_DECK), 9),
 }
 SCENARIOS = [
     *(f"journal:{path.name}" for path in sorted(JOURNALS.glob("*.sql"))),
@@ -567,6 +568,10 @@ GOLDEN: dict[str, tuple[int, str]] = {
     ),
     "chaos:lir-by-hand": (711, "2aaf5d2ee65360c97bf2bcb953d8cf6cd21e5fc0dc8edd1fb7fdd987462a975f"),
     "chaos:tcp-by-hand": (634, "edf117c662c1ef40a186cf50c445ac8d1e657c2d536693311946500cbdc89f7d"),
+    "chaos:tcp-one-deck": (
+        677,
+        "9d5c0b38bb1e2af786caa5e1e4c916877cff873a4f1034e2a0d5f64289ad7054",
+    ),
 }
 
 

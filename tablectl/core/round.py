@@ -533,8 +533,6 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         if s.sensor_test is not None:
             return s  # the technician's test press (service/walk_test.py), not play
         return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
-    # One copy of the state on the lock-out's path: its level and resolution with it.
-    s = s.replace(lockout_held=held, lockout_resolution_ns=event.resolution_ns)
     return _lock(
         ctx.game,
         s,
@@ -543,6 +541,9 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         at_ns=event.at_ns,
         undecided=event.undecided_seats,
         resting=event.resting_seats,
+        # One copy of the state on the lock-out's path: the button's level and the edge's
+        # resolution go with the lock and the count.
+        also={"lockout_held": held, "lockout_resolution_ns": event.resolution_ns},
     )
 
 
@@ -871,12 +872,16 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
         s = _deck_asks(rules, game, s, fx)
         if s.deck_ready and _shuffler_usable(s) and _table_ready(rules, s):
             s = _open_round(rules, game, s, fx)
-    # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
-    decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
-    if not s.deck_ready and not s.shuffle_requested and decks_free > 0 and _shuffler_usable(s):
+    free = _decks_free(rules, s.phase)
+    if not s.deck_ready and not s.shuffle_requested and free > 0 and _shuffler_usable(s):
         fx.append(RequestShuffle())
         s = s.replace(shuffle_requested=True)
     return s
+
+
+def _decks_free(rules: TableRules, phase: Phase) -> int:
+    """Decks not in play: 649a.3(b)(2), with two decks one is shuffled while the other is."""
+    return rules.decks - (0 if phase is Phase.CLOSED else 1)
 
 
 def _shuffler_usable(s: TableState) -> bool:
@@ -903,6 +908,9 @@ def _table_ready(rules: TableRules, s: TableState) -> bool:
 
 
 def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
+    """A round opens on the deck shuffled for it; the other deck, if any, is asked for in the
+    same copy of the state (the shuffler is usable, or the round would not open)."""
+    shuffle = not s.shuffle_requested and _decks_free(rules, Phase.BETTING) > 0
     s = s.replace(
         phase=Phase.BETTING,
         round_id=s.round_id + 1,
@@ -917,10 +925,14 @@ def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effe
         round_link_contributions=(),
         deal=None,
         deal_refused=None,
+        shuffle_requested=s.shuffle_requested or shuffle,
     )
     fx.append(trusted(rec.RoundOpened, round_id=s.round_id))
     s = _deck_round_opened(rules, s)
-    return _chips_resting_at_open(rules, game, s, fx)
+    s = _chips_resting_at_open(rules, game, s, fx)
+    if shuffle:
+        fx.append(RequestShuffle())
+    return s
 
 
 def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: bool) -> TableState:
@@ -1159,6 +1171,7 @@ def _lock(
     at_ns: int | None,
     undecided: tuple[int, ...],
     resting: tuple[int, ...] | None = None,
+    also: TableStateUpdate | None = None,
 ) -> TableState:
     """No more bets (649a.8(b), 653a.8(b), 643a.8(b)): nothing placed after the edge counts.
 
@@ -1166,6 +1179,7 @@ def _lock(
     edge decides (docs/gpio.md, the lock-out rule): a wager whose chip was not on its sensor
     at the edge is withdrawn, and one that had not rested is decided again from the edge.
     None (a lock without an edge, journals from before): the wagers recognised so far count.
+    also: what the caller changes with the lock (fields nothing here reads), in its copy.
     """
     if resting is None:
         pending = tuple(sorted(set(undecided) - set(s.wagers)))
@@ -1186,9 +1200,13 @@ def _lock(
             rule=game.table_wager.lockout_rule,
         )
     )
-    if pending:
-        return s.replace(phase=Phase.LOCKED, lockout_at_ns=at_ns, undecided=pending)
-    return _finish_count(game, s, fx, phase=Phase.LOCKED, lockout_at_ns=at_ns, undecided=())
+    locked: TableStateUpdate = {
+        **(also or {}),
+        "phase": Phase.LOCKED,
+        "lockout_at_ns": at_ns,
+        "undecided": pending,
+    }
+    return s.replace(**locked) if pending else _finish_count(game, s, fx, **locked)
 
 
 def _gpio_fault(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -> TableState:
