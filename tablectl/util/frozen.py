@@ -28,12 +28,15 @@ P = ParamSpec("P")
 IMMUTABLE = (type(None), bool, int, str, float, tuple, frozenset)
 
 
+_new, _set = object.__new__, object.__setattr__  # past a frozen model's own __setattr__
+
+
 def _instance(cls: type[M], fields: dict[str, Any], fields_set: set[str]) -> M:
-    built = object.__new__(cls)
-    object.__setattr__(built, "__dict__", fields)
-    object.__setattr__(built, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(built, "__pydantic_extra__", None)
-    object.__setattr__(built, "__pydantic_private__", None)
+    built: M = _new(cls)
+    _set(built, "__dict__", fields)
+    _set(built, "__pydantic_fields_set__", fields_set)
+    _set(built, "__pydantic_extra__", None)
+    _set(built, "__pydantic_private__", None)
     return built
 
 
