@@ -11,6 +11,7 @@ from tablectl.core.effects import Effect, Lamp, RequestShuffle, SeatLamp
 from tablectl.core.events import (
     ChipSensed,
     ConfirmDocumentation,
+    DealRequested,
     Event,
     LockoutPressed,
     LockoutReleased,
@@ -591,3 +592,20 @@ def test_every_record_has_a_schema_and_a_stable_name() -> None:
     assert set(schemas) == set(rec.RECORD_TYPES)
     assert schemas["jackpot.hit"]["properties"]["amount_cents"]["type"] == "integer"
     assert all(name == cls.TYPE for name, cls in rec.RECORD_TYPES.items())
+
+
+def test_each_rules_object_is_stepped_with_its_own_game() -> None:
+    """The core keeps the game of the rules it last stepped with (by identity): rules stay
+    comparable, and a copy of them with another game is played as that game."""
+    rules, again = tcp(), tcp()
+    state, _ = run(opened(rules), rules=rules)
+    run(opened(again), rules=again)
+    assert rules == again and rules.game == again.game and hash(rules) == hash(again)
+    by_hand = rules.model_copy(
+        update={"game": rules.game.model_copy(update={"dealing": "hand"}), "shoe": True}
+    )
+    state, _ = run([chip(2), lockout(), *collected(2)], rules=rules, state=state)
+    with pytest.raises(Rejected, match="hand deals no card from the shoe"):
+        step(by_hand, state, DealRequested(by="dealer"))
+    with pytest.raises(Rejected, match="no automated dealing shoe"):
+        step(rules, state, DealRequested(by="dealer"))

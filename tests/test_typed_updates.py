@@ -4,6 +4,7 @@ checked name): a misspelt field or a wrong type is a mypy error, not a key pydan
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,10 @@ import pytest
 from pydantic import BaseModel
 
 from tablectl.core import decks, round
+from tablectl.core import effects as rec
 from tablectl.core.events import Event
 from tablectl.rules import meters
+from tablectl.util.frozen import replaced, trusted
 
 # Each state model and the TypedDict its `replace` takes.
 UPDATES: list[tuple[type[BaseModel], Any]] = [
@@ -35,14 +38,69 @@ def test_each_update_names_every_field_with_its_type(model: type[BaseModel], upd
     assert get_type_hints(update) == fields
 
 
+# Where the core copies a model with fields changed: the typed `replace` methods, and
+# `Counters.bump`, whose one field name is a checked `CounterName`.
+COPIES = {
+    "return replaced(self, update)",
+    'return replaced(self, {name: getattr(self, name) + 1, "happened": happened})',
+}
+
+
 def test_core_state_has_no_untyped_copy() -> None:
-    """`model_copy(update=...)` appears only inside the typed `replace` methods."""
+    """A model is copied with changes only inside the typed `replace` methods (and `bump`)."""
     root = Path(round.__file__).parents[1]
     for package in ("core", "rules"):
         for path in (root / package).rglob("*.py"):
             for line in path.read_text().splitlines():
-                if "model_copy(" in line:
-                    assert line.strip() == "return self.model_copy(update=update)", path
+                if "model_copy(" in line or re.search(r"\breplaced\(", line):
+                    assert line.strip() in COPIES, path
+
+
+# An instance of each state model, and a change of two of its fields.
+COPIED: list[tuple[BaseModel, dict[str, Any]]] = [
+    (round.TableState(game="three-card-poker"), {"phase": round.Phase.BETTING, "round_id": 2}),
+    (round.Deal(seats=(1, 2), stacks=(3, 3)), {"face_up": 1, "complete": True}),
+    (
+        round.HitEntry(
+            hit_id="1-2",
+            round_id=1,
+            seat=2,
+            hand="mini-royal",
+            amount_cents=500,
+            basis="odds-for-1",
+            paid_from_table_inventory=True,
+        ),
+        {"validated_by": "floor", "answered": True},
+    ),
+    (decks.DeckLife(), {"now_ms": 5, "round_deck": "D1"}),
+    (decks.DeckEntry(deck_id="D1", back="red", introduced_ms=1), {"warned": True, "back": "b"}),
+    (meters.LocalMeter(cents=100), {"cents": 101, "carry": 5}),
+    (meters.LinkedMeter(link_id="bank"), {"cents": 5, "parameters_version": 2}),
+    (round.Counters(), {"rounds_settled": 1, "happened": ("rounds_settled",)}),
+]
+
+
+@pytest.mark.parametrize(("model", "update"), COPIED, ids=lambda x: type(x).__name__)
+def test_replaced_is_model_copy_attribute_by_attribute(
+    model: BaseModel, update: dict[str, Any]
+) -> None:
+    """util/frozen.replaced builds what pydantic's model_copy(update=...) builds, for models
+    with no extra fields and no private attributes (every state model is one)."""
+    assert type(model).model_config.get("extra") != "allow"
+    assert not type(model).__private_attributes__
+    mine, theirs = replaced(model, update), model.model_copy(update=update)
+    assert type(mine) is type(theirs)
+    assert mine.__dict__ == theirs.__dict__
+    assert list(mine.__dict__) == list(theirs.__dict__)  # the fields in their order
+    assert mine.model_fields_set == theirs.model_fields_set
+    assert mine.__pydantic_extra__ is None and theirs.__pydantic_extra__ is None
+    assert mine.__pydantic_private__ is None and theirs.__pydantic_private__ is None
+    assert mine == theirs and mine.model_dump_json() == theirs.model_dump_json()
+    assert model.__dict__ != mine.__dict__  # the original is left as it was
+
+
+def test_every_state_model_is_in_the_copy_check() -> None:
+    assert {type(model) for model, _ in COPIED} == {m for m, _ in UPDATES} | {round.Counters}
 
 
 def test_mypy_refuses_a_misspelt_field_and_a_wrong_type(tmp_path: Path) -> None:
@@ -95,3 +153,59 @@ def test_every_input_type_has_its_handler() -> None:
     fallback = round._apply.dispatch(object)
     unhandled = [t for t in get_args(Event) if round._apply.dispatch(t) is fallback]
     assert unhandled == []
+
+
+def _sample(annotation: Any) -> Any:
+    """A value of a record field's type, as the core would hold it."""
+    samples: dict[Any, Any] = {
+        int: 7,
+        str: "x",
+        bool: True,
+        list[int]: [3, 1],
+        list[str]: ["a", "b"],
+        int | None: 5,
+        str | None: "y",
+        rec.WagerOutcome: rec.WagerOutcome.FORFEITED,
+        rec.MeterReading: rec.MeterReading(meter_id="p", meter_cents=100, meter_carry=3),
+        rec.MeterReading | None: rec.MeterReading(meter_id="p", meter_cents=1, meter_carry=0),
+    }
+    return samples[annotation]
+
+
+TRUSTED = [cls for cls in rec.RECORD_TYPES.values() if not issubclass(cls, rec.LinkRecord)]
+
+
+@pytest.mark.parametrize("cls", [*TRUSTED, rec.MeterReading], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("every_field", [True, False], ids=["every-field", "required-only"])
+def test_a_trusted_record_is_the_one_validation_builds(
+    cls: type[BaseModel], every_field: bool
+) -> None:
+    """util/frozen.trusted builds, from values of the right types, the instance pydantic's
+    validation builds: the same fields in the same order, fields set and JSON."""
+    hints = get_type_hints(cls)
+    fields = {
+        name: _sample(hints[name])
+        for name, info in cls.model_fields.items()
+        if every_field or info.is_required()
+    }
+    mine, theirs = trusted(cls, **fields), cls(**fields)
+    assert type(mine) is cls
+    assert list(mine.__dict__.items()) == list(theirs.__dict__.items())
+    assert mine.model_fields_set == theirs.model_fields_set
+    assert mine.__pydantic_extra__ is None and theirs.__pydantic_extra__ is None
+    assert mine.__pydantic_private__ is None and theirs.__pydantic_private__ is None
+    assert mine == theirs and mine.model_dump_json() == theirs.model_dump_json()
+    assert mine.model_dump(mode="json") == theirs.model_dump(mode="json")
+
+
+def test_trusted_refuses_what_validation_would_check_and_a_misspelt_field() -> None:
+    link = rec.LinkUp  # a plain record: its names are checked at run time too
+    with pytest.raises(TypeError, match="each once"):
+        trusted(link, link_id="bank", linkid="bank")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="needs"):
+        trusted(rec.ShoeFaultRecord, code="jam")  # type: ignore[call-arg]
+    # Constraints (the link contract's records) and validators are validation's to apply.
+    with pytest.raises(TypeError, match="needs validating"):
+        trusted(rec.LinkClaim, link_id="bank")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="needs validating"):
+        trusted(round.Counters)

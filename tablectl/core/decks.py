@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tablectl.core.events import DeckRules
 from tablectl.core.games.base import Procedure, TableGame
+from tablectl.util.frozen import replaced
 
 HOUR_MS = 3_600_000
 # 649a.3(c)(1)-(2), 653a.3(c)(1)-(2): the text's longest life of a deck.
@@ -75,7 +76,7 @@ class DeckEntry(BaseModel):
 
     def replace(self, **update: Unpack[DeckEntryUpdate]) -> DeckEntry:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class DeckEntryUpdate(TypedDict, total=False):
@@ -125,7 +126,7 @@ class DeckLife(BaseModel):
 
     def replace(self, **update: Unpack[DeckLifeUpdate]) -> DeckLife:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class DeckLifeUpdate(TypedDict, total=False):

@@ -2,11 +2,13 @@
 
 Every journal record is a model with a stable name (`TYPE`, as published on MQTT) and a
 version; its JSON Schema comes from the model (`record_schemas`). Nothing untyped leaves the
-core: the shell serialises these models, it never builds an event payload itself.
+core: the shell serialises these models, it never builds an event payload itself. The
+effects it executes (lamps, a shuffle, a deal) are typed dataclasses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -776,6 +778,8 @@ def record_schemas() -> dict[str, dict[str, Any]]:
 
 
 # --- effects the shell executes -----------------------------------------------------------
+# Never journaled nor read from outside: the core builds them from values it holds, so they
+# are plain frozen dataclasses, not models validated at every step.
 
 
 class Lamp(StrEnum):
@@ -784,20 +788,21 @@ class Lamp(StrEnum):
     WIN = "win"  # a progressive payout to verify (649a.11(c)(5)(ii)): the lamp blinks
 
 
-class SeatLamp(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class SeatLamp:
     seat: int
     lamp: Lamp
 
 
-class RequestShuffle(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class RequestShuffle:
+    pass
 
 
-class DealCards(BaseModel):
+@dataclass(frozen=True, slots=True)
+class DealCards:
     """Have the shoe deal these stacks, in order (the by-shoe steps of the deal plan)."""
 
-    model_config = ConfigDict(frozen=True)
     stacks: tuple[int, ...]
 
 

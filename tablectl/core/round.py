@@ -4,12 +4,18 @@ A round opens when a verified deck is ready and no jackpot is pending, recognise
 game system's wagers until the dealer's lock-out edge, counts them (booking each one's meter
 contribution), then is settled on the cards shown or voided. The game module (core/games)
 supplies every rule that differs between games; this module never names a game.
+
+The records a step journals are built from the state and from inputs validated when they came
+in, so they are built `trusted` (util/frozen.py: typed by mypy, not validated a second time at
+every step); the link contract's records, strict and constrained for the link controller, are
+validated.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -81,9 +87,18 @@ from tablectl.core.events import (
     VoidRound,
     placed_before_lockout,
 )
-from tablectl.core.games.base import DECK_SIZE, DealPlan, Hit, RoundCards, TableGame, form_hands
+from tablectl.core.games.base import (
+    DECK_SIZE,
+    DealPlan,
+    Hit,
+    Outcome,
+    RoundCards,
+    TableGame,
+    form_hands,
+)
 from tablectl.core.recovery import Resolution, resolve_deal
 from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
+from tablectl.util.frozen import replaced, trusted
 
 HIT_HISTORY = 25  # hits kept in the state for status and the birth message
 
@@ -125,7 +140,7 @@ class HitEntry(BaseModel):
 
     def replace(self, **update: Unpack[HitEntryUpdate]) -> HitEntry:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class HitEntryUpdate(TypedDict, total=False):
@@ -206,9 +221,10 @@ class Counters(BaseModel):
 
     def bump(self, name: CounterName) -> Counters:
         """One more of `name`: a new counter goes last, as it did in the mapping."""
-        counts = self.model_dump()
-        counts[name] = counts.get(name, 0) + 1
-        return Counters.model_validate(counts)
+        happened = self.happened if name in self.happened else (*self.happened, name)
+        # `name` is a field (mypy checks the literal, test_typed_updates each field): the
+        # copy needs no validation, as the mapping read back and validated again did.
+        return replaced(self, {name: getattr(self, name) + 1, "happened": happened})
 
 
 class StuckCause(StrEnum):
@@ -256,7 +272,7 @@ class Deal(BaseModel):
 
     def replace(self, **update: Unpack[DealUpdate]) -> Deal:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class DealUpdate(TypedDict, total=False):
@@ -365,7 +381,7 @@ class TableState(BaseModel):
 
     def replace(self, **update: Unpack[TableStateUpdate]) -> TableState:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class TableStateUpdate(TypedDict, total=False):
@@ -424,7 +440,8 @@ def _reading_of(meter: MeterState | None) -> rec.MeterReading | None:
 
 def _reading(meter: MeterState, cents: int | None = None) -> rec.MeterReading:
     """What a record says of the meter it leaves (cents: a hit's, before later hits)."""
-    return rec.MeterReading(
+    return trusted(
+        rec.MeterReading,
         meter_id=meter.meter_id,
         meter_cents=meter.cents if cents is None else cents,
         meter_carry=meter.carry,
@@ -436,11 +453,11 @@ def _reading(meter: MeterState, cents: int | None = None) -> rec.MeterReading:
 
 def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState, list[Effect]]:
     """Apply one input. Commands that are not allowed now raise Rejected."""
-    game = rules.game.table_game()
+    game = _game(rules)
     if game.name != state.game:
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
     fx: list[Effect] = []
-    state = _apply(event, state, _Context(rules, game, fx))
+    state = _HANDLERS.get(type(event), _apply)(event, state, _Context(rules, game, fx))
     if rules.revision < 2 and state.shoe_fault is not None:
         # The first revision kept no standing shoe fault: its journals replay as written.
         state = state.replace(shoe_fault=None)
@@ -448,9 +465,26 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
     return state, fx
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# The game of the rules last stepped with. The shell steps with one rules object (its power-
+# up's) for as long as it runs; building the game at every step was ~16 us of a cold one.
+# Held by identity, not equality: a copy of the rules with another game gets its own.
+_last_game: tuple[TableRules, TableGame] | None = None
+
+
+def _game(rules: TableRules) -> TableGame:
+    global _last_game
+    last = _last_game
+    if last is not None and last[0] is rules:
+        return last[1]
+    game = rules.game.table_game()
+    _last_game = (rules, game)
+    return game
+
+
+@dataclasses.dataclass(slots=True)
 class _Context:
-    """What every input's handler needs besides the input and the state."""
+    """What every input's handler needs besides the input and the state. Not frozen: a frozen
+    dataclass's __init__ sets each field through object.__setattr__ (~6 us of a cold step)."""
 
     rules: TableRules
     game: TableGame
@@ -491,13 +525,14 @@ def _on_chip(event: ChipSensed, s: TableState, ctx: _Context) -> TableState:
 
 @_apply.register
 def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> TableState:
-    if ctx.rules.sensors is not None:
-        s = s.replace(lockout_held=True)
+    # The core keeps the button's level (rules.sensors); journals from before it did not.
+    held = ctx.rules.sensors is not None or s.lockout_held
     if s.phase is not Phase.BETTING:
+        if held != s.lockout_held:
+            s = s.replace(lockout_held=held)
         if s.sensor_test is not None:
             return s  # the technician's test press (service/walk_test.py), not play
         return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
-    s = s.replace(lockout_resolution_ns=event.resolution_ns)
     return _lock(
         ctx.game,
         s,
@@ -506,6 +541,9 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         at_ns=event.at_ns,
         undecided=event.undecided_seats,
         resting=event.resting_seats,
+        # One copy of the state on the lock-out's path: the button's level and the edge's
+        # resolution go with the lock and the count.
+        also={"lockout_held": held, "lockout_resolution_ns": event.resolution_ns},
     )
 
 
@@ -535,7 +573,7 @@ def _on_gpio_fault(event: GpioFault, s: TableState, ctx: _Context) -> TableState
 def _on_clear_gpio_fault(event: ClearGpioFault, s: TableState, ctx: _Context) -> TableState:
     if s.gpio_fault is None:
         raise Rejected("no GPIO fault to clear")
-    ctx.fx.append(rec.GpioFaultCleared(reason=s.gpio_fault, by=event.by))
+    ctx.fx.append(trusted(rec.GpioFaultCleared, reason=s.gpio_fault, by=event.by))
     return s.replace(gpio_fault=None)
 
 
@@ -549,7 +587,8 @@ def _on_test_ended(event: SensorTestEnded, s: TableState, ctx: _Context) -> Tabl
     if s.sensor_test != event.test:
         raise Rejected(f"no {event.test} test is running")
     ctx.fx.append(
-        rec.SensorTestEndedRecord(
+        trusted(
+            rec.SensorTestEndedRecord,
             test=event.test,
             passed=list(event.passed),
             failed=list(event.failed),
@@ -565,7 +604,7 @@ def _on_test_ended(event: SensorTestEnded, s: TableState, ctx: _Context) -> Tabl
 
 @_apply.register
 def _on_shuffle_started(event: ShuffleStarted, s: TableState, ctx: _Context) -> TableState:
-    ctx.fx.append(rec.ShuffleStartedRecord(stale=event.stale))
+    ctx.fx.append(trusted(rec.ShuffleStartedRecord, stale=event.stale))
     if event.stale:
         return s
     return s.replace(shuffle_requested=True, shuffle_started=True, shuffle_refused=None)
@@ -581,13 +620,13 @@ def _on_shuffler_fault(event: ShufflerFault, s: TableState, ctx: _Context) -> Ta
     if (event.at_connect or event.from_status) and s.shuffler_fault == event.code:
         return s  # the fault already journaled, still showing in STATUS
     # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
-    ctx.fx.append(rec.ShufflerFaultRecord(code=event.code, rule="649a.13(e)"))
+    ctx.fx.append(trusted(rec.ShufflerFaultRecord, code=event.code, rule="649a.13(e)"))
     return _shuffler_unusable(s, event.code)
 
 
 @_apply.register
 def _on_shuffler_rebooted(event: ShufflerRebooted, s: TableState, ctx: _Context) -> TableState:
-    ctx.fx.append(rec.ShufflerRebootedRecord())
+    ctx.fx.append(trusted(rec.ShufflerRebootedRecord))
     # Its event ids start over: a refusal of its old stream no longer stands.
     return _unverify(_events_flow(s, "shuffler"))
 
@@ -597,11 +636,11 @@ def _on_shuffle_request_failed(
     event: ShuffleRequestFailed, s: TableState, ctx: _Context
 ) -> TableState:
     if not event.retrying:  # journals before the shell retried by itself: ask again now
-        ctx.fx.append(rec.ShuffleRequestFailedRecord(reason=event.reason))
+        ctx.fx.append(trusted(rec.ShuffleRequestFailedRecord, reason=event.reason))
         return s.replace(shuffle_requested=False)
     if event.reason == s.shuffle_refused:
         return s  # nothing new: journaled once per reason, not once per attempt
-    ctx.fx.append(rec.ShuffleRequestFailedRecord(reason=event.reason))
+    ctx.fx.append(trusted(rec.ShuffleRequestFailedRecord, reason=event.reason))
     return s.replace(shuffle_refused=event.reason)
 
 
@@ -616,7 +655,7 @@ def _on_reshuffle(event: ReshuffleRequested, s: TableState, ctx: _Context) -> Ta
         )
     if s.shuffler_fault is None:
         raise Rejected("the shuffler reports no fault to recover from")
-    ctx.fx.append(rec.ShufflerFaultCleared(code=s.shuffler_fault, by=event.by))
+    ctx.fx.append(trusted(rec.ShufflerFaultCleared, code=s.shuffler_fault, by=event.by))
     # 649a.13(e): the cards are reshuffled; nothing reported before counts.
     return _unverify(s.replace(shuffler_fault=None))
 
@@ -630,7 +669,7 @@ def _on_new_deck(event: NewDeckRegistered, s: TableState, ctx: _Context) -> Tabl
         )
     if s.blocked is None:
         raise Rejected("no deck is waiting to be replaced")
-    ctx.fx.append(rec.DeckRegistered(replaces=s.blocked, by=event.by))
+    ctx.fx.append(trusted(rec.DeckRegistered, replaces=s.blocked, by=event.by))
     # 649a.5(b): the new deck is played only once the shuffler has counted it.
     return _unverify(s.replace(blocked=None))
 
@@ -682,7 +721,7 @@ def _on_deal_requested(event: DealRequested, s: TableState, ctx: _Context) -> Ta
 
 @_apply.register
 def _on_deal_request_failed(event: DealRequestFailed, s: TableState, ctx: _Context) -> TableState:
-    ctx.fx.append(rec.DealRequestFailedRecord(round_id=s.round_id, reason=event.reason))
+    ctx.fx.append(trusted(rec.DealRequestFailedRecord, round_id=s.round_id, reason=event.reason))
     s = s.replace(deal_refused=event.reason)
     if s.deal is not None and not s.deal.cards and not s.deal.face_up:
         s = s.replace(deal=None)  # the dealer may ask again
@@ -708,7 +747,7 @@ def _on_shoe_fault(event: ShoeFault, s: TableState, ctx: _Context) -> TableState
 
 @_apply.register
 def _on_shoe_rebooted(event: ShoeRebooted, s: TableState, ctx: _Context) -> TableState:
-    ctx.fx.append(rec.ShoeRebootedRecord())
+    ctx.fx.append(trusted(rec.ShoeRebootedRecord))
     s = _events_flow(s, "shoe")
     if _dealing(s):
         return _shoe_fault(ctx.game, s, "rebooted", ctx.fx, record=False)
@@ -728,8 +767,11 @@ def _on_shoe_out_of_order(event: ShoeOutOfOrder, s: TableState, ctx: _Context) -
     if out == s.shoe_out_of_order:
         raise Rejected(f"the shoe is {'already' if out else 'not'} out of order")
     ctx.fx.append(
-        rec.ShoeOutOfOrderRecord(
-            out_of_order=out, rule=_shoe_rule(ctx.game, "device-unusable"), by=event.by
+        trusted(
+            rec.ShoeOutOfOrderRecord,
+            out_of_order=out,
+            rule=_shoe_rule(ctx.game, "device-unusable"),
+            by=event.by,
         )
     )
     return s.replace(shoe_out_of_order=out)
@@ -769,7 +811,7 @@ def _on_floor(
 def _on_delivery_fault(event: DeliveryFault, s: TableState, ctx: _Context) -> TableState:
     if event.reason == s.delivery_fault:
         return s  # journaled once per change, not per publish or reconnect
-    ctx.fx.append(rec.DeliveryFaultRecord(reason=event.reason))
+    ctx.fx.append(trusted(rec.DeliveryFaultRecord, reason=event.reason))
     return s.replace(delivery_fault=event.reason)
 
 
@@ -777,7 +819,7 @@ def _on_delivery_fault(event: DeliveryFault, s: TableState, ctx: _Context) -> Ta
 def _on_delivery_restored(event: DeliveryRestored, s: TableState, ctx: _Context) -> TableState:
     if s.delivery_fault is None:
         return s
-    ctx.fx.append(rec.DeliveryFaultCleared(reason=s.delivery_fault))
+    ctx.fx.append(trusted(rec.DeliveryFaultCleared, reason=s.delivery_fault))
     return s.replace(delivery_fault=None)
 
 
@@ -795,7 +837,7 @@ def _on_link_lost(event: LinkLost, s: TableState, ctx: _Context) -> TableState:
 def _on_link_restored(event: LinkRestored, s: TableState, ctx: _Context) -> TableState:
     if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
         return s
-    ctx.fx.append(rec.LinkUp(link_id=s.meter.link_id))
+    ctx.fx.append(trusted(rec.LinkUp, link_id=s.meter.link_id))
     return s.replace(link_silent=None)
 
 
@@ -808,7 +850,8 @@ def _on_link_answer(event: LinkClaimAnswer, s: TableState, ctx: _Context) -> Tab
 def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context) -> TableState:
     # Nothing of the table changes: the journal says what was mended, and by whom.
     ctx.fx.append(
-        rec.JournalRecoveredRecord(
+        trusted(
+            rec.JournalRecoveredRecord,
             problems=list(event.problems),
             accepted=list(event.accepted),
             done=list(event.done),
@@ -818,14 +861,40 @@ def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context)
     return s
 
 
+# Each input type's handler, as registered above, looked up once per step: singledispatch's
+# own lookup goes through a WeakKeyDictionary (a weak reference made at every call).
+_HANDLERS: dict[type, Callable[[Any, TableState, _Context], TableState]] = dict(_apply.registry)
+
+
 def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
     """Open the next round when a verified deck is ready, and keep a deck being shuffled."""
-    usable = (
+    if s.phase is Phase.CLOSED:
+        s = _deck_asks(rules, game, s, fx)
+        if s.deck_ready and _shuffler_usable(s) and _table_ready(rules, s):
+            s = _open_round(rules, game, s, fx)
+    free = _decks_free(rules, s.phase)
+    if not s.deck_ready and not s.shuffle_requested and free > 0 and _shuffler_usable(s):
+        fx.append(RequestShuffle())
+        s = s.replace(shuffle_requested=True)
+    return s
+
+
+def _decks_free(rules: TableRules, phase: Phase) -> int:
+    """Decks not in play: 649a.3(b)(2), with two decks one is shuffled while the other is."""
+    return rules.decks - (0 if phase is Phase.CLOSED else 1)
+
+
+def _shuffler_usable(s: TableState) -> bool:
+    return (
         s.blocked is None
         and s.shuffler_fault is None
         and not s.devices_pending
         and "shuffler" not in s.events_refused
     )
+
+
+def _table_ready(rules: TableRules, s: TableState) -> bool:
+    """Nothing but the deck holds the next round: the shoe, the sensors, hits, the decks."""
     # A faulted shoe holds a void round's cards (649a.13(f)); out of order, it deals nothing.
     shoe_ok = (
         not rules.shoe
@@ -835,33 +904,34 @@ def _advance(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
     # No round opens while the lock-out button is down: it could not lock that round out.
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
-    ready = s.deck_ready and usable and shoe_ok and sensors_ok and not s.hits_pending
-    s = _deck_asks(rules, game, s, fx)
-    ready = ready and _deck_block(rules, s) is None
-    if s.phase is Phase.CLOSED and ready:
-        s = s.replace(
-            phase=Phase.BETTING,
-            round_id=s.round_id + 1,
-            deck_ready=False,
-            wagers={},
-            lockout_at_ns=None,
-            lockout_resolution_ns=1,
-            undecided=(),
-            decided_after_lockout=(),
-            counted=False,
-            round_contribution_units=0,
-            round_link_contributions=(),
-            deal=None,
-            deal_refused=None,
-        )
-        fx.append(rec.RoundOpened(round_id=s.round_id))
-        s = _deck_round_opened(rules, s)
-        s = _chips_resting_at_open(rules, game, s, fx)
-    # 649a.3(b)(2): with two decks, one is shuffled while the other is in play.
-    decks_free = rules.decks - (0 if s.phase is Phase.CLOSED else 1)
-    if usable and not s.deck_ready and not s.shuffle_requested and decks_free > 0:
+    return shoe_ok and sensors_ok and not s.hits_pending and _deck_block(rules, s) is None
+
+
+def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
+    """A round opens on the deck shuffled for it; the other deck, if any, is asked for in the
+    same copy of the state (the shuffler is usable, or the round would not open)."""
+    shuffle = not s.shuffle_requested and _decks_free(rules, Phase.BETTING) > 0
+    s = s.replace(
+        phase=Phase.BETTING,
+        round_id=s.round_id + 1,
+        deck_ready=False,
+        wagers={},
+        lockout_at_ns=None,
+        lockout_resolution_ns=1,
+        undecided=(),
+        decided_after_lockout=(),
+        counted=False,
+        round_contribution_units=0,
+        round_link_contributions=(),
+        deal=None,
+        deal_refused=None,
+        shuffle_requested=s.shuffle_requested or shuffle,
+    )
+    fx.append(trusted(rec.RoundOpened, round_id=s.round_id))
+    s = _deck_round_opened(rules, s)
+    s = _chips_resting_at_open(rules, game, s, fx)
+    if shuffle:
         fx.append(RequestShuffle())
-        s = s.replace(shuffle_requested=True)
     return s
 
 
@@ -870,8 +940,12 @@ def _accept(game: TableGame, s: TableState, seat: int, fx: list[Effect], late: b
         # 5321.18(c), NJ 13:69E-1.39B(c): a progressive off its link is unplayable.
         return _reject(game, s, seat, "link-down", fx, rule="5321.18(c)")
     fx.append(
-        rec.WagerAccepted(
-            round_id=s.round_id, seat=seat, wager_cents=game.wager_cents, decided_after_lockout=late
+        trusted(
+            rec.WagerAccepted,
+            round_id=s.round_id,
+            seat=seat,
+            wager_cents=game.wager_cents,
+            decided_after_lockout=late,
         )
     )
     fx.append(SeatLamp(seat=seat, lamp=Lamp.ON))  # 649a.2(c)(1): the device acknowledges it
@@ -888,7 +962,8 @@ def _reject(
 ) -> TableState:
     # 649a.2(c)(2), 653a.2(c)(2), 643a.8(b): no wager is recognised after "no more bets".
     fx.append(
-        rec.WagerRejected(
+        trusted(
+            rec.WagerRejected,
             round_id=s.round_id,
             seat=seat,
             reason=reason,
@@ -899,7 +974,7 @@ def _reject(
 
 
 def _withdraw(s: TableState, seat: int, fx: list[Effect]) -> TableState:
-    fx.append(rec.WagerWithdrawn(round_id=s.round_id, seat=seat))
+    fx.append(trusted(rec.WagerWithdrawn, round_id=s.round_id, seat=seat))
     fx.append(SeatLamp(seat=seat, lamp=Lamp.OFF))
     return s.replace(wagers={k: v for k, v in s.wagers.items() if k != seat})
 
@@ -1012,7 +1087,7 @@ def _chips_resting_at_open(
     """Betting opened: each chip already resting on its sensor is a wager now, decided once
     (649a.2(c)(2): placed before "no more bets"), unless its sensor has been occupied for the
     betting of more rounds than gpio.sensor_stuck_rounds allows."""
-    if rules.sensors is None:
+    if rules.sensors is None or not (s.occupied or s.waiting):
         return s
     occupied: dict[int, int] = {}
     for seat, rounds in sorted(s.occupied.items()):
@@ -1043,7 +1118,8 @@ def _stuck(
     betting = seat is None and s.phase is Phase.BETTING
     rule = game.table_wager.lockout_rule if seat is None else game.table_wager.count_rule
     fx.append(
-        rec.InputStuck(
+        trusted(
+            rec.InputStuck,
             input=fault.input,
             seat=seat,
             cause=cause.value,
@@ -1075,7 +1151,13 @@ def _clear_stuck(s: TableState, event: ClearStuckInput, fx: list[Effect]) -> Tab
             "then clear"
         )
     fx.append(
-        rec.InputStuckCleared(input=fault.input, seat=seat, cause=fault.cause.value, by=event.by)
+        trusted(
+            rec.InputStuckCleared,
+            input=fault.input,
+            seat=seat,
+            cause=fault.cause.value,
+            by=event.by,
+        )
     )
     return s.replace(stuck_inputs=tuple(f for f in s.stuck_inputs if f != fault))
 
@@ -1089,6 +1171,7 @@ def _lock(
     at_ns: int | None,
     undecided: tuple[int, ...],
     resting: tuple[int, ...] | None = None,
+    also: TableStateUpdate | None = None,
 ) -> TableState:
     """No more bets (649a.8(b), 653a.8(b), 643a.8(b)): nothing placed after the edge counts.
 
@@ -1096,6 +1179,7 @@ def _lock(
     edge decides (docs/gpio.md, the lock-out rule): a wager whose chip was not on its sensor
     at the edge is withdrawn, and one that had not rested is decided again from the edge.
     None (a lock without an edge, journals from before): the wagers recognised so far count.
+    also: what the caller changes with the lock (fields nothing here reads), in its copy.
     """
     if resting is None:
         pending = tuple(sorted(set(undecided) - set(s.wagers)))
@@ -1106,7 +1190,8 @@ def _lock(
                 s = _withdraw(s, seat, fx)
     seats = sorted(set(s.wagers) - set(pending))
     fx.append(
-        rec.RoundLocked(
+        trusted(
+            rec.RoundLocked,
             round_id=s.round_id,
             cause=cause,
             accepted_wagers=len(seats),
@@ -1115,15 +1200,21 @@ def _lock(
             rule=game.table_wager.lockout_rule,
         )
     )
-    s = s.replace(phase=Phase.LOCKED, lockout_at_ns=at_ns, undecided=pending)
-    return s if pending else _finish_count(game, s, fx)
+    locked: TableStateUpdate = {
+        **(also or {}),
+        "phase": Phase.LOCKED,
+        "lockout_at_ns": at_ns,
+        "undecided": pending,
+    }
+    return s.replace(**locked) if pending else _finish_count(game, s, fx, **locked)
 
 
 def _gpio_fault(game: TableGame, s: TableState, reason: str, fx: list[Effect]) -> TableState:
     """Lost edges: the lock-out can no longer prevent a late wager's recognition (649a.2(c)(2))."""
     betting = s.phase is Phase.BETTING
     fx.append(
-        rec.GpioFaultRecord(
+        trusted(
+            rec.GpioFaultRecord,
             reason=reason,
             round_id=s.round_id,
             round_locked=betting,
@@ -1147,12 +1238,15 @@ def _test_started(s: TableState, event: SensorTestStarted, fx: list[Effect]) -> 
         )
     if s.phase is Phase.LOCKED and not s.counted:
         raise Rejected(f"round {s.round_id}: chips are still resting; wait for the count")
-    fx.append(rec.SensorTestStartedRecord(test=event.test, by=event.by))
+    fx.append(trusted(rec.SensorTestStartedRecord, test=event.test, by=event.by))
     return s.replace(sensor_test=event.test)
 
 
-def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
-    """The count is final: book each wager's meter contribution (649a.12(e)(3))."""
+def _finish_count(
+    game: TableGame, s: TableState, fx: list[Effect], /, **also: Unpack[TableStateUpdate]
+) -> TableState:
+    """The count is final: book each wager's meter contribution (649a.12(e)(3)). `also`:
+    what the caller changes with it (a lock-out's phase), in the same copy of the state."""
     seats = sorted(s.wagers)
     meter, booked = s.meter, 0
     meter_rules = game.meter
@@ -1170,7 +1264,8 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
             meter, units = meter.contribute(s.wagers[seat], meter_rules.rate_bp)
             booked += units
             fx.append(
-                rec.MeterContribution(
+                trusted(
+                    rec.MeterContribution,
                     round_id=s.round_id,
                     seat=seat,
                     wager_cents=s.wagers[seat],
@@ -1180,7 +1275,8 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
                 )
             )
     fx.append(
-        rec.WagersCounted(
+        trusted(
+            rec.WagersCounted,
             round_id=s.round_id,
             accepted_wagers=len(seats),
             seats=seats,
@@ -1189,12 +1285,14 @@ def _finish_count(game: TableGame, s: TableState, fx: list[Effect]) -> TableStat
             rule=game.table_wager.count_rule,
         )
     )
-    return s.replace(
-        counted=True,
-        meter=meter,
-        round_contribution_units=booked,
-        round_link_contributions=tuple(linked),
-    )
+    counted: TableStateUpdate = {
+        **also,
+        "counted": True,
+        "meter": meter,
+        "round_contribution_units": booked,
+        "round_link_contributions": tuple(linked),
+    }
+    return s.replace(**counted)
 
 
 def _unverify(s: TableState) -> TableState:
@@ -1230,21 +1328,24 @@ def _shuffle_completed(s: TableState, event: ShuffleCompleted, fx: list[Effect])
     )
     ready = ok and because is None
     fx.append(
-        rec.ShuffleCompletedRecord(
+        trusted(
+            rec.ShuffleCompletedRecord,
             card_count=count,
             count_ok=ok,
             deck_ready=ready,
             not_ready_because=because if ok else f"counted {count}, not {DECK_SIZE}",
         )
     )
-    s = s.replace(shuffle_requested=False, shuffle_started=False)
     if ok:
-        if because is not None:
-            s = s.replace(counters=s.counters.bump("completions_not_used"))
-        return s.replace(deck_ready=ready)
-    # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table.
+        counters = s.counters if because is None else s.counters.bump("completions_not_used")
+        return s.replace(
+            shuffle_requested=False, shuffle_started=False, deck_ready=ready, counters=counters
+        )
+    # 649a.5(b), 653a.5(b): an incorrect count removes the deck from the table (and _unverify
+    # ends the shuffle: no longer requested nor started).
     fx.append(
-        rec.DeckMiscount(
+        trusted(
+            rec.DeckMiscount,
             card_count=count,
             expected=DECK_SIZE,
             rule="649a.5(b)",
@@ -1288,8 +1389,9 @@ def _settle(
                 )
                 game.check_cards(cards, s.wagers, event.folded)
         else:
+            # The game's settle checks the cards shown before anything else it could refuse
+            # (the seats and the wagers are the table's own, checked above).
             cards = RoundCards(event.hands, event.dealer, event.community)
-            game.check_cards(cards, s.wagers, event.folded)
         settled = game.settle(s.meter, s.wagers, cards, event.folded, rules.seats)
     except ValueError as exc:
         raise Rejected(str(exc)) from None
@@ -1306,12 +1408,13 @@ def _settle(
             result = dataclasses.replace(result, paid_cents=0)
         paid += result.paid_cents
         fx.append(
-            rec.WagerSettled(
+            trusted(
+                rec.WagerSettled,
                 round_id=s.round_id,
                 seat=seat,
                 wager=wager,
                 wager_cents=s.wagers[seat],
-                outcome=rec.WagerOutcome(result.outcome.value),
+                outcome=_OUTCOMES[result.outcome],
                 paid_cents=result.paid_cents,
                 hand=result.hand,
                 rule=result.rule,
@@ -1345,7 +1448,8 @@ def _settle(
         for envy in (e for e in settled.envy if e.seat == seat):
             paid += envy.amount_cents
             fx.append(
-                rec.EnvyBonusPaid(
+                trusted(
+                    rec.EnvyBonusPaid,
                     round_id=s.round_id,
                     seat=envy.seat,
                     for_seat=envy.for_seat,
@@ -1357,7 +1461,8 @@ def _settle(
     meter = settled.meter
     assert meter is None or isinstance(meter, LocalMeter | LinkedMeter)
     fx.append(
-        rec.RoundSettled(
+        trusted(
+            rec.RoundSettled,
             round_id=s.round_id,
             paid_cents=paid,
             folded=sorted(event.folded),
@@ -1387,9 +1492,15 @@ def _settle(
     )
 
 
+# Each game's outcome as journaled, looked up rather than called (an enum call is two Python
+# frames in the enum module, per wager settled).
+_OUTCOMES = {outcome: rec.WagerOutcome(outcome.value) for outcome in Outcome}
+
+
 def _hit_records(s: TableState, entry: HitEntry, hit: Hit) -> list[Effect]:
     out: list[Effect] = [
-        rec.JackpotHit(
+        trusted(
+            rec.JackpotHit,
             hit_id=entry.hit_id,
             round_id=s.round_id,
             seat=hit.seat,
@@ -1408,7 +1519,8 @@ def _hit_records(s: TableState, entry: HitEntry, hit: Hit) -> list[Effect]:
     # The meter this hit leaves: a reset only for 100 %, never for a smaller share.
     if hit.share == 1:
         out.append(
-            rec.MeterReset(
+            trusted(
+                rec.MeterReset,
                 round_id=s.round_id,
                 hit_id=entry.hit_id,
                 paid_cents=hit.amount_cents,
@@ -1418,7 +1530,8 @@ def _hit_records(s: TableState, entry: HitEntry, hit: Hit) -> list[Effect]:
         )
     else:
         out.append(
-            rec.MeterSharePaid(
+            trusted(
+                rec.MeterSharePaid,
                 round_id=s.round_id,
                 hit_id=entry.hit_id,
                 share_percent=str(hit.share * 100),
@@ -1447,7 +1560,7 @@ def _floor(
         if hit.validated_by is not None:
             raise Rejected(f"hit {hit.hit_id} was validated by {hit.validated_by}")
         hit = hit.replace(validated_by=event.by)
-        fx.append(rec.JackpotValidated(hit_id=hit.hit_id, by=event.by))
+        fx.append(trusted(rec.JackpotValidated, hit_id=hit.hit_id, by=event.by))
     else:
         if hit.paid_from_table_inventory:
             raise Rejected(
@@ -1456,14 +1569,14 @@ def _floor(
         if hit.validated_by is None:
             raise Rejected(f"hit {hit.hit_id} must be validated before its documentation")
         hit = hit.replace(documented_by=event.by)
-        fx.append(rec.JackpotDocumented(hit_id=hit.hit_id, by=event.by))
+        fx.append(trusted(rec.JackpotDocumented, hit_id=hit.hit_id, by=event.by))
     pending = tuple(hit if h.hit_id == hit.hit_id else h for h in s.hits_pending)
     history = tuple(hit if h.hit_id == hit.hit_id else h for h in s.hit_history)
     if hit.done:
         pending = tuple(h for h in pending if h.hit_id != hit.hit_id)
         fx.append(SeatLamp(seat=hit.seat, lamp=Lamp.OFF))  # the hand may leave the table
         if not pending:
-            fx.append(rec.JackpotReleased(round_id=hit.round_id))
+            fx.append(trusted(rec.JackpotReleased, round_id=hit.round_id))
     return s.replace(hits_pending=pending, hit_history=history)
 
 
@@ -1485,7 +1598,8 @@ def _void_round(s: TableState, reason: str, rule: str, by: str, fx: list[Effect]
     # A linked meter: the controller takes back each contribution it applied, once.
     fx.extend(_link_reversal(c, reason, rule) for c in s.round_link_contributions)
     fx.append(
-        rec.RoundVoided(
+        trusted(
+            rec.RoundVoided,
             round_id=s.round_id,
             reason=reason,
             rule=rule,
@@ -1525,7 +1639,8 @@ def _identified(
 
     def record(ok: bool) -> None:
         fx.append(
-            rec.DeviceIdentifiedRecord(
+            trusted(
+                rec.DeviceIdentifiedRecord,
                 device=device,
                 model=event.model,
                 serial_number=serial,
@@ -1567,7 +1682,8 @@ def _accept_device(s: TableState, event: DeviceAccepted, fx: list[Effect]) -> Ta
             f"the {event.device} waiting to be accepted is {pending}, not {event.serial_number}"
         )
     fx.append(
-        rec.DeviceAcceptedRecord(
+        trusted(
+            rec.DeviceAcceptedRecord,
             device=event.device,
             serial_number=pending,
             replaces=s.devices.get(event.device),
@@ -1597,7 +1713,8 @@ def _events_refused(
     if s.events_refused.get(event.device) == refused:
         return s  # the same refusal, heard again after a restart: nothing new
     fx.append(
-        rec.DeviceEventsRefusedRecord(
+        trusted(
+            rec.DeviceEventsRefusedRecord,
             device=event.device,
             boot_id=event.boot_id,
             event_id=event.event_id,
@@ -1610,7 +1727,7 @@ def _events_refused(
         events_refused={**s.events_refused, event.device: refused},
     )
     if event.device == "shuffler":
-        fx.append(rec.ShufflerFaultRecord(code="event-sequence", rule="649a.13(e)"))
+        fx.append(trusted(rec.ShufflerFaultRecord, code="event-sequence", rule="649a.13(e)"))
         return _shuffler_unusable(s, "event-sequence")
     if event.device == "shoe":
         return _shoe_fault(game, s, "event-sequence", fx)
@@ -1635,13 +1752,17 @@ def _report_conflict(
     deck has not shown that 52 cards are present: the deck leaves the table (649a.5(b)) and
     a round on it is void (649a.10(f)); the shuffler is faulted until a reshuffle."""
     fx.append(
-        rec.DeviceReportConflictRecord(
-            device=event.device, boot_id=event.boot_id, event_id=event.event_id, kind=event.kind
+        trusted(
+            rec.DeviceReportConflictRecord,
+            device=event.device,
+            boot_id=event.boot_id,
+            event_id=event.event_id,
+            kind=event.kind,
         )
     )
     s = s.replace(counters=s.counters.bump("device_report_conflicts"))
     if event.device == "shuffler":
-        fx.append(rec.ShufflerFaultRecord(code="event-conflict", rule="649a.13(e)"))
+        fx.append(trusted(rec.ShufflerFaultRecord, code="event-conflict", rule="649a.13(e)"))
         s = _shuffler_unusable(s, "event-conflict")
         return _deck_irregular(game, s, "conflicting-count", fx, by="shuffler")
     if event.device == "shoe":
@@ -1659,7 +1780,8 @@ def _link_reset(s: TableState, event: DeviceLinkReset, fx: list[Effect]) -> Tabl
             f"not {event.boot_id}: ask again"
         )
     fx.append(
-        rec.DeviceLinkResetRecord(
+        trusted(
+            rec.DeviceLinkResetRecord,
             device=event.device,
             boot_id=event.boot_id,
             skipped_from_event_id=event.from_event_id + 1,
@@ -1730,7 +1852,8 @@ def _deal(
     if not stacks:
         raise Rejected(f"{plan.procedure.value} deals no card from the shoe")
     fx.append(
-        rec.DealStarted(
+        trusted(
+            rec.DealStarted,
             round_id=s.round_id,
             seats=list(seats),
             stacks=list(stacks),
@@ -1756,7 +1879,8 @@ def _resumed(game: TableGame, s: TableState, event: DeviceResumed, fx: list[Effe
     decision = resolve_deal(issued_to_boot=deal.shoe_boot_id, progressed=progressed, shoe=event)
     void = decision.resolution is Resolution.VOID
     fx.append(
-        rec.DealResolved(
+        trusted(
+            rec.DealResolved,
             round_id=s.round_id,
             outcome=decision.resolution.value,
             why=decision.why,
@@ -1815,7 +1939,7 @@ def _shoe_card(
                 return _void_round(s, "cards-face-up", reasons["cards-face-up"], "shoe", fx)
             # 649a.13(a): one card face up is not used; it goes to the discard rack.
             rule = reasons["cards-face-up"]
-            fx.append(rec.CardFaceUp(round_id=s.round_id, action="discarded", rule=rule))
+            fx.append(trusted(rec.CardFaceUp, round_id=s.round_id, action="discarded", rule=rule))
             return s
         case CardRead.UNREAD:
             return _shoe_fault(game, s, "unread-card", fx)
@@ -1857,7 +1981,7 @@ def _shoe_deal_completed(
         return _shoe_fault(game, s, "incomplete", fx)
     hands = _shoe_plan(game, deal).steps
     seats = {step.seat for step in hands if step.seat is not None}
-    fx.append(rec.DealCompleted(round_id=s.round_id, cards_read=n, hands_read=len(seats)))
+    fx.append(trusted(rec.DealCompleted, round_id=s.round_id, cards_read=n, hands_read=len(seats)))
     return s.replace(deal=deal.replace(complete=True))
 
 
@@ -1876,7 +2000,8 @@ def _shoe_fault(
     in_play = s.phase is Phase.LOCKED
     if record:
         fx.append(
-            rec.ShoeFaultRecord(
+            trusted(
+                rec.ShoeFaultRecord,
                 code=code,
                 round_id=s.round_id if in_play else None,
                 round_voided=in_play,
@@ -1900,7 +2025,7 @@ def _shoe_cleared(s: TableState, by: str, fx: list[Effect]) -> TableState:
         )
     if s.shoe_fault is None:
         raise Rejected("the shoe reports no fault to clear")
-    fx.append(rec.ShoeFaultCleared(code=s.shoe_fault, by=by))
+    fx.append(trusted(rec.ShoeFaultCleared, code=s.shoe_fault, by=by))
     return s.replace(shoe_fault=None)
 
 
@@ -1911,7 +2036,8 @@ def _deck_irregular(
     and all hands are void (649a.10(f), 653a.10(f), 643a.10(f))."""
     rule = _shoe_rule(game, "deck")
     fx.append(
-        rec.DeckIrregular(
+        trusted(
+            rec.DeckIrregular,
             round_id=s.round_id,
             reason=reason,
             rule=rule,
@@ -1977,7 +2103,8 @@ def _deck_asks(rules: TableRules, game: TableGame, s: TableState, fx: list[Effec
     if not decks.stub_count_due(deck_rules, life):
         return s
     fx.append(
-        rec.StubCountDue(
+        trusted(
+            rec.StubCountDue,
             round_id=s.round_id,
             rounds=life.rounds_since_stub_count,
             rule=decks.stub_rules(game)[0],
@@ -2045,14 +2172,19 @@ def _deck_ages(game: TableGame, rules: DeckRules, s: TableState, fx: list[Effect
         age = deck.age_ms(life.now_ms)
         if not deck.warned and age >= rules.max_age_ms - rules.warn_before_ms:
             fx.append(
-                rec.DeckAgeWarning(
-                    deck_id=deck.deck_id, age_ms=age, max_age_ms=rules.max_age_ms, rule=rule
+                trusted(
+                    rec.DeckAgeWarning,
+                    deck_id=deck.deck_id,
+                    age_ms=age,
+                    max_age_ms=rules.max_age_ms,
+                    rule=rule,
                 )
             )
             deck = deck.replace(warned=True)
         if not deck.expired and age >= rules.max_age_ms:
             fx.append(
-                rec.DeckAgeExpired(
+                trusted(
+                    rec.DeckAgeExpired,
                     deck_id=deck.deck_id,
                     age_ms=age,
                     max_age_ms=rules.max_age_ms,
@@ -2084,7 +2216,8 @@ def _introduce(
         )
     new = decks.DeckEntry(deck_id=event.deck_id, back=event.back, introduced_ms=event.at_ms)
     fx.append(
-        rec.DeckIntroducedRecord(
+        trusted(
+            rec.DeckIntroducedRecord,
             deck_id=event.deck_id,
             back=event.back,
             at_ms=event.at_ms,
@@ -2106,7 +2239,7 @@ def _introduce(
     )
     s = _with_life(s, life)
     if s.blocked is not None:
-        fx.append(rec.DeckRegistered(replaces=s.blocked, by=event.by))
+        fx.append(trusted(rec.DeckRegistered, replaces=s.blocked, by=event.by))
         s = s.replace(blocked=None)
     if s.phase is Phase.CLOSED:
         # 649a.5(b): a deck is played only once the shuffler has counted it.
@@ -2157,7 +2290,8 @@ def _deck_in_play(
         # played on it (649a.3(b)(3)); its wagers are returned and the decks go on alternating.
         rule = decks.alternation_rule(game)
         fx.append(
-            rec.DeckAlternation(
+            trusted(
+                rec.DeckAlternation,
                 round_id=s.round_id,
                 deck_id=event.deck_id,
                 previous_round_deck=event.deck_id,
@@ -2201,7 +2335,8 @@ def _shoe_back(
     if other is not None and deck_rules.alternate:
         rule = decks.alternation_rule(game)
         fx.append(
-            rec.DeckAlternation(
+            trusted(
+                rec.DeckAlternation,
                 round_id=s.round_id,
                 deck_id=other.deck_id,
                 previous_round_deck=life.previous_round_deck or other.deck_id,
@@ -2250,7 +2385,8 @@ def _stub_counted(
 
     def record(outcome: str, rule: str) -> None:
         fx.append(
-            rec.StubCountRecord(
+            trusted(
+                rec.StubCountRecord,
                 round_id=s.round_id,
                 deck_id=life.round_deck,
                 cards=cards,
@@ -2336,7 +2472,8 @@ def _link_parameters(
     if problem is not None:
         reason, rule = problem
         fx.append(
-            rec.LinkParametersRefused(
+            trusted(
+                rec.LinkParametersRefused,
                 link_id=rules.link.link_id,
                 parameters_version=event.parameters_version,
                 reason=reason,
@@ -2354,7 +2491,8 @@ def _link_parameters(
         for lv in event.levels
     )
     fx.append(
-        rec.LinkParametersAccepted(
+        trusted(
+            rec.LinkParametersAccepted,
             link_id=meter.link_id,
             parameters_version=event.parameters_version,
             parameters_sha256=event.parameters_sha256,
@@ -2422,7 +2560,8 @@ def _link_lost(game: TableGame, s: TableState, reason: str, fx: list[Effect]) ->
     if s.phase is Phase.BETTING:
         withdrawn = sorted(s.wagers)
     fx.append(
-        rec.LinkDown(
+        trusted(
+            rec.LinkDown,
             link_id=s.meter.link_id,
             reason=reason,
             round_id=s.round_id,
@@ -2442,7 +2581,8 @@ def _link_answer(s: TableState, event: LinkClaimAnswer, fx: list[Effect]) -> Tab
         raise Rejected(f"no claim {event.claim_id!r} awaits the link controller's answer")
     amount = event.amount_cents if event.status == "awarded" else 0
     fx.append(
-        rec.LinkClaimAnswered(
+        trusted(
+            rec.LinkClaimAnswered,
             link_id=s.meter.link_id,
             claim_id=event.claim_id,
             status=event.status,

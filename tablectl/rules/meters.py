@@ -15,6 +15,8 @@ from typing import Annotated, Literal, Protocol, Self, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tablectl.util.frozen import replaced
+
 # Rates are whole basis points (hundredths of a percent): one contribution is exactly
 # wager_cents * rate_bp ten-thousandths of a cent.
 CARRY_DENOMINATOR = 10_000
@@ -89,7 +91,7 @@ class LocalMeter(BaseModel):
 
     def replace(self, **update: Unpack[LocalMeterUpdate]) -> LocalMeter:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class LocalMeterUpdate(TypedDict, total=False):
@@ -157,7 +159,7 @@ class LinkedMeter(BaseModel):
 
     def replace(self, **update: Unpack[LinkedMeterUpdate]) -> LinkedMeter:
         """A copy with the fields named changed; mypy checks each name and its type."""
-        return self.model_copy(update=update)
+        return replaced(self, update)
 
 
 class LinkedMeterUpdate(TypedDict, total=False):

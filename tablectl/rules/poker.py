@@ -183,8 +183,14 @@ def five_card_value(cards: Iterable[Card]) -> int:
     return best_of(codes)
 
 
+# The categories by value (0, 1, ...): indexed, not called (an enum call is two Python frames
+# in the enum module, per hand settled).
+_FIVE_CATEGORIES = tuple(FiveCardCategory)
+_THREE_CATEGORIES = tuple(ThreeCardCategory)
+
+
 def five_card_category(value: int) -> FiveCardCategory:
-    return FiveCardCategory(value >> CATEGORY_SHIFT)
+    return _FIVE_CATEGORIES[value >> CATEGORY_SHIFT]
 
 
 def pair_rank(value: int) -> int:
@@ -223,7 +229,7 @@ def three_card_value(cards: Sequence[Card]) -> int:
 
 
 def three_card_category(value: int) -> ThreeCardCategory:
-    return ThreeCardCategory(value >> THREE_CATEGORY_SHIFT)
+    return _THREE_CATEGORIES[value >> THREE_CATEGORY_SHIFT]
 
 
 # 649a.11(c)(3): the dealer plays with queen high or better; Q-3-2 is the lowest such hand.

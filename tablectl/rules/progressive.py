@@ -73,13 +73,15 @@ def settle_progressive(
     Progressive Payout Wager but keeps Envy Bonus eligibility (649a.11(b)(2)): fold_forfeits.
     """
     any_envy = {h for table in envy_cents.values() for h in table}
-    envy_hands = {
-        seat: next(h for h in classes if h in any_envy)
-        for seat, classes in hands.items()
-        if seat not in folded and any(h in any_envy for h in classes)
-    }
+    envy_hands: dict[int, Hand] = {}
+    for seat, classes in hands.items():
+        qualifying = [h for h in classes if h in any_envy]
+        if qualifying and seat not in folded:
+            envy_hands[seat] = qualifying[0]  # its highest
+    order = settlement_order(seats)
+    qualified = [seat for seat in order if seat in envy_hands]  # in settlement order
     payouts: list[ProgressivePayout | EnvyBonus] = []
-    for seat in settlement_order(seats):
+    for seat in order:
         wager = wagers.get(seat)
         if wager is None:
             continue
@@ -95,11 +97,10 @@ def settle_progressive(
                 amount = wager * pay.odds.numerator // pay.odds.denominator
                 payouts.append(ProgressivePayout(seat, hand, amount, None, before, before))
         # One bonus per other player's qualifying hand, never for one's own (649a.11(c)(5)(v)).
-        for other in settlement_order(seats):
-            other_hand = envy_hands.get(other)
-            if other != seat and other_hand is not None:
-                amount = envy_cents[wager][other_hand]
-                payouts.append(EnvyBonus(seat, other, other_hand, amount))
+        for other in qualified:
+            if other != seat:
+                amount = envy_cents[wager][envy_hands[other]]
+                payouts.append(EnvyBonus(seat, other, envy_hands[other], amount))
     return meter, payouts
 
 

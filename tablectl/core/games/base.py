@@ -8,10 +8,12 @@ round core holds no game's rule text and never branches on a game's name.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
 from tablectl.rules.cards import Card
@@ -290,7 +292,8 @@ class TableGame(Protocol):
         folded: frozenset[int],
         seats: int,
     ) -> TableSettlement[L]:
-        """Settle every table-system wager in the text's order (pure)."""
+        """Settle every table-system wager in the text's order (pure). Refused (ValueError):
+        cards that check_cards refuses, checked before the wagers are settled."""
         ...
 
     def void_reasons(self) -> Mapping[str, str]:
@@ -298,8 +301,12 @@ class TableGame(Protocol):
         ...
 
 
-def void_reasons(chapter: str, *, face_up_cards: int = 2) -> dict[str, str]:
-    """Irregularities of the chapter whose ruling voids the round (649a.13, 653a.13, 643a.13)."""
+@functools.cache
+def void_reasons(chapter: str, *, face_up_cards: int = 2) -> Mapping[str, str]:
+    """Irregularities of the chapter whose ruling voids the round (649a.13, 653a.13, 643a.13).
+
+    Worked out once per chapter (the core asks at every card a shoe reads), and read-only:
+    every caller shares it."""
     reasons = {}
     for what in Irregularity:
         try:
@@ -308,7 +315,7 @@ def void_reasons(chapter: str, *, face_up_cards: int = 2) -> dict[str, str]:
             continue
         if ruling.void_round:
             reasons[what.value] = ruling.rule
-    return reasons
+    return MappingProxyType(reasons)
 
 
 def check_distinct(cards: RoundCards) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -96,7 +96,9 @@ class LetItRideConfig(Strict):
         return LetItRide(self)
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: what it derives from its config is worked out once (cached_property; its
+# equality and hash are its fields').
+@dataclass(frozen=True)
 class LetItRide:
     config: LetItRideConfig
     name: str = NAME
@@ -110,7 +112,7 @@ class LetItRide:
     def meter(self) -> None:
         return None
 
-    @property
+    @cached_property
     def procedure(self) -> Procedure:
         return Procedure(self.config.dealing)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -111,7 +112,9 @@ class ThreeCardPokerConfig(Strict):
         return ThreeCardPoker(self)
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: what it derives from its config is worked out once (cached_property; its
+# equality and hash are its fields').
+@dataclass(frozen=True)
 class ThreeCardPoker:
     config: ThreeCardPokerConfig
     name: str = NAME
@@ -121,14 +124,14 @@ class ThreeCardPoker:
     def wager_cents(self) -> int:
         return self.config.progressive.wager
 
-    @property
+    @cached_property
     def meter(self) -> MeterRules:
         p = self.config.progressive
         return MeterRules(
             "progressive", p.rate_of_progression_percent, p.initial_amount, p.reset_amount
         )
 
-    @property
+    @cached_property
     def procedure(self) -> Procedure:
         return Procedure(self.config.dealing)
 

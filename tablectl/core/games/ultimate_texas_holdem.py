@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -143,7 +143,9 @@ def _community_steps(by_shoe: bool) -> list[DealStep]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: what it derives from its config is worked out once (cached_property; its
+# equality and hash are its fields').
+@dataclass(frozen=True)
 class UltimateTexasHoldem:
     config: UltimateTexasHoldemConfig
     name: str = NAME
@@ -153,14 +155,14 @@ class UltimateTexasHoldem:
     def wager_cents(self) -> int:
         return self.config.progressive.wager
 
-    @property
+    @cached_property
     def meter(self) -> MeterRules:
         p = self.config.progressive
         return MeterRules(
             "progressive", p.rate_of_progression_percent, p.initial_amount, p.reset_amount
         )
 
-    @property
+    @cached_property
     def procedure(self) -> Procedure:
         return Procedure(self.config.dealing)
 
