@@ -22,8 +22,9 @@ from types import ModuleType
 import pytest
 
 from tablectl.store import journal
-from tablectl.store.journal import journal_ts
-from tablectl.store.mark import mark_path
+from tablectl.store.chain import JournalHead
+from tablectl.store.journal import StepCommit, StepInput, Store, journal_ts
+from tablectl.store.mark import SLOT, MarkRecord, _encode, mark_path
 from tablectl.util.ids import uuid7, uuid7_texts
 
 T0 = datetime(2026, 12, 5, 3, 0, 39, 14_000, tzinfo=UTC)
@@ -156,3 +157,50 @@ def test_a_commits_time_from_a_given_clock_is_that_clocks() -> None:
     when = datetime(2026, 12, 5, 4, 0, 39, 14_999, tzinfo=UTC)
     ts, unix_ms = journal._CommitTime(lambda: when)()
     assert (ts, unix_ms) == ("2026-12-05T04:00:39.014Z", int(when.timestamp() * 1000))
+
+
+def _encode_as_before(record: MarkRecord) -> bytes:
+    """A mark record as tablectl encoded it before its heads were encoded once each."""
+    fields: dict[str, object] = {
+        "gen": record.gen,
+        "base": record.base.to_json(),
+        "next": record.next.to_json(),
+    }
+    if record.trailing:
+        fields["trailing"] = True
+    payload = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    line = b"tablectl-mark 1 " + hashlib.sha256(payload).hexdigest().encode() + b" "
+    return (line + payload + b"\n").ljust(SLOT, b"\0")
+
+
+HEADS = [
+    JournalHead(),
+    JournalHead(7, "a" * 64, 5, "b" * 64, "c" * 64, (("journal.commit_gen", "12"),)),
+    JournalHead(
+        2**40, "d" * 64, 0, "e" * 64, None, (("a", AWKWARD), ('k"\\', "v"), ("z", "sha256:f"))
+    ),
+]
+
+
+@pytest.mark.parametrize("trailing", [True, False])
+@pytest.mark.parametrize(("base", "next_"), list(itertools.product(HEADS, HEADS)))
+def test_a_mark_record_is_encoded_as_before(
+    base: JournalHead, next_: JournalHead, trailing: bool
+) -> None:
+    record = MarkRecord(123, base, next_, trailing)
+    assert _encode(record) == _encode_as_before(record)
+
+
+def test_the_marks_slots_hold_the_records_as_before(tmp_path: Path) -> None:
+    """Each record's base is the head the one before left (its JSON made once, then): the
+    slots hold each record as it was encoded before, every time."""
+    store = Store(tmp_path / "tablectl.sqlite3", boot_id="b-01")
+    for n in range(5):
+        before = store.head
+        store.commit_steps(
+            [StepCommit(f'{{"n":{n}}}', [("note", {"n": n})], StepInput("x", {"n": n}), None)]
+        )
+        at = n % 2 * SLOT  # the first record takes slot 0, then they take turns
+        slot = mark_path(tmp_path / "tablectl.sqlite3").read_bytes()[at : at + SLOT]
+        assert slot == _encode_as_before(MarkRecord(n + 1, before, store.head, trailing=True))
+    store.close()
