@@ -20,7 +20,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
+from tablectl.core.compat import later
 from tablectl.store import journal
 from tablectl.store.chain import JournalHead
 from tablectl.store.journal import StepCommit, StepInput, Store, journal_ts
@@ -204,3 +206,24 @@ def test_the_marks_slots_hold_the_records_as_before(tmp_path: Path) -> None:
         slot = mark_path(tmp_path / "tablectl.sqlite3").read_bytes()[at : at + SLOT]
         assert slot == _encode_as_before(MarkRecord(n + 1, before, store.head, trailing=True))
     store.close()
+
+
+class _Inner(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    x: int = 0
+
+
+class _Grown(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    a: int
+    inner: _Inner = later(_Inner())
+    seats: tuple[int, ...] = later(())
+
+
+def test_a_field_added_later_is_left_out_while_it_holds_its_default() -> None:
+    default = _Grown.model_fields["inner"].default
+    assert _Grown(a=1).inner is default
+    for same in (_Grown(a=1), _Grown(a=1, inner=_Inner()), _Grown(a=1, inner=default)):
+        assert same.model_dump_json() == '{"a":1}'
+    moved = _Grown(a=1, inner=_Inner(x=2), seats=(3,))
+    assert moved.model_dump_json() == '{"a":1,"inner":{"x":2},"seats":[3]}'
