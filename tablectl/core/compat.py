@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 from typing import TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 T = TypeVar("T")
 
@@ -21,5 +22,15 @@ def later(default: T) -> T:
     """A field added after journals were written: its default, and left out of the model's
     JSON while it holds it. Judged by pydantic's own serializer (`exclude_if`), field by
     field: the core dumps its state at every step."""
-    field: T = Field(default=default, exclude_if=functools.partial(operator.eq, default))
+    field: T = Field(default=default, exclude_if=_holds(default))
     return field  # pydantic's FieldInfo, which stands for the default in a class body
+
+
+def _holds(default: object) -> Callable[[object], bool]:
+    """Whether a field holds its default. A model's `==` is Python code, run at every dump of
+    the state; a field never changed holds the default object itself, so it is asked first
+    whether it is that object (`==` holds then too). Values of built-in types are compared
+    by `==` alone (in C: asking first would only add a call)."""
+    if isinstance(default, BaseModel):
+        return lambda value: value is default or default == value
+    return functools.partial(operator.eq, default)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 GENESIS_HASH = "0" * 64
@@ -148,12 +148,6 @@ class JournalHead:
             raise ValueError("kv maps text to text")
         return cls(seq, str(hashes[0]), input_seq, str(hashes[1]), state, tuple(sorted(kv.items())))
 
-    def setting(self, key: str, value: str) -> JournalHead:
-        """The same head with one more key-value set (a commit's generation)."""
-        values = self.values
-        values[key] = kv_seen(value)
-        return replace(self, kv=tuple(sorted(values.items())))
-
     def after(
         self,
         *,
@@ -163,23 +157,32 @@ class JournalHead:
         input_hash: str,
         state_hash: str | None,
         kv: Mapping[str, str | None],
+        gen: int | None = None,
     ) -> JournalHead:
         """The head a commit leaves: state_hash, the stored state's hash (None: unchanged);
-        kv sets keys (None: removes one)."""
-        values = self.values
+        kv sets keys (None: removes one). A commit that changes nothing leaves this very head
+        (`is`); one that does is the commit of generation gen, if given (COMMIT_GEN set)."""
+        values = dict(self.kv)
         for key, value in kv.items():
             if value is None:
                 values.pop(key, None)
             else:
                 values[key] = kv_seen(value)
-        return JournalHead(
-            seq,
-            hash_,
-            input_seq,
-            input_hash,
-            self.state_hash if state_hash is None else state_hash,
-            tuple(sorted(values.items())),
-        )
+        state = self.state_hash if state_hash is None else state_hash
+        pairs = tuple(sorted(values.items()))
+        if (seq, hash_, input_seq, input_hash, state, pairs) == (
+            self.seq,
+            self.hash,
+            self.input_seq,
+            self.input_hash,
+            self.state_hash,
+            self.kv,
+        ):
+            return self
+        if gen is not None:  # the head built once, with it
+            values[COMMIT_GEN] = kv_seen(str(gen))
+            pairs = tuple(sorted(values.items()))
+        return JournalHead(seq, hash_, input_seq, input_hash, state, pairs)
 
 
 def columns(db: sqlite3.Connection, table: str) -> set[str]:

@@ -88,19 +88,31 @@ class MarkReading:
 NO_MARK = MarkReading(None, damaged=False, handed=0, exists=False)
 
 
-def _encode(record: MarkRecord) -> bytes:
-    fields: dict[str, object] = {
-        "gen": record.gen,
-        "base": record.base.to_json(),
-        "next": record.next.to_json(),
-    }
-    if record.trailing:  # absent: a record written before its commit, as older tablectls did
-        fields["trailing"] = True
-    payload = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
-    line = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b" " + payload + b"\n"
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def head_json(head: JournalHead) -> str:
+    """A head as a record holds it: its JSON, keys sorted, compact."""
+    return _COMPACT.encode(head.to_json())
+
+
+def _slot_bytes(gen: int, base_json: str, next_json: str, *, trailing: bool) -> bytes:
+    """A record's slot: MAGIC, the payload's sha256, the payload -- `json.dumps` of {base,
+    gen, next, trailing} with its keys sorted, compact -- and zeros. The payload is put
+    together around the heads' JSON (the same bytes: its keys sort so), so a head encoded
+    for one record (its next) is not encoded again for the next (its base)."""
+    extra = ',"trailing":true' if trailing else ""  # absent: written before its commit
+    payload = f'{{"base":{base_json},"gen":{gen:d},"next":{next_json}{extra}}}'.encode()
+    line = b"%s%s %s\n" % (MAGIC, hashlib.sha256(payload).hexdigest().encode(), payload)
     if len(line) > SLOT:
         raise ValueError(f"a mark record of {len(line)} bytes does not fit a {SLOT}-byte slot")
     return line.ljust(SLOT, b"\0")
+
+
+def _encode(record: MarkRecord) -> bytes:
+    return _slot_bytes(
+        record.gen, head_json(record.base), head_json(record.next), trailing=record.trailing
+    )
 
 
 def _decode(raw: bytes) -> tuple[MarkRecord | None, bool]:
@@ -205,6 +217,7 @@ class JournalMark:
         self._gen = record.gen if record else 0
         # The slot the newest readable record is in: the next write takes the other one.
         self._slot = 1 if slot is None else slot
+        self._last: tuple[JournalHead, str] | None = None  # the newest record's next, as JSON
 
     @property
     def gen(self) -> int:
@@ -223,11 +236,16 @@ class JournalMark:
         returns. A write torn by a power cut leaves the other slot the newest readable."""
         if gen <= self._gen:
             raise ValueError(f"mark gen {gen} after gen {self._gen}: gens only go up")
+        # A commit's base is the head the commit before it left: its JSON was made then.
+        last = self._last
+        base_json = last[1] if last is not None and last[0] is base else head_json(base)
+        next_json = head_json(next_)
         slot = 1 - self._slot
-        os.pwrite(self._fd, _encode(MarkRecord(gen, base, next_, trailing=True)), slot * SLOT)
+        os.pwrite(self._fd, _slot_bytes(gen, base_json, next_json, trailing=True), slot * SLOT)
         if self._durable:
             os.fdatasync(self._fd)
         self._gen, self._slot = gen, slot
+        self._last = (next_, next_json)
 
     def set_handed(self, seq: int) -> None:
         """Set the handed seq (moving it back is a recovery's), on disk when this returns."""
