@@ -53,7 +53,7 @@ from tablectl.simulators.broker import PrivateBroker
 from tablectl.core.events import Event, PowerUp, TableRules, input_from_journal
 from tablectl.core.round import Rejected, TableState, step
 from tablectl.service.dispatcher import Stepped, Submission
-from tablectl.store.journal import JournalReader, OnDurable, StepCommit, Store
+from tablectl.store.journal import JournalReader, MarkLater, OnDurable, StepCommit, Store
 
 HERE = Path(__file__).resolve().parent
 # The inputs that come as a device's report (the simulated shuffler's): each moves its cursor.
@@ -80,6 +80,7 @@ def in_table_process(argv: list[str]) -> None:
     """bench/table_process.py, with each commit's CPU measured in the thread that made it
     (printed as JSON when the process ends)."""
     commits: list[float] = []
+    adding = threading.Lock()  # a mark written later adds to its commit from another thread
     made = threading.local()  # CPU of the Stepped.commit() calls for the next commit
     stepped_commit = Stepped.commit
     commit_steps = Store.commit_steps
@@ -92,9 +93,28 @@ def in_table_process(argv: list[str]) -> None:
             made.ns = getattr(made, "ns", 0) + time.thread_time_ns() - t0
 
     def timed_commit_steps(
-        self: Store, steps: Sequence[StepCommit], *, on_durable: OnDurable | None = None
+        self: Store,
+        steps: Sequence[StepCommit],
+        *,
+        on_durable: OnDurable | None = None,
+        mark_later: MarkLater | None = None,
     ) -> list[list[Any]]:
         handing_on = 0
+        with adding:  # this commit's place: a mark written later adds its CPU there
+            entry = len(commits)
+            commits.append(0.0)
+
+        def later(write: Callable[[], None]) -> None:
+            def timed_write() -> None:
+                t = time.thread_time_ns()
+                try:
+                    write()
+                finally:
+                    with adding:
+                        commits[entry] += (time.thread_time_ns() - t) / 1000
+
+            assert mark_later is not None
+            mark_later(timed_write)
 
         def durable(rows: Any) -> None:
             nonlocal handing_on
@@ -107,11 +127,14 @@ def in_table_process(argv: list[str]) -> None:
 
         t0 = time.thread_time_ns()
         try:
-            return commit_steps(self, steps, on_durable=durable)
+            return commit_steps(
+                self, steps, on_durable=durable, mark_later=None if mark_later is None else later
+            )
         finally:
             cpu = time.thread_time_ns() - t0 - handing_on + getattr(made, "ns", 0)
             made.ns = 0
-            commits.append(cpu / 1000)
+            with adding:
+                commits[entry] += cpu / 1000
 
     Stepped.commit = timed_stepped_commit  # type: ignore[method-assign]
     Store.commit_steps = timed_commit_steps  # type: ignore[method-assign]

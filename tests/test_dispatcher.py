@@ -29,6 +29,7 @@ from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.service.dispatcher import JournalThread
 from tablectl.store.journal import Store
+from tablectl.store.mark import JournalMark
 
 from .conftest import EXAMPLE_CONFIG, SimulatedTable
 
@@ -158,12 +159,29 @@ async def test_a_lockout_while_nothing_is_written_is_committed_on_the_loop_at_on
             await asyncio.sleep(0.001)
     offered = table.daemon.relay.counters.offered
     seq = store.last_seq
+    real_mark_write = JournalMark.write
+    marked: list[tuple[str, int]] = []
+
+    def mark_write(mark: JournalMark, gen: int, *rest: Any) -> None:
+        real_mark_write(mark, gen, *rest)
+        marked.append((threading.current_thread().name, gen))
+
+    monkeypatch.setattr(JournalMark, "write", mark_write)
+    before = store.mark().record
+    assert before is not None
     table.daemon.post(LockoutPressed(at_ns=1, resolution_ns=1))
     # Journaled, and handed to the broker, before the post returned.
     assert commits.seen == [(threading.current_thread().name, ["lockout_pressed"])]
     assert store.last_seq > seq
     assert table.daemon.relay.counters.offered - offered == store.last_seq - seq
     assert [row.type for row in store.inputs()][-1] == "lockout_pressed"
+    # The mark's record of it (a second fdatasync) is the journal thread's, not the loop's.
+    async with asyncio.timeout(10):
+        while table.daemon.dispatcher.writing:  # noqa: ASYNC110 -- the journal thread's state
+            await asyncio.sleep(0.001)
+    assert marked[0] == ("journal", before.gen + 1)
+    after = store.mark().record
+    assert after is not None and after.gen >= before.gen + 1
     await table.daemon.wait_until(lambda s: s.phase is Phase.LOCKED and s.counted, 10)
     await table.wait_backend_caught_up()
     assert sorted(table.backend.events) == list(range(1, store.last_seq + 1))

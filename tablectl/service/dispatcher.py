@@ -406,7 +406,13 @@ class Dispatcher:
                 loop.call_soon_threadsafe(self._landed, batch, rows)
 
         try:
-            store.commit_steps([item.commit() for item in batch.stepped], on_durable=on_durable)
+            store.commit_steps(
+                [item.commit() for item in batch.stepped],
+                on_durable=on_durable,
+                # On the loop, the mark's fdatasync goes to the journal thread: it runs there
+                # before any later commit, which the journal thread makes or waits for.
+                mark_later=self._journal.put if here else None,
+            )
         except BaseException as exc:  # noqa: BLE001 (raised on the loop: it ends the daemon)
             self._journal_failed = True
             if here:

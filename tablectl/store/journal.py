@@ -28,6 +28,7 @@ Readers (the relay, status, the CLI) use their own read-only connection (`Journa
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -271,6 +272,8 @@ def _fault(point: str) -> None:
 
 
 OnDurable = Callable[[list[list[JournalRow]]], None]
+# Takes the writing of a commit's mark record, to run it before the store's next commit.
+MarkLater = Callable[[Callable[[], None]], None]
 
 
 class Store:
@@ -351,7 +354,11 @@ class Store:
         return self.commit_steps([StepCommit(state_json, entries, step_input, kv)])[0]
 
     def commit_steps(
-        self, steps: Sequence[StepCommit], *, on_durable: OnDurable | None = None
+        self,
+        steps: Sequence[StepCommit],
+        *,
+        on_durable: OnDurable | None = None,
+        mark_later: MarkLater | None = None,
     ) -> list[list[JournalRow]]:
         """Append several steps in one transaction (one fsync, then one of the mark); each
         step's rows, in order.
@@ -362,8 +369,14 @@ class Store:
         every reader's bound) include them -- and before the mark's record of the commit is
         written and fdatasynced; this returns after that. If on_durable raises, the mark is
         written all the same and the exception is raised from here (the commit stands).
+
+        mark_later(write): the mark's record is not written here but handed over as `write`,
+        for the caller to run before any other commit of this store begins (a commit made on
+        the event loop hands it to the journal thread, so the loop does not wait for the
+        mark's fdatasync too). Until it runs the database is one commit past the mark, as
+        when a crash comes between the two.
         """
-        return self._commit(steps, on_durable=on_durable)
+        return self._commit(steps, on_durable=on_durable, mark_later=mark_later)
 
     def commit_recovery(
         self,
@@ -388,6 +401,7 @@ class Store:
         drop_acks: Sequence[str] = (),
         drop_kv: Sequence[str] = (),
         on_durable: OnDurable | None = None,
+        mark_later: MarkLater | None = None,
     ) -> list[list[JournalRow]]:
         self._catch_up()
         # Everything the commit writes is made first, and written in one statement per table
@@ -496,9 +510,17 @@ class Store:
             if after is not head:
                 # The mark trails the commit (mark.py): until this is on disk the database
                 # is one commit past the mark's newest record, and no other commit begins.
-                self._mark.write(gen, head, after)
-                self.fault_point("mark-written")
+                write = functools.partial(self._write_mark, gen, head, after)
+                if mark_later is None:
+                    write()
+                else:
+                    mark_later(write)
         return out
+
+    def _write_mark(self, gen: int, base: JournalHead, next_: JournalHead) -> None:
+        if gen > self._mark.gen:  # else a commit began first and caught the mark up
+            self._mark.write(gen, base, next_)
+            self.fault_point("mark-written")
 
     def _catch_up(self) -> None:
         """The database holds a commit the mark has no record of (a crash came between that
