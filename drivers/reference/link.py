@@ -47,6 +47,7 @@ from tablectl.drivers.reference.messages import (
 from tablectl.drivers.transport.base import (
     Connection,
     Connector,
+    Pushing,
     TracedConnection,
     TraceWriter,
     TransportError,
@@ -163,11 +164,18 @@ class Link:
         self._pending: tuple[int, asyncio.Future[Frame | None]] | None = None
 
     async def read_forever(self) -> None:
-        """Feed received bytes to the parser and hand replies to the waiting request."""
+        """Feed received bytes to the parser and hand replies to the waiting request: as
+        they arrive where the connection pushes them (its read() then only ends), else as
+        this task reads them."""
+        conn = self._conn
+        if isinstance(conn, Pushing):
+            conn.push_to(self._received)
         while True:
-            data = await self._conn.read()
-            for frame in self.parser.feed(data, monotonic_ms()):
-                self._dispatch(frame)
+            self._received(await conn.read())
+
+    def _received(self, data: bytes) -> None:
+        for frame in self.parser.feed(data, monotonic_ms()):
+            self._dispatch(frame)
 
     def _dispatch(self, frame: Frame) -> None:
         pending = self._pending
