@@ -266,7 +266,7 @@ async def test_a_serial_port_queues_what_comes_before_it_is_pushed_then_pushes()
             async with asyncio.timeout(5):
                 assert await conn.read() == b"early"
             os.write(master, b"queued")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # (read by the port's callback, not by read())
             pushed: list[bytes] = []
             more = asyncio.Event()
 
@@ -275,7 +275,9 @@ async def test_a_serial_port_queues_what_comes_before_it_is_pushed_then_pushes()
                 more.set()
 
             conn.push_to(receive)
-            assert pushed == [b"queued"]  # what came before push_to, first
+            async with asyncio.timeout(5):
+                await more.wait()
+            assert pushed == [b"queued"]  # what came before push_to, once and first
             more.clear()
             os.write(master, b"pushed")
             async with asyncio.timeout(5):
@@ -295,8 +297,8 @@ async def test_a_serial_write_the_port_cannot_take_at_once_goes_out_as_it_can() 
             conn.write(data)
             conn.write(b"and after")
             draining = asyncio.create_task(conn.drain())
-            await asyncio.sleep(0.05)
-            assert not draining.done()
+            await asyncio.sleep(0)
+            assert not draining.done()  # the pty is full: it waits
             assert await master_reads(master, len(data) + 9) == data + b"and after"
             async with asyncio.timeout(5):
                 await draining
