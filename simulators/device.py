@@ -63,7 +63,7 @@ class SimulatedDevice:
         self.boot_id = self.rng.getrandbits(32) or 1
         self.events: list[DeviceEvent] = []
         self._next_event_id = 1
-        self._cache: tuple[bytes, bytes] | None = None  # (request bytes, reply bytes)
+        self._cache: tuple[Frame, bytes] | None = None  # (request, reply bytes)
         self._restate: DeviceEvent | None = None  # an acknowledged event, to report again
 
     # --- what a device type provides ---------------------------------------------------
@@ -119,12 +119,12 @@ class SimulatedDevice:
         for frame in self.parser.feed(data, monotonic_ms()):
             if frame.addr != self.address:
                 continue
-            raw = frame.encode()
-            if self._cache is not None and self._cache[0] == raw:
+            # The same request (every field, so the same bytes) is a retry.
+            if self._cache is not None and self._cache[0] == frame:
                 reply = self._cache[1]  # a retry: answer again, execute nothing
             else:
                 reply = self._execute(frame).encode()
-                self._cache = (raw, reply)
+                self._cache = (frame, reply)
             for part in self.line(reply):
                 self._send(part)
 
@@ -147,9 +147,8 @@ class SimulatedDevice:
                 boot_id, ack = decode_poll(request.payload)
             except ProtocolError:
                 return self.nak(request, NakReason.BAD_LENGTH)
-            if boot_id == self.boot_id and not self.lies.ignore_acks:
+            if self.events and boot_id == self.boot_id and not self.lies.ignore_acks:
                 self.events = [e for e in self.events if e.event_id > ack]
-            status = self.status()
             events = self.events[:MAX_EVENTS_PER_STATUS]
             restate = self._restate
             if restate is not None and boot_id == self.boot_id and restate.event_id <= ack:
@@ -157,20 +156,11 @@ class SimulatedDevice:
                 self._restate = None
             if self.lies.reorder_events:
                 events = events[::-1]
-            return self.reply(
-                request,
-                MsgType.STATUS,
-                encode_status(
-                    Status(
-                        status.state,
-                        status.fault,
-                        status.card_count,
-                        status.expected_count,
-                        self.boot_id,
-                        tuple(events),
-                    )
-                ),
+            s = self.status()
+            status = Status(
+                s.state, s.fault, s.card_count, s.expected_count, self.boot_id, tuple(events)
             )
+            return self.reply(request, MsgType.STATUS, encode_status(status))
         if request.type == MsgType.IDENTIFY:
             return self.reply(request, MsgType.IDENT, encode_ident(self.identity))
         return self.command(request)

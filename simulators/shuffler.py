@@ -28,6 +28,7 @@ from tablectl.simulators.device import SimulatedDevice
 from tablectl.rules.cards import Card, full_deck
 
 IDENTITY = Identity("tablectl-sim-shuffler", "SHF-0001", "1.0")
+DECK_SIZE = len(full_deck())  # what a count expects (the deck built once, not at every poll)
 
 
 @dataclass
@@ -82,7 +83,7 @@ class ShufflerSimulator(SimulatedDevice):
     # --- the protocol -------------------------------------------------------------------
 
     def status(self) -> Status:
-        return Status(self.state, self.fault, self.last_count, len(full_deck()), self.boot_id)
+        return Status(self.state, self.fault, self.last_count, DECK_SIZE, self.boot_id)
 
     def command(self, request: Frame) -> Frame:
         if request.type == MsgType.SHUFFLE:
@@ -106,8 +107,7 @@ class ShufflerSimulator(SimulatedDevice):
                 )
             if self.state is ShufflerState.FAULT:
                 return self.nak(request, NakReason.ILLEGAL_IN_STATE)
-            expected = len(full_deck())
-            return self.reply(request, MsgType.COUNTED, encode_counted(len(self.deck), expected))
+            return self.reply(request, MsgType.COUNTED, encode_counted(len(self.deck), DECK_SIZE))
         return super().command(request)
 
     async def _shuffle(self) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tablectl.drivers.gpio.backend import LOCKOUT, Edge
 from tablectl.drivers.gpio.debounce import Decision, LockoutButton, PressDebouncer, SeatDebouncer
 from tablectl.drivers.gpio.table_io import SeatInputs
@@ -88,6 +92,43 @@ def test_the_button_is_released_once_up_for_the_debounce_time_and_stuck_when_hel
     b.edge(False, 7_000 * MS)
     assert b.released(7_049 * MS) is None and b.released(7_050 * MS) == 7_000 * MS
     assert not b.held and b.due_ns() is None
+
+
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["edge", "settle", "watch", "unwatch"]),
+        st.booleans(),  # the edge's level
+        st.integers(0, 30),  # time since the last step (ns; hold 20, bounce 5)
+        st.integers(1, 3),  # the edge's resolution
+    ),
+    max_size=40,
+)
+
+
+@settings(derandomize=True, max_examples=400)
+@given(STEPS)
+def test_a_seat_settled_before_it_is_due_decides_and_changes_nothing(
+    steps: list[tuple[str, bool, int, int]],
+) -> None:
+    """What SeatInputs relies on to settle only the seats that are due: before due_ns()
+    (or with none), settle() decides nothing and leaves the debouncer as it was."""
+    deb = SeatDebouncer(hold_ns=20, bounce_ns=5)
+    t = 0
+    for op, level, dt, resolution in steps:
+        t += dt
+        due = deb.due_ns()
+        for now in (t, t + 100 if due is None else due - 1):
+            if now >= t and (due is None or now < due):
+                before = copy.copy(deb)
+                assert deb.settle(now) == [] and deb == before
+        if op == "edge":
+            deb.edge(level, t, resolution)
+        elif op == "settle":
+            deb.settle(t)
+        elif op == "watch":
+            deb.watch(t)
+        else:
+            deb.unwatch()
 
 
 def test_seat_inputs_decide_what_rested_before_each_edge_first() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 from tablectl.drivers.reference.framing import Frame
 from tablectl.drivers.reference.link import (
+    FAST_POLL_S,
     DeviceReport,
     LinkDown,
     LinkError,
@@ -118,6 +120,38 @@ def test_identity_is_read_on_connect_and_a_shuffle_reports_its_count() -> None:
         assert await b.until(ShuffleStarted) == ShuffleStarted()
         assert await b.next() == ShuffleCompleted(card_count=52)
         assert b.sim.shuffles == 1
+
+    virtual(t)
+
+
+def test_polls_keep_their_cadence_and_poll_soon_brings_the_next_one_forward() -> None:
+    """A POLL every poll_interval_ms, counted from the last one's start; after poll_soon the
+    next one goes FAST_POLL_S after the last at the earliest, or at once."""
+
+    async def t(b: Bench) -> None:
+        loop = asyncio.get_running_loop()
+        sent: list[float] = []
+
+        def spy(data: bytes) -> list[bytes]:
+            sent.append(loop.time())
+            return [data]
+
+        b.port.set_manipulator(to_device=spy)
+        await asyncio.sleep(1.0)
+        gaps = [round(after - before, 6) for before, after in itertools.pairwise(sent)]
+        assert len(gaps) >= 8 and set(gaps) == {0.1}
+        await asyncio.sleep(sent[-1] + 0.002 - loop.time())  # 2 ms after a poll
+        b.driver.poll_soon()
+        await asyncio.sleep(0.05)
+        assert round(sent[-1] - sent[-2], 6) == FAST_POLL_S
+        await asyncio.sleep(sent[-1] + 0.060 - loop.time())  # 60 ms after a poll
+        soon = loop.time()
+        b.driver.poll_soon()
+        await asyncio.sleep(0.005)
+        assert sent[-1] == soon  # at once
+        await asyncio.sleep(0.35)
+        gaps = [round(after - before, 6) for before, after in itertools.pairwise(sent[-4:])]
+        assert gaps == [0.1, 0.1, 0.1]  # the interval again
 
     virtual(t)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import sys
 import time
-from collections.abc import AsyncIterator
+import tty
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from tablectl.drivers.reference.messages import Identity, MsgType, encode_poll
 from tablectl.drivers.reference.shoe_codec import ShoeState
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
-from tablectl.drivers.transport.base import TraceWriter, TransportUnavailable
+from tablectl.drivers.transport.base import TraceWriter, TransportClosed, TransportUnavailable
 from tablectl.drivers.transport.serial import SerialConnector
 from tablectl.drivers.transport.socket import SocketConnector
 from tablectl.drivers.transport.usb import UsbAddress, UsbConnector
@@ -231,6 +233,117 @@ async def test_the_pty_is_opened_exclusively() -> None:
         await again.close()
     finally:
         sim.close()
+
+
+@contextlib.contextmanager
+def pty_pair() -> Iterator[tuple[int, str]]:
+    """A bare pseudo-terminal: its master's fd, and the path a serial connector opens."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    try:
+        yield master, os.ttyname(slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+async def master_reads(master: int, size: int) -> bytes:
+    """What the device end reads, until size bytes came."""
+    got = b""
+    async with asyncio.timeout(5):
+        while len(got) < size:
+            await asyncio.sleep(0.001)
+            with contextlib.suppress(BlockingIOError):
+                got += os.read(master, 65536)
+    return got
+
+
+async def test_a_serial_port_queues_what_comes_before_it_is_pushed_then_pushes() -> None:
+    with pty_pair() as (master, path):
+        conn = await SerialConnector(path, 115200).connect()
+        try:
+            os.write(master, b"early")
+            async with asyncio.timeout(5):
+                assert await conn.read() == b"early"
+            os.write(master, b"queued")
+            await asyncio.sleep(0.05)  # (read by the port's callback, not by read())
+            pushed: list[bytes] = []
+            more = asyncio.Event()
+
+            def receive(data: bytes) -> None:
+                pushed.append(data)
+                more.set()
+
+            conn.push_to(receive)
+            async with asyncio.timeout(5):
+                await more.wait()
+            assert pushed == [b"queued"]  # what came before push_to, once and first
+            more.clear()
+            os.write(master, b"pushed")
+            async with asyncio.timeout(5):
+                await more.wait()
+            assert pushed == [b"queued", b"pushed"]
+        finally:
+            await conn.close()
+
+
+async def test_a_serial_write_the_port_cannot_take_at_once_goes_out_as_it_can() -> None:
+    """A pty takes a few kilobytes until its other end reads: the rest waits, in order,
+    and drain() returns once the port has taken it all."""
+    with pty_pair() as (master, path):
+        conn = await SerialConnector(path, 115200).connect()
+        try:
+            data = bytes(range(256)) * 256  # 64 KiB: far more than a pty holds
+            conn.write(data)
+            conn.write(b"and after")
+            draining = asyncio.create_task(conn.drain())
+            await asyncio.sleep(0)
+            assert not draining.done()  # the pty is full: it waits
+            assert await master_reads(master, len(data) + 9) == data + b"and after"
+            async with asyncio.timeout(5):
+                await draining
+        finally:
+            await conn.close()
+
+
+async def test_a_serial_port_whose_device_end_closes_ends_the_connection() -> None:
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    conn = await SerialConnector(os.ttyname(slave), 115200).connect()
+    try:
+        os.close(slave)
+        os.close(master)  # the device is gone: the port reads EIO
+        with pytest.raises(TransportClosed):
+            async with asyncio.timeout(5):
+                await conn.read()
+        with pytest.raises(TransportClosed):
+            conn.write(b"anything")
+    finally:
+        await conn.close()
+
+
+async def test_a_receiver_that_fails_ends_the_connection_with_its_error() -> None:
+    """A bug in what the bytes are pushed to ends the link's reader with it, as it did when
+    the reader read them itself, rather than being logged by the loop and forgotten."""
+    with pty_pair() as (master, path):
+        conn = await SerialConnector(path, 115200).connect()
+        try:
+
+            def receive(data: bytes) -> None:
+                raise ZeroDivisionError(data)
+
+            conn.push_to(receive)
+            os.write(master, b"boom")
+            with pytest.raises(ZeroDivisionError):
+                async with asyncio.timeout(5):
+                    await conn.read()
+        finally:
+            await conn.close()
+
+
+async def test_a_serial_url_without_a_device_is_unavailable() -> None:
+    with pytest.raises(TransportUnavailable, match="not a serial device"):
+        await SerialConnector("loop://", 115200).connect()
 
 
 @pytest.mark.parametrize("device", ["shuffler", "shoe"])

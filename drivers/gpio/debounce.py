@@ -18,12 +18,12 @@ happened within (t - r, t].
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tablectl.core.events import placed_before_lockout
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     present: bool  # the decided level: a chip rests on the sensor
     since_ns: int  # the episode's first edge (a verdict from the edge: its contact's first)
     changed: bool = True  # False: the episode ended where it began (a chip that bounced off)
@@ -34,7 +34,7 @@ class SeatDebouncer:
     hold_ns: int
     bounce_ns: int = 0
     stable: bool = False  # the decided level
-    _raw: bool = False
+    level: bool = False  # raw, as the last edge left it
     _episode_since_ns: int | None = None
     _last_edge_ns: int = 0
     _stable_since_ns: int = 0
@@ -50,10 +50,10 @@ class SeatDebouncer:
 
     def edge(self, level: bool, at_ns: int, resolution_ns: int = 1) -> Decision | None:
         """A raw edge; a verdict when it decides a watched contact (it opened too soon)."""
-        if level == self._raw:
+        if level == self.level:
             return None  # a repeated level (a missed edge in between): nothing new
         self._note_rest(at_ns)
-        self._raw = level
+        self.level = level
         self._last_edge_ns = at_ns
         if self._episode_since_ns is None:
             self._episode_since_ns = at_ns
@@ -71,7 +71,7 @@ class SeatDebouncer:
         return None
 
     def _note_rest(self, now_ns: int) -> None:
-        if self._raw and now_ns - self._last_edge_ns >= self.hold_ns:
+        if self.level and now_ns - self._last_edge_ns >= self.hold_ns:
             self._rested = True
 
     def _verdict(self, present: bool, since_ns: int) -> Decision:
@@ -79,15 +79,15 @@ class SeatDebouncer:
         return Decision(present, since_ns)
 
     def due_ns(self) -> int | None:
-        """When to call settle() next, or None when nothing is open."""
-        due = []
-        if self._episode_since_ns is not None:
-            due.append(self._last_edge_ns + self.hold_ns)
+        """When to call settle() next, or None when nothing is open: before then, settle()
+        decides nothing and changes nothing."""
+        due = None if self._episode_since_ns is None else self._last_edge_ns + self.hold_ns
         if self._watch_ns is not None:
-            due.append(self._watch_until_ns + 1)
+            watch_due = self._watch_until_ns + 1
             if self._open_from_ns is not None:
-                due.append(self._open_from_ns + self.bounce_ns + 1)
-        return min(due, default=None)
+                watch_due = min(watch_due, self._open_from_ns + self.bounce_ns + 1)
+            due = watch_due if due is None else min(due, watch_due)
+        return due
 
     def settle(self, now_ns: int) -> list[Decision]:
         """What is decided by now: a watched contact's verdict (it opened for longer than a
@@ -100,7 +100,7 @@ class SeatDebouncer:
         elif (
             self._watch_ns is not None
             and now_ns > self._watch_until_ns
-            and not (self._raw and self._last_edge_ns + self.hold_ns <= self._watch_until_ns)
+            and not (self.level and self._last_edge_ns + self.hold_ns <= self._watch_until_ns)
         ):
             out.append(self._verdict(False, self._last_edge_ns))  # chattering, never resting
         decided = self._settle_episode(now_ns)
@@ -115,8 +115,8 @@ class SeatDebouncer:
         since = self._episode_since_ns
         if since is None or now_ns - self._last_edge_ns < self.hold_ns:
             return None
-        changed = self._raw != self.stable
-        self.stable = self._raw
+        changed = self.level != self.stable
+        self.stable = self.level
         self._episode_since_ns = None
         if changed:
             self._stable_since_ns = since
@@ -127,11 +127,11 @@ class SeatDebouncer:
     def closed_at(self, at_ns: int, resolution_ns: int) -> bool:
         """The sensor surely closed at an edge that happened within (at - resolution, at]:
         its last edge is a closing stamped surely before it (the tie rule)."""
-        return self._raw and placed_before_lockout(self._last_edge_ns, at_ns, resolution_ns)
+        return self.level and placed_before_lockout(self._last_edge_ns, at_ns, resolution_ns)
 
     def rested(self) -> bool:
         """The current contact has rested (call settle up to the edge first)."""
-        return self._raw and self._rested
+        return self.level and self._rested
 
     def watch(self, at_ns: int) -> None:
         """Judge the current contact from the lock-out edge at at_ns: one verdict follows,

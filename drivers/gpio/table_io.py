@@ -68,7 +68,12 @@ class _Lock:
 
 
 class SeatInputs:
-    """Edges in, core inputs out. Pure: the time of every edge and tick is passed in."""
+    """Edges in, core inputs out. Pure: the time of every edge and tick is passed in.
+
+    Each step appends what it decides to the caller's list (no list per step), and only the
+    seats with something open are settled or asked when they are due (`_due`): an edge costs
+    the work of its own seat, whatever the table's size.
+    """
 
     def __init__(
         self,
@@ -88,67 +93,74 @@ class SeatInputs:
         self._last_seq: int | None = None
         self._lock: _Lock | None = None  # taken, not yet told
         self._told: _Lock | None = None  # the last one told: what it counted
+        # seat -> its debouncer's due_ns(), for the seats that have one; a seat not here
+        # has nothing a settle() could decide.
+        self._due: dict[int, int] = {}
         self.unknown_lines = 0
 
     def take(self, edges: Sequence[Edge]) -> list[GpioInput]:
         """A batch of edges, in the order the backend delivered them."""
         out: list[GpioInput] = []
         for edge in edges:
-            out += self._sequence(edge)
-            out += self._edge(edge)
+            seq = edge.seq
+            if seq is not None:
+                last = self._last_seq
+                if last is not None and seq == last + 1:
+                    self._last_seq = seq  # the next one, as nearly always: nothing to tell
+                else:
+                    self._sequence(seq, edge.t_ns, out)
+            self._edge(edge, out)
         if self._reorder_ns == 0:
-            out += self._tell_lock()
+            self._tell_lock(out)
         return out
 
-    def _sequence(self, edge: Edge) -> list[GpioInput]:
-        if edge.seq is None:
-            return []
+    def _sequence(self, seq: int, t_ns: int, out: list[GpioInput]) -> None:
         last = self._last_seq
-        self._last_seq = edge.seq if last is None else max(last, edge.seq)
-        if last is None or edge.seq == last + 1:
-            return []
+        self._last_seq = seq if last is None else max(last, seq)
+        if last is None or seq == last + 1:
+            return
         # The kernel numbers every edge of the request: a gap is an edge lost (its buffer
         # overflowed); going back means the order cannot be trusted.
         what = (
-            f"edges lost: sequence {last + 1}..{edge.seq - 1} missing"
-            if edge.seq > last + 1
-            else f"edge out of sequence: {edge.seq} after {last}"
+            f"edges lost: sequence {last + 1}..{seq - 1} missing"
+            if seq > last + 1
+            else f"edge out of sequence: {seq} after {last}"
         )
-        return [GpioFault(reason=what, at_ns=edge.t_ns)]
+        out.append(GpioFault(reason=what, at_ns=t_ns))
 
-    def _edge(self, edge: Edge) -> list[GpioInput]:
-        out: list[GpioInput] = []
+    def _edge(self, edge: Edge, out: list[GpioInput]) -> None:
         lock = self._lock
         if lock is not None and self._reorder_ns == 0 and not lock.possibly_before(edge):
             # Delivered in order, an edge surely after the press: nothing before it is left.
-            out += self._tell_lock()
+            self._tell_lock(out)
             lock = None
         # What rested or left before this edge is decided first (never past a pending press).
-        out += self._decide(edge.t_ns if lock is None else min(edge.t_ns, lock.at_ns))
+        if self._due or self.lockout.held:
+            self._decide(edge.t_ns if lock is None else min(edge.t_ns, lock.at_ns), out)
         if edge.line == LOCKOUT:
             if self.lockout.edge(edge.level, edge.t_ns):
-                out += self._tell_lock()
+                self._tell_lock(out)
                 self._lock = self._judge(edge.t_ns, edge.resolution_ns)
         elif 1 <= edge.line <= len(self._seats):
-            out += self._chip_edge(edge)
+            self._chip_edge(edge, out)
         else:
             self.unknown_lines += 1
-        return out
 
     def _judge(self, at_ns: int, resolution_ns: int) -> _Lock:
         """The lock-out edge: which seats' chips were surely on their sensors then."""
         lock = _Lock(at_ns, resolution_ns)
         for seat, deb in enumerate(self._seats, start=1):
-            if not deb.closed_at(at_ns, resolution_ns):
-                continue
+            if not deb.level or not deb.closed_at(at_ns, resolution_ns):
+                continue  # (the level first: most sensors are open, and it is no call)
             if deb.rested():
                 lock.resting.add(seat)
             else:
                 lock.undecided.add(seat)
                 deb.watch(at_ns)  # decided when its contact rests, or leaves
+                self._track(seat, deb)
         return lock
 
-    def _chip_edge(self, edge: Edge) -> list[GpioInput]:
+    def _chip_edge(self, edge: Edge, out: list[GpioInput]) -> None:
         seat = edge.line
         deb = self._seats[seat - 1]
         lock = self._lock
@@ -157,7 +169,6 @@ class SeatInputs:
             lock.resting.discard(seat)
             lock.undecided.discard(seat)
             deb.unwatch()
-        out: list[GpioInput] = []
         told = self._told
         if (
             told is not None
@@ -178,14 +189,21 @@ class SeatInputs:
         verdict = deb.edge(edge.level, edge.t_ns, edge.resolution_ns)
         if verdict is not None:
             out.append(ChipSensed(seat=seat, present=verdict.present, since_ns=verdict.since_ns))
-        return out
+        self._track(seat, deb)
 
-    def _tell_lock(self) -> list[GpioInput]:
+    def _track(self, seat: int, deb: SeatDebouncer) -> None:
+        """Keep `_due` current after the seat's debouncer changed."""
+        due = deb.due_ns()
+        if due is None:
+            self._due.pop(seat, None)
+        else:
+            self._due[seat] = due
+
+    def _tell_lock(self, out: list[GpioInput]) -> None:
         lock, self._lock = self._lock, None
-        if lock is None:
-            return []
-        self._told = lock
-        return [lock.pressed()]
+        if lock is not None:
+            self._told = lock
+            out.append(lock.pressed())
 
     def resync(self, levels: Levels, at_ns: int, seq: int | None = None) -> list[GpioInput]:
         """Levels read at at_ns (after lost edges, or at start-up): a line whose level
@@ -193,12 +211,15 @@ class SeatInputs:
 
         seq: the backend's last sequence number, or None to take the next edge's as given.
         """
-        out = [*self._tell_lock(), *self.settle(at_ns)]
+        out: list[GpioInput] = []
+        self._tell_lock(out)
+        out += self.settle(at_ns)
         for seat, deb in enumerate(self._seats, start=1):
             deb.unwatch()
             level = levels.get(seat)
             if level is not None:
                 deb.edge(level, at_ns)  # a repeated level is no edge
+            self._track(seat, deb)
         level = levels.get(LOCKOUT)
         if level is not None and self.lockout.edge(level, at_ns):
             # Pressed when it could not be seen: the wagers recognised so far count.
@@ -207,13 +228,14 @@ class SeatInputs:
         return out
 
     def due_ns(self) -> int | None:
-        due = [d for deb in self._seats if (d := deb.due_ns()) is not None]
-        if (d := self.lockout.due_ns()) is not None:
-            due.append(d)
-        if self._lock is not None:  # nothing after the press is decided before it is told
-            due = [d for d in due if d <= self._lock.at_ns]
-            due.append(self._lock.at_ns + self._reorder_ns)
-        return min(due, default=None)
+        due = min(self._due.values(), default=None)
+        if (button := self.lockout.due_ns()) is not None:
+            due = button if due is None else min(due, button)
+        lock = self._lock
+        if lock is not None and (due is None or due > lock.at_ns):
+            # Nothing after the press is decided before it is told.
+            due = lock.at_ns + self._reorder_ns
+        return due
 
     def settle(self, now_ns: int) -> list[GpioInput]:
         """Everything decided by now: a lock-out edge no earlier edge can change any more,
@@ -221,23 +243,29 @@ class SeatInputs:
         out: list[GpioInput] = []
         if self._lock is not None:
             if now_ns >= self._lock.at_ns + self._reorder_ns:
-                out += self._tell_lock()
+                self._tell_lock(out)
             else:
                 now_ns = min(now_ns, self._lock.at_ns)  # nothing after it before it is told
-        return out + self._decide(now_ns)
+        self._decide(now_ns, out)
+        return out
 
-    def _decide(self, now_ns: int) -> list[GpioInput]:
-        out: list[GpioInput] = []
-        if (pressed := self.lockout.stuck(now_ns)) is not None:
-            out.append(LockoutHeld(since_ns=pressed, at_ns=now_ns))
-        if (up := self.lockout.released(now_ns)) is not None:
-            out.append(LockoutReleased(at_ns=up))
-        for seat, deb in enumerate(self._seats, start=1):
-            out += [
+    def _decide(self, now_ns: int, out: list[GpioInput]) -> None:
+        button = self.lockout
+        if button.held:  # (a button up has nothing to tell)
+            if (pressed := button.stuck(now_ns)) is not None:
+                out.append(LockoutHeld(since_ns=pressed, at_ns=now_ns))
+            if (up := button.released(now_ns)) is not None:
+                out.append(LockoutReleased(at_ns=up))
+        if not self._due:
+            return
+        due = sorted(seat for seat, at in self._due.items() if at <= now_ns)
+        for seat in due:  # in seat order, as every seat used to be asked
+            deb = self._seats[seat - 1]
+            out.extend(
                 ChipSensed(seat=seat, present=d.present, since_ns=d.since_ns)
                 for d in deb.settle(now_ns)
-            ]
-        return out
+            )
+            self._track(seat, deb)
 
 
 # Who hears the inputs too while a technician's walk test runs.
@@ -269,6 +297,7 @@ class TableGpio:
         )
         self._lamps = [Lamp.OFF] * seats
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_due: int | None = None  # the due_ns() the timer was set for
         self._blink: asyncio.TimerHandle | None = None
         self._blink_on = False
         self.test_listener: TestListener | None = None
@@ -290,13 +319,15 @@ class TableGpio:
     def edges(self, edges: Sequence[Edge]) -> None:
         if self.deaf:
             return
-        for edge in edges:
-            self.edges_seen += 1
-            self.coarsest_resolution_ns = max(self.coarsest_resolution_ns, edge.resolution_ns)
+        # The inputs first (a lock-out edge waits for nothing else), the bookkeeping after.
         events = self.inputs.take(edges)
         for event in events:
             self._deliver(event)
-        if any(isinstance(event, GpioFault) for event in events):
+        self.edges_seen += len(edges)
+        for edge in edges:
+            if edge.resolution_ns > self.coarsest_resolution_ns:
+                self.coarsest_resolution_ns = edge.resolution_ns
+        if events and any(isinstance(event, GpioFault) for event in events):
             levels = self.backend.read_levels()
             if levels is not None:
                 self.resync(levels, self._clock_ns())
@@ -324,10 +355,13 @@ class TableGpio:
         self._emit(event)
 
     def _schedule(self) -> None:
+        due = self.inputs.due_ns()
         if self._timer is not None:
+            if due == self._timer_due:
+                return  # already set for it (a second chip while the first settles)
             self._timer.cancel()
             self._timer = None
-        due = self.inputs.due_ns()
+        self._timer_due = due
         if due is not None:
             delay_s = max(0, due - self._clock_ns()) / 1e9
             self._timer = asyncio.get_running_loop().call_later(delay_s, self.settle)

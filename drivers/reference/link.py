@@ -22,11 +22,10 @@ exception for the caller to die of.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -48,6 +47,7 @@ from tablectl.drivers.reference.messages import (
 from tablectl.drivers.transport.base import (
     Connection,
     Connector,
+    Pushing,
     TracedConnection,
     TraceWriter,
     TransportError,
@@ -133,6 +133,12 @@ class SeqCounter:
         return self._seq
 
 
+def _resolve_none(future: asyncio.Future[Any]) -> None:
+    """A timer's end: the future waited for nothing more (a reply, a wake-up) in time."""
+    if not future.done():
+        future.set_result(None)
+
+
 class Link:
     """One connection's request/response exchange."""
 
@@ -155,14 +161,21 @@ class Link:
         self.counters = counters
         self.parser = FrameParser(counters=parser_counters)
         self._lock = asyncio.Lock()
-        self._pending: tuple[int, asyncio.Future[Frame]] | None = None
+        self._pending: tuple[int, asyncio.Future[Frame | None]] | None = None
 
     async def read_forever(self) -> None:
-        """Feed received bytes to the parser and hand replies to the waiting request."""
+        """Feed received bytes to the parser and hand replies to the waiting request: as
+        they arrive where the connection pushes them (its read() then only ends), else as
+        this task reads them."""
+        conn = self._conn
+        if isinstance(conn, Pushing):
+            conn.push_to(self._received)
         while True:
-            data = await self._conn.read()
-            for frame in self.parser.feed(data, monotonic_ms()):
-                self._dispatch(frame)
+            self._received(await conn.read())
+
+    def _received(self, data: bytes) -> None:
+        for frame in self.parser.feed(data, monotonic_ms()):
+            self._dispatch(frame)
 
     def _dispatch(self, frame: Frame) -> None:
         pending = self._pending
@@ -185,15 +198,19 @@ class Link:
                 for attempt in range(self._retries + 1):
                     if attempt:
                         self.counters.retransmits += 1
-                    future: asyncio.Future[Frame] = loop.create_future()
+                    future: asyncio.Future[Frame | None] = loop.create_future()
                     self._pending = (frame.seq, future)
                     self._conn.write(wire)
                     await self._conn.drain()
                     fault_point("sent", name)  # ... on the line, its reply not read
+                    # The reply, or None once the response time is up: a timer resolves the
+                    # future (asyncio.timeout would raise and catch a cancellation instead).
+                    timer = loop.call_later(self._timeout_s, _resolve_none, future)
                     try:
-                        async with asyncio.timeout(self._timeout_s):
-                            reply = await future
-                    except TimeoutError:
+                        reply = await future
+                    finally:
+                        timer.cancel()
+                    if reply is None:
                         continue
                     if reply.type == MsgType.NAK:
                         self.counters.naks += 1
@@ -292,6 +309,11 @@ class LinkSettings:
     max_backoff_s: float = 1.0  # the link is back within this of the device answering
 
 
+def _counts(counters: LinkCounters | ParserCounters) -> dict[str, int]:
+    """The counters by name, in their order (dataclasses.asdict, without its deep copy)."""
+    return {f.name: getattr(counters, f.name) for f in fields(counters)}
+
+
 TAKEN_REMEMBERED = 1024  # events of this boot kept to tell a replay from a conflict
 # The poll cadence while the table waits on a device (the shoe dealing) or its events come:
 # the last card of a deal waits half of it for its poll, on average (issue 15: last card ->
@@ -321,7 +343,8 @@ class PolledDevice:
         self.last_state: str | None = None
         self._link: Link | None = None
         self._link_ready = asyncio.Event()
-        self._hurry = asyncio.Event()  # poll_soon: poll at the fast cadence now
+        self._hurry = False  # poll_soon: poll at the fast cadence now
+        self._wake: asyncio.Future[None] | None = None  # the pause poll_soon ends
         self._boot_id: int | None = self.cursor[0] if self.cursor else None
         # Emitted: handed to the daemon (maybe not yet journaled). Acked: journaled.
         self._emitted = self._acked = self.cursor[1] if self.cursor else 0
@@ -390,7 +413,9 @@ class PolledDevice:
         """The device took a command the table waits on (a deal): poll at the fast cadence
         now, not at the next slow poll (a deal shorter than the interval would be heard of
         only then)."""
-        self._hurry.set()
+        self._hurry = True
+        if self._wake is not None:
+            _resolve_none(self._wake)
 
     def acknowledge(self, report: DeviceReport) -> None:
         """The report is journaled: the next POLL may let the device drop its event."""
@@ -450,8 +475,8 @@ class PolledDevice:
             "firmware": ident.firmware if ident else None,
             "event_cursor": self._acked,
             "reconnects": self.reconnector.counters.drops,
-            **asdict(self.counters),
-            **asdict(self.parser_counters),
+            **_counts(self.counters),
+            **_counts(self.parser_counters),
         }
 
     # --- the session --------------------------------------------------------------------
@@ -572,14 +597,23 @@ class PolledDevice:
         """Until the next poll: FAST_POLL_S while the table waits on the device or its events
         come (a deal's cards), else the interval or until poll_soon. Both count from the last
         poll's start, not its reply, so polls keep their cadence."""
-        if not busy:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
-            # comes as poll_soon's wake-up does, and the link would never stop.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(polled_at + interval_s):
-                    await self._hurry.wait()
-        self._hurry.clear()
-        await asyncio.sleep(max(0.0, polled_at + FAST_POLL_S - asyncio.get_running_loop().time()))
+        loop = asyncio.get_running_loop()
+        if not busy and not self._hurry:
+            # One future, resolved by the interval's timer or by poll_soon: nothing to cancel
+            # and catch at every poll (a timeout around an Event's wait did), and a
+            # cancellation of the link's task reaches it as it is.
+            wake: asyncio.Future[None] = loop.create_future()
+            self._wake = wake
+            timer = loop.call_at(polled_at + interval_s, _resolve_none, wake)
+            try:
+                await wake
+            finally:
+                timer.cancel()
+                self._wake = None
+        self._hurry = False
+        delay_s = polled_at + FAST_POLL_S - loop.time()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
 
     async def _first_poll(self, link: Link) -> Status:
         """The STATUS right after IDENTIFY; a refused or garbled poll is asked again (new
@@ -626,7 +660,7 @@ class PolledDevice:
         self._first_status = False
         self._fault_in_status(status, connected=connected)
         taken = 0
-        for event in sorted(status.events, key=lambda e: e.event_id):
+        for event in sorted(status.events, key=_event_id) if status.events else ():
             if event.event_id <= self._emitted:
                 self._replayed(boot, event)
                 continue
@@ -727,6 +761,10 @@ class PolledDevice:
                 ),
             )
         )
+
+
+def _event_id(event: DeviceEvent) -> int:
+    return event.event_id
 
 
 def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

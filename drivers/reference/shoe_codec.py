@@ -33,6 +33,9 @@ class ShoeState(IntEnum):
     FAULT = 3
 
 
+_STATE_NAMES = {int(s): s.name.lower() for s in ShoeState}  # (asked at every poll)
+
+
 class ShoeEventKind(IntEnum):
     CARD = 1  # arg: card byte (0xFF unread)
     STACK_COMPLETE = 2  # arg: cards in the stack
@@ -129,9 +132,7 @@ class ShoeCodec:
         return ShoeRebooted()
 
     def state_name(self, state: int) -> str:
-        if state in ShoeState._value2member_map_:
-            return ShoeState(state).name.lower()
-        return f"state-{state}"
+        return _STATE_NAMES.get(state) or f"state-{state}"
 
     def acting(self, state: int) -> bool:
         return state == ShoeState.DEALING

@@ -24,6 +24,9 @@ class ShufflerState(IntEnum):
     FAULT = 3
 
 
+_STATE_NAMES = {int(s): s.name.lower() for s in ShufflerState}  # (asked at every poll)
+
+
 class EventKind(IntEnum):
     SHUFFLE_STARTED = 1
     SHUFFLE_COMPLETE = 2  # arg: cards counted
@@ -77,9 +80,7 @@ class ShufflerCodec:
         return ShufflerRebooted()
 
     def state_name(self, state: int) -> str:
-        if state in ShufflerState._value2member_map_:
-            return ShufflerState(state).name.lower()
-        return f"state-{state}"
+        return _STATE_NAMES.get(state) or f"state-{state}"
 
     def acting(self, state: int) -> bool:
         return state == ShufflerState.SHUFFLING

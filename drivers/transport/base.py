@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Protocol, TextIO, runtime_checkable
 
 
 class TransportError(OSError):
@@ -43,6 +43,14 @@ class Connection(Protocol):
     async def drain(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Pushing(Protocol):
+    """A connection that can hand what it receives to a callback, on the loop, the moment
+    it arrives: no task is woken to read it. read() then only ends the connection."""
+
+    def push_to(self, receive: Callable[[bytes], None]) -> None: ...
 
 
 class Connector(Protocol):

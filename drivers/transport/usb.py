@@ -26,6 +26,7 @@ import contextlib
 import errno
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,7 @@ class UsbConnection:
         self._loop = loop
         self._read_timeout_ms = read_timeout_ms
         self._inbox: asyncio.Queue[bytes | BaseException] = asyncio.Queue()
+        self._receive: Callable[[bytes], None] | None = None  # push_to's
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()  # None: stop
         self._stop = threading.Event()
         self._ended = threading.Lock()  # the first failure ends the connection, once
@@ -173,7 +175,27 @@ class UsbConnection:
 
     def _hand(self, item: bytes | BaseException) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed under us
-            self._loop.call_soon_threadsafe(self._inbox.put_nowait, item)
+            self._loop.call_soon_threadsafe(self._arrived, item)
+
+    def _arrived(self, item: bytes | BaseException) -> None:
+        """On the loop: a chunk to the receiver push_to() named, else (and an end) to read()."""
+        receive = self._receive
+        if receive is None or isinstance(item, BaseException):
+            self._inbox.put_nowait(item)
+            return
+        try:
+            receive(item)
+        except Exception as exc:  # noqa: BLE001 - a bug above: read() raises it, as it was
+            self._inbox.put_nowait(exc)
+
+    def push_to(self, receive: Callable[[bytes], None]) -> None:
+        """From now on hand what arrives to receive, on the loop (what was queued first)."""
+        queued: list[bytes | BaseException] = []
+        while not self._inbox.empty():
+            queued.append(self._inbox.get_nowait())
+        self._receive = receive
+        for item in queued:
+            self._arrived(item)
 
     def _fail(self, exc: usb.core.USBError) -> None:
         with self._ended:

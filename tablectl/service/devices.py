@@ -112,13 +112,15 @@ class DeviceSupervisor:
         self._state = state
         self._stopping = stopping
         self._wall_clock_ms = wall_clock_ms
-        self._shuffle_retry_s = shuffle_retry_s
         self.drivers: dict[str, Shuffler | Shoe] = {}
         self._traces: dict[str, TraceWriter] = {}
         self.shoe: Shoe | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._shuffle_asker: asyncio.Task[None] | None = None
         self._shuffle_wanted = asyncio.Event()  # wakes the asker from its backoff
+        # The asker's backoff, reset whenever the core asks anew: one for the daemon's life
+        # (each Backoff seeds a random.Random of its own, which is not free at every shuffle).
+        self._shuffle_backoff = Backoff(initial_s=shuffle_retry_s, max_s=SHUFFLE_RETRY_MAX_S)
         self._shuffle_requests = 0  # shuffle requests from the core so far: a new one is news
         # What each device says first after this start settles a command in flight to it.
         self.recovery = PowerUpRecovery(post)
@@ -271,7 +273,7 @@ class DeviceSupervisor:
         off) while it refuses; the core hears of a refusal once per reason, not per attempt.
         A device that fails or a link that drops never ends the daemon."""
         told: str | None = None
-        backoff = Backoff(initial_s=self._shuffle_retry_s, max_s=SHUFFLE_RETRY_MAX_S)
+        backoff = self._shuffle_backoff
 
         def wanted() -> bool:
             state = self._state()
