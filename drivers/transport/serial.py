@@ -9,9 +9,13 @@ identity (IDENTIFY on every connect).
 
 pyserial opens the port non-blocking and sets it up (baud rate, raw mode, the lock); the
 loop then watches its file descriptor, and each read and write is one os.read or os.write
-(`SerialConnection`). pyserial-asyncio-fast's transport did the same with more on the way:
-a select() before every read (pyserial's read), a stream reader's buffer, and a task woken
-for every chunk, at each of the shuffler's polls.
+(`SerialConnection`). pyserial-asyncio-fast's transport, used before, writes through
+pyserial's `write`, which blocks until the port has taken everything (a select() with no
+timeout) -- the whole event loop stops while a device does not read -- and with
+`write_timeout=0` spins on EAGAIN instead; it also did a select() before every read and went
+through a stream reader and a task woken for every chunk, at each of the shuffler's polls.
+What is owned here is that small piece over pyserial, tested against a pty that stops
+reading (tests/test_device_transports.py).
 """
 
 from __future__ import annotations
