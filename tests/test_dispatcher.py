@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event, LockoutPressed
 from tablectl.core.round import Phase, TableState
 from tablectl.service.daemon import Daemon
-from tablectl.service.dispatcher import JournalThread
+from tablectl.service.dispatcher import GIL_SWITCH_S, JournalThread
 from tablectl.store.journal import Store
 from tablectl.store.mark import JournalMark
 
@@ -208,6 +209,16 @@ async def test_a_lockout_while_a_commit_is_written_follows_it_in_the_journal_thr
     ours = ("chip_sensed", "lockout_pressed")  # the shuffler's reports come in between
     inputs = [row.type for row in table.daemon.store.inputs() if row.type in ours]
     assert inputs[-2:] == ["chip_sensed", "lockout_pressed"]
+
+
+async def test_the_loop_waits_for_the_journal_threads_gil_a_step_at_most(
+    table: SimulatedTable,
+) -> None:
+    """The journal thread's Python (a burst's JSON) holds the GIL; a running daemon asks
+    for it back within about one step's dump, not CPython's default 5 ms."""
+    await table.wait_phase(Phase.BETTING)
+    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
+    assert GIL_SWITCH_S <= 0.0002
 
 
 def test_the_journal_thread_runs_a_job_in_the_callers_thread_only_when_idle() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -47,6 +48,11 @@ MAX_STEPS_PER_COMMIT = 512
 # Batches stepped ahead of the one being written: enough that a lock-out never waits for a
 # commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
 COMMITS_IN_FLIGHT = 4
+# How long the loop may wait for the GIL while the journal thread runs Python (a burst's
+# JSON: ~0.1 ms a step, cold). CPython's default, 5 ms, lets a lock-out edge that reached the
+# loop wait behind a whole batch's JSON; at 0.1 ms the journal thread is asked to let go
+# within one step's dump (bench/lockout_latency.py, edge -> on the loop under load).
+GIL_SWITCH_S = 0.0001
 
 StepObserver = Callable[[Event, TableState, list[Effect]], None]
 # The rows a command journaled, as its caller hears them: seq, type and data.
@@ -249,6 +255,7 @@ class Dispatcher:
         once a batch is on disk."""
         self._store, self.state, self._head = store, state, state
         self._after = after
+        sys.setswitchinterval(GIL_SWITCH_S)  # the process's: the daemon is its only user
         self._loop = asyncio.get_running_loop()
         self._failure = self._loop.create_future()
 
