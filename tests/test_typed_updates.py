@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from tablectl.core import decks, round
 from tablectl.core import effects as rec
+from tablectl.core import events as ev
 from tablectl.core.events import Event
 from tablectl.rules import meters
 from tablectl.util.frozen import replaced, trusted
@@ -168,14 +169,20 @@ def _sample(annotation: Any) -> Any:
         rec.WagerOutcome: rec.WagerOutcome.FORFEITED,
         rec.MeterReading: rec.MeterReading(meter_id="p", meter_cents=100, meter_carry=3),
         rec.MeterReading | None: rec.MeterReading(meter_id="p", meter_cents=1, meter_carry=0),
+        tuple[int, ...]: (2, 5),
+        tuple[int, ...] | None: (1,),
     }
     return samples[annotation]
 
 
 TRUSTED = [cls for cls in rec.RECORD_TYPES.values() if not issubclass(cls, rec.LinkRecord)]
+# The inputs the GPIO driver builds trusted (drivers/gpio/table_io.py).
+GPIO_INPUTS = [ev.ChipSensed, ev.LockoutPressed, ev.LockoutReleased, ev.LockoutHeld]
 
 
-@pytest.mark.parametrize("cls", [*TRUSTED, rec.MeterReading], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [*TRUSTED, *GPIO_INPUTS, rec.MeterReading], ids=lambda c: c.__name__
+)
 @pytest.mark.parametrize("every_field", [True, False], ids=["every-field", "required-only"])
 def test_a_trusted_record_is_the_one_validation_builds(
     cls: type[BaseModel], every_field: bool

@@ -9,6 +9,10 @@ sequence numbers show that edges were lost.
 `TableGpio` is the shell: it owns the backend's task, feeds SeatInputs on the loop, settles
 the debouncers with one loop timer, blinks winning lamps, and lends the inputs to a
 technician's walk test.
+
+The inputs are built with `trusted` (util/frozen.py): every value is this module's own int,
+bool or tuple of ints, typed by mypy against each input's constructor, so validating them
+again cost a cold edge about a third of its way to the core (bench/gpio_link_cpu.py).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tablectl.core.events import (
     LockoutPressed,
     LockoutReleased,
 )
+from tablectl.util.frozen import trusted
 
 log = structlog.get_logger(__name__)
 MS = 1_000_000
@@ -59,7 +64,8 @@ class _Lock:
         return edge.t_ns - max(1, edge.resolution_ns) < self.at_ns
 
     def pressed(self) -> LockoutPressed:
-        return LockoutPressed(
+        return trusted(
+            LockoutPressed,
             at_ns=self.at_ns,
             resolution_ns=self.resolution_ns,
             undecided_seats=tuple(sorted(self.undecided)),
@@ -188,7 +194,9 @@ class SeatInputs:
             )
         verdict = deb.edge(edge.level, edge.t_ns, edge.resolution_ns)
         if verdict is not None:
-            out.append(ChipSensed(seat=seat, present=verdict.present, since_ns=verdict.since_ns))
+            out.append(
+                trusted(ChipSensed, seat=seat, present=verdict.present, since_ns=verdict.since_ns)
+            )
         self._track(seat, deb)
 
     def _track(self, seat: int, deb: SeatDebouncer) -> None:
@@ -223,7 +231,7 @@ class SeatInputs:
         level = levels.get(LOCKOUT)
         if level is not None and self.lockout.edge(level, at_ns):
             # Pressed when it could not be seen: the wagers recognised so far count.
-            out.append(LockoutPressed(at_ns=at_ns, resting_seats=None))
+            out.append(trusted(LockoutPressed, at_ns=at_ns, resting_seats=None))
         self._last_seq = seq
         return out
 
@@ -253,16 +261,16 @@ class SeatInputs:
         button = self.lockout
         if button.held:  # (a button up has nothing to tell)
             if (pressed := button.stuck(now_ns)) is not None:
-                out.append(LockoutHeld(since_ns=pressed, at_ns=now_ns))
+                out.append(trusted(LockoutHeld, since_ns=pressed, at_ns=now_ns))
             if (up := button.released(now_ns)) is not None:
-                out.append(LockoutReleased(at_ns=up))
+                out.append(trusted(LockoutReleased, at_ns=up))
         if not self._due:
             return
         due = sorted(seat for seat, at in self._due.items() if at <= now_ns)
         for seat in due:  # in seat order, as every seat used to be asked
             deb = self._seats[seat - 1]
             out.extend(
-                ChipSensed(seat=seat, present=d.present, since_ns=d.since_ns)
+                trusted(ChipSensed, seat=seat, present=d.present, since_ns=d.since_ns)
                 for d in deb.settle(now_ns)
             )
             self._track(seat, deb)
