@@ -110,7 +110,7 @@ async def lockout(
                 closed_at.append(time.perf_counter_ns())
 
         daemon.observers.append(observe)
-        task = asyncio.create_task(daemon.run())
+        task = asyncio.create_task(daemon.serve())  # as `tablectl run` (its GC freeze too)
         await daemon.ready.wait()
         load = (
             asyncio.create_task(chip_load(daemon, chips_per_s, cfg.table.seats))

@@ -194,7 +194,7 @@ async def daemon_on(broker: PrivateBroker, data_dir: Path):  # type: ignore[no-u
     )
     inputs = SimulatedTableInputs(cfg.table.seats)
     daemon = Daemon(cfg, gpio_backend=inputs.backend())
-    task = asyncio.create_task(daemon.run())
+    task = asyncio.create_task(daemon.serve())  # as `tablectl run` (its GC freeze too)
     await daemon.ready.wait()
     try:
         yield daemon, inputs

@@ -26,7 +26,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import load_config
 from tablectl.core.events import Settle
 from tablectl.core.round import Phase
-from tablectl.service.daemon import Daemon
+from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +52,7 @@ async def main(
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await daemon.ready.wait()
+    freeze_start_up()  # as serve() does (this process keeps its own SIGTERM handler)
     print("ready", flush=True)
 
     async def play() -> None:

@@ -8,6 +8,7 @@ rather than at the consumer's next turn: it waits for no commit and no after-com
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import sqlite3
 import sys
@@ -219,6 +220,37 @@ async def test_the_loop_waits_for_the_journal_threads_gil_a_step_at_most(
     await table.wait_phase(Phase.BETTING)
     assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
     assert GIL_SWITCH_S <= 0.0002
+
+
+async def test_a_served_daemon_freezes_its_start_up_out_of_the_collector(
+    tmp_path: Path, broker: PrivateBroker
+) -> None:
+    """serve() owns the process: once ready, what start-up made is frozen, so a full
+    collection never walks it with a lock-out waiting; run() (a test's) leaves the collector
+    alone."""
+    gc.unfreeze()
+    try:
+        for serve in (False, True):
+            port = f"gc-freeze-{serve}"
+            memory_port(port).plug(ShufflerSimulator(shuffle_ms=10, rng=random.Random(3)))
+            cfg = simulated_config(
+                load_config(EXAMPLE_CONFIG),
+                port=f"memory://{port}",
+                broker=broker,
+                data_dir=tmp_path / port,
+            )
+            inputs = SimulatedTableInputs(cfg.table.seats)
+            daemon = Daemon(cfg, gpio_backend=inputs.backend())
+            task = asyncio.create_task(daemon.serve() if serve else daemon.run())
+            await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+            if serve:  # most of what is tracked was there at start-up
+                assert gc.get_freeze_count() > len(gc.get_objects())
+            else:
+                assert gc.get_freeze_count() == 0
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    finally:
+        gc.unfreeze()
 
 
 def test_the_journal_thread_runs_a_job_in_the_callers_thread_only_when_idle() -> None:
