@@ -336,3 +336,28 @@ async def test_status_names_every_blocked_state_with_the_command_that_clears_it(
         assert miscount.stops is Stops.ROUNDS
         (shoe,) = faults_of(status, "shoe-fault")
         assert shoe.rule == "649a.13(f)" and shoe.command == "tablectl dealer clear-shoe --by ID"
+
+
+async def test_the_status_line_each_second_says_what_the_full_status_says(
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """STATUS= and the watchers' links come from a headline built without a full status
+    (no journal read on the loop each second); it is the full status's own, up or down."""
+    async with table_with_a_shoe(broker, tmp_path, capsys) as table:
+        await table.until(lambda s: s.phase is Phase.BETTING)
+        headline = table.daemon.headline()
+        assert headline == table.daemon.status().headline()
+        assert headline.links == {
+            "shuffler": "up",
+            "shoe": "up",
+            "gpio": "up",
+            "broker": "connected",
+        }
+        table.shoe_port.unplug()
+        async with asyncio.timeout(10):
+            while table.daemon.headline().links["shoe"] != "down":  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        headline = table.daemon.headline()
+        assert headline == table.daemon.status().headline()
+        assert [f.what for f in headline.faults] == ["link-down"]
+        assert "shoe link down" in headline.status_line()

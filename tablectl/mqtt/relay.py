@@ -62,7 +62,7 @@ from tablectl.mqtt.contract import (
 )
 from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery
 from tablectl.status import BacklogAlarm as StatusBacklogAlarm
-from tablectl.status import BrokerStats, DeviceStatus
+from tablectl.status import BrokerLink, BrokerStats, DeviceStatus
 from tablectl.store.journal import HandedMark, JournalReader, JournalRow, Store, meter_reading
 from tablectl.util.backoff import Backoff
 from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
@@ -466,6 +466,11 @@ class Relay:
             log.warning("backlog back within the retention bound", backend=cleared)
         self._alarmed = names
         return out
+
+    def link(self) -> BrokerLink:
+        return BrokerLink(
+            connected=self.connected, broker=f"{self._config.host}:{self._config.port}"
+        )
 
     def stats(self) -> BrokerStats:
         return BrokerStats(

@@ -38,7 +38,7 @@ class DaemonControl:
         return Devices(devices=status.devices(), broker=status.mqtt)
 
     def links(self) -> dict[str, str]:
-        return self._daemon.status().links()
+        return self._daemon.headline().links
 
     def last_seq(self) -> int:
         assert self._daemon.store is not None

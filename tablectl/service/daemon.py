@@ -55,11 +55,13 @@ from tablectl.service.shutdown import Stopper
 from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
 from tablectl.status import (
+    KNOWN_DEVICES,
     Dealing,
     DeviceAcceptance,
     DeviceStatus,
     FaultView,
     GpioStatus,
+    Headline,
     Hit,
     JournalStats,
     MeterStatus,
@@ -323,7 +325,7 @@ class Daemon:
                 # Ready once the journal is open and commands are taken; devices and the
                 # broker come and go, and STATUS= says how they are (_report_links).
                 self.ready.set()
-                sdnotify.notify("READY=1\nSTATUS=" + status_view.status_line(self.status()))
+                sdnotify.notify("READY=1\nSTATUS=" + self.headline().status_line())
                 tasks.create_task(self._report_links(), name="link-status")
                 log.info("tablectl running", table=cfg.table.table_id, boot_id=self.boot_id)
         finally:
@@ -440,16 +442,16 @@ class Daemon:
     async def _report_links(self) -> None:
         """STATUS= for systemd whenever its line changes (phase, a link, a block), and a
         line for watchers whenever a device or the broker link changes."""
-        status = self.status()
-        line, links = status_view.status_line(status), status_view.links(status)
+        headline = self.headline()
+        line, links = headline.status_line(), headline.links
         while True:
             await asyncio.sleep(LINK_CHECK_S)
-            status = self.status()
-            if (now := status_view.status_line(status)) != line:
+            headline = self.headline()
+            if (now := headline.status_line()) != line:
                 line = now
                 sdnotify.notify("STATUS=" + line)
-            if (now_links := status_view.links(status)) != links:
-                links = now_links
+            if headline.links != links:
+                links = headline.links
                 self.hub.publish({"event": "links", "links": links})
 
     async def _watchdog(self) -> None:
@@ -514,7 +516,7 @@ class Daemon:
             self.state,
             shoe=self.rules.shoe,
             devices={name: DeviceStatus.of(h) for name, h in self.supervisor.health().items()},
-            broker=self.relay.stats(),
+            broker=self.relay.link(),
             journal=self.reader.last_row,
             awaited=self.supervisor.recovery.awaited(),
         )
@@ -523,6 +525,23 @@ class Daemon:
         deck_rules, now = self.rules.deck, self.wall_clock_ms()
         held = deck_status.deck_faults(deck_rules, self.game, self.state, now)
         return [*deck_status.with_deck_ids(found), *held]
+
+    def headline(self) -> Headline:
+        """status().headline() without the rest of a status: each second, on the loop."""
+        assert self.state is not None
+        health = self.supervisor.health()
+        links: dict[str, str] = {
+            name: DeviceStatus.of(health[name]).link for name in KNOWN_DEVICES if name in health
+        }
+        links["gpio"] = "fault" if self.state.gpio_fault else "up"
+        links["broker"] = "connected" if self.relay.connected else "disconnected"
+        return Headline(
+            phase=self.state.phase,
+            round_id=self.state.round_id,
+            links=links,
+            link_down=None if self.link is None else self.state.link_down,
+            faults=self.faults(),
+        )
 
     def _device_status(self, name: str, standing: str | None) -> DeviceStatus | None:
         """A device's link and its last fault: the one standing, else the last journaled."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from tablectl.core.round import Phase, RefusedEvent, StuckCause, StuckInput, TableState
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
-from tablectl.status import KNOWN_DEVICES, BrokerStats, DeviceStatus, FaultView, Status, Stops
+from tablectl.status import KNOWN_DEVICES, BrokerLink, DeviceStatus, FaultView, Stops
 from tablectl.util.money import dollars
 
 WHO = "--by ID"  # every command that changes the table is journaled with who gave it
@@ -41,12 +41,12 @@ def table_faults(
     *,
     shoe: bool,
     devices: Mapping[str, DeviceStatus],
-    broker: BrokerStats,
+    broker: BrokerLink,
     journal: JournalLookup | None = None,
     awaited: frozenset[str] = frozenset(),
 ) -> list[FaultView]:
     """Everything that stands in the way, in the order to clear it. shoe: the table has one;
-    devices: each device's link; broker: the relay's stats; awaited: devices
+    devices: each device's link; broker: the relay's link; awaited: devices
     not heard from since this power-up (service/recovery.py)."""
     found = [f for source in _FROM_STATE for f in source(state, shoe)]
     found += _unconfirmed(state, shoe, awaited)
@@ -429,7 +429,7 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
 # --- from the links -------------------------------------------------------------------------
 
 
-def _from_links(devices: Mapping[str, DeviceStatus], broker: BrokerStats) -> list[_Found]:
+def _from_links(devices: Mapping[str, DeviceStatus], broker: BrokerLink) -> list[_Found]:
     found = []
     for name in KNOWN_DEVICES:
         info = devices.get(name)
@@ -465,16 +465,3 @@ def _from_links(devices: Mapping[str, DeviceStatus], broker: BrokerStats) -> lis
             )
         )
     return found
-
-
-# --- the daemon's views of its Status ---------------------------------------------------------
-
-
-def status_line(status: Status) -> str:
-    """systemd's STATUS= line (Status.status_line)."""
-    return status.status_line()
-
-
-def links(status: Status) -> dict[str, str]:
-    """name -> up/down for every device, the broker as connected/disconnected."""
-    return status.links()
