@@ -17,13 +17,8 @@ _VERSION_VARIANT = (0x7 << 76) | (0b10 << 62)
 
 def uuid7(unix_ms: int | None = None) -> uuid.UUID:
     ms = time.time_ns() // 1_000_000 if unix_ms is None else unix_ms
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76  # version 7
-    value |= ((rand >> 62) & 0xFFF) << 64  # rand_a, 12 bits
-    value |= 0b10 << 62  # RFC 4122 variant
-    value |= rand & ((1 << 62) - 1)  # rand_b, 62 bits
-    return uuid.UUID(int=value)
+    low = int.from_bytes(os.urandom(10), "big") & _RANDOM_BITS | _VERSION_VARIANT
+    return uuid.UUID(int=(ms & ((1 << 48) - 1)) << 80 | low)
 
 
 def uuid7_texts(unix_ms: int, count: int) -> list[str]:
