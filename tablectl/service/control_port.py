@@ -7,7 +7,7 @@ methods and the server no knowledge of the daemon.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tablectl.control.protocol import (
     ShufflerCount,
@@ -17,18 +17,41 @@ from tablectl.control.protocol import (
 )
 from tablectl.control.service import Watch
 from tablectl.core.events import Event
-from tablectl.service.walk_test import technician_test
-from tablectl.status import Devices, Status
+from tablectl.service.walk_test import TableUnderTest, TechnicianTests
+from tablectl.service.watch import Hub
+from tablectl.status import Devices, Headline, Status
+from tablectl.store.journal import Store
 
-if TYPE_CHECKING:
-    from tablectl.service.daemon import Daemon
+
+class ControlledTable(TableUnderTest, Protocol):
+    """What the control socket reaches of a running table (the daemon is one): named here,
+    so that this adapter imports nothing of the daemon that builds it."""
+
+    @property
+    def store(self) -> Store | None: ...
+
+    @property
+    def hub(self) -> Hub: ...
+
+    def status(self) -> Status: ...
+
+    def headline(self) -> Headline: ...
+
+    def wall_clock_ms(self) -> int: ...
+
+    async def reset_link(self, device: str, by: str) -> list[dict[str, Any]]: ...
+
+    async def shuffler_test(
+        self, request: ShufflerTestRequest
+    ) -> ShufflerCount | ShufflerSelfTest: ...
 
 
 class DaemonControl:
     """A `TableService` over a running daemon."""
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: ControlledTable) -> None:
         self._daemon = daemon
+        self._tests = TechnicianTests(daemon)
 
     def status(self) -> Status:
         return self._daemon.status()
@@ -60,4 +83,4 @@ class DaemonControl:
         return await self._daemon.shuffler_test(request)
 
     async def technician_test(self, request: TestRequest, by: str) -> dict[str, Any]:
-        return await technician_test(self._daemon, request, by)
+        return await self._tests.step(request, by)

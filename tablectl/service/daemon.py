@@ -52,7 +52,6 @@ from tablectl.service.dispatcher import Dispatcher, StepObserver, Stepped
 from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
 from tablectl.service.shutdown import Stopper
-from tablectl.service.walk_test import WalkTest
 from tablectl.service.watch import Hub
 from tablectl.status import (
     KNOWN_DEVICES,
@@ -128,7 +127,6 @@ class Daemon:
             shuffle_retry_s=self.shuffle_retry_s,
         )
         self.gpio: TableGpio | None = None
-        self.walk_test: WalkTest | None = None  # a technician's walk test (control socket)
         self.store: Store | None = None
         self.reader: JournalReader | None = None
         self.pace: PaceReporter | None = None  # game pace, from the journal once a minute

@@ -16,8 +16,9 @@ never part of a hand; a fault is a fault of the table's shoe like any other.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from tablectl.config import TableConfig
 from tablectl.control.protocol import (
     TestBeginRequest,
     TestEndRequest,
@@ -38,13 +39,34 @@ from tablectl.core.events import (
     ShoeFault,
     ShoeStackDealt,
 )
-from tablectl.core.round import Rejected
+from tablectl.core.round import Rejected, TableState
 from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
-
-if TYPE_CHECKING:
-    from tablectl.service.daemon import Daemon
+from tablectl.drivers.shoe.base import Shoe
+from tablectl.service.dispatcher import StepObserver
 
 ShoeReport = ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault
+
+
+class TableUnderTest(Protocol):
+    """What a walk test reaches of a running table (the daemon is one): typed here so this
+    module needs nothing of the daemon's, and the daemon nothing of this one."""
+
+    @property
+    def config(self) -> TableConfig: ...
+
+    @property
+    def gpio(self) -> TableGpio | None: ...
+
+    @property
+    def shoe(self) -> Shoe | None: ...
+
+    @property
+    def state(self) -> TableState | None: ...
+
+    @property
+    def observers(self) -> list[StepObserver]: ...
+
+    async def submit(self, event: Event) -> list[dict[str, Any]]: ...
 
 
 class WalkTest:
@@ -109,26 +131,26 @@ class WalkTest:
         self.passed.append(0)
         return {"passed": True, "at_ns": event.at_ns, "resolution_ns": event.resolution_ns}
 
-    async def shoe(self, daemon: Daemon, cards: int, timeout_s: float) -> dict[str, Any]:
+    async def shoe(self, table: TableUnderTest, cards: int, timeout_s: float) -> dict[str, Any]:
         """Have the shoe deal `cards` cards in one stack; report each card it read."""
         from tablectl.drivers.reference.link import LinkError
 
-        assert daemon.shoe is not None
+        assert table.shoe is not None
         reports: asyncio.Queue[ShoeReport] = asyncio.Queue()
 
         def watch(event: Event, _state: object, _effects: list[Effect]) -> None:
             if isinstance(event, ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault):
                 reports.put_nowait(event)
 
-        daemon.observers.append(watch)
+        table.observers.append(watch)
         seen: list[str] = []
         result: dict[str, Any] = {"asked": cards, "cards": seen, "passed": False}
         problems: list[str] = []
         bad: set[int] = set()  # the cards (1 to N) not read cleanly
         try:
             async with asyncio.timeout(timeout_s):
-                await daemon.shoe.wait_link_up()
-                await daemon.shoe.deal((cards,))
+                await table.shoe.wait_link_up()
+                await table.shoe.deal((cards,))
                 while True:
                     event = await reports.get()
                     if isinstance(event, ShoeFault):
@@ -151,7 +173,7 @@ class WalkTest:
         except LinkError as exc:
             problems.append(f"the shoe refused to deal: {exc}")
         finally:
-            daemon.observers.remove(watch)
+            table.observers.remove(watch)
         dealt = [c for c in seen if c != "face-up"]
         if not problems and len(dealt) != cards:
             problems.append(f"{len(dealt)} cards dealt, {cards} asked")
@@ -174,63 +196,72 @@ def _card_text(event: ShoeCard) -> str:
     return event.read.value  # unread, foreign
 
 
-async def technician_test(daemon: Daemon, request: TestRequest, by: str) -> dict[str, Any]:
-    """One step of a walk test, asked for on the control socket."""
-    assert daemon.gpio is not None
-    walk = daemon.walk_test
-    match request:
-        case TestBeginRequest(test=test):
-            if walk is not None:
-                raise Rejected(f"a {walk.test} test is already running")
-            if test == "shoe":
-                _can_test_shoe(daemon)
-            # The inputs go to the test from the moment the core holds the table.
-            walk = daemon.walk_test = WalkTest(daemon.gpio, test)
-            try:
-                await daemon.submit(SensorTestStarted(test=test, by=by))
-            except Rejected:
+class TechnicianTests:
+    """The walk test a technician runs on a table through the control socket (one at a time)."""
+
+    def __init__(self, table: TableUnderTest) -> None:
+        self.table = table
+        self.running: WalkTest | None = None
+
+    async def step(self, request: TestRequest, by: str) -> dict[str, Any]:
+        """One step of a walk test, asked for on the control socket."""
+        table = self.table
+        assert table.gpio is not None
+        walk = self.running
+        match request:
+            case TestBeginRequest(test=test):
+                if walk is not None:
+                    raise Rejected(f"a {walk.test} test is already running")
+                if test == "shoe":
+                    _can_test_shoe(table)
+                # The inputs go to the test from the moment the core holds the table.
+                walk = self.running = WalkTest(table.gpio, test)
+                try:
+                    await table.submit(SensorTestStarted(test=test, by=by))
+                except Rejected:
+                    walk.close()
+                    self.running = None
+                    raise
+                return {"test": test, "gpio": table.gpio.status()}
+            case TestEndRequest():
+                if walk is None:
+                    raise Rejected("no walk test is running")
                 walk.close()
-                daemon.walk_test = None
-                raise
-            return {"test": test, "gpio": daemon.gpio.status()}
-        case TestEndRequest():
-            if walk is None:
-                raise Rejected("no walk test is running")
-            walk.close()
-            daemon.walk_test = None
-            rows = await daemon.submit(
-                SensorTestEnded(
-                    test="shoe" if walk.test == "shoe" else _gpio_test(walk.test),
-                    passed=tuple(walk.passed),
-                    failed=tuple(walk.failed),
-                    resolution_ns=walk._resolution(),
-                    by=by,
+                self.running = None
+                rows = await table.submit(
+                    SensorTestEnded(
+                        test="shoe" if walk.test == "shoe" else _gpio_test(walk.test),
+                        passed=tuple(walk.passed),
+                        failed=tuple(walk.failed),
+                        resolution_ns=walk._resolution(),
+                        by=by,
+                    )
                 )
-            )
-            return {"journaled": rows}
-    if walk is None:
-        raise Rejected("no walk test is running: begin one first")
-    if isinstance(request, TestShoeRequest):
-        if walk.test != "shoe":
-            raise Rejected(f"a {walk.test} test is running, not a shoe test")
-        _can_test_shoe(daemon)
-        return await walk.shoe(daemon, request.cards, request.timeout_s)
-    if walk.test == "shoe":
-        raise Rejected("a shoe test is running: test-shoe or test-end")
-    if isinstance(request, TestSeatRequest):
-        if not 1 <= request.seat <= daemon.config.table.seats:
-            raise Rejected(f"seat {request.seat} does not exist (1..{daemon.config.table.seats})")
-        return await walk.seat(request.seat, request.timeout_s)
-    return await walk.lockout(request.timeout_s)
+                return {"journaled": rows}
+        if walk is None:
+            raise Rejected("no walk test is running: begin one first")
+        if isinstance(request, TestShoeRequest):
+            if walk.test != "shoe":
+                raise Rejected(f"a {walk.test} test is running, not a shoe test")
+            _can_test_shoe(table)
+            return await walk.shoe(table, request.cards, request.timeout_s)
+        if walk.test == "shoe":
+            raise Rejected("a shoe test is running: test-shoe or test-end")
+        if isinstance(request, TestSeatRequest):
+            seats = table.config.table.seats
+            if not 1 <= request.seat <= seats:
+                raise Rejected(f"seat {request.seat} does not exist (1..{seats})")
+            return await walk.seat(request.seat, request.timeout_s)
+        return await walk.lockout(request.timeout_s)
 
 
 def _gpio_test(test: str) -> Literal["sensors", "lockout"]:
     return "lockout" if test == "lockout" else "sensors"
 
 
-def _can_test_shoe(daemon: Daemon) -> None:
-    if daemon.shoe is None:
+def _can_test_shoe(table: TableUnderTest) -> None:
+    if table.shoe is None:
         raise Rejected("this table has no automated dealing shoe ([shoe] in the config)")
-    state = daemon.state
+    state = table.state
     if state is not None and state.deal is not None and not state.deal.complete:
         raise Rejected(f"round {state.round_id}: the shoe is dealing; settle or void it first")
