@@ -1,9 +1,11 @@
 """CPU per round: the whole daemon against the core alone, on the same rounds.
 
 A table daemon on simulated devices (bench/table_process.py, its own process: the loop, the
-journal thread, the relay to a private Mosquitto, the simulated shuffler) plays --rounds
-rounds of Three Card Poker (chips on two seats, the lock-out, the dealer settles), one every
---round-s, and reports the process's CPU time for them. The baseline, from the same run: the
+journal thread, the relay to a private Mosquitto; the simulated shuffler on a pty served by
+another process, bench/shuffler_process.py, as a real one is a machine of its own) plays
+--rounds rounds of Three Card Poker (chips on two seats, the lock-out, the dealer settles),
+one every --round-s, and reports the daemon process's CPU time for them, and its loop
+thread's share. The baseline, from the same run: the
 core alone stepping the very inputs that daemon journaled, with the JSON each step leaves
 (the state for its hash, the records) -- what every round must cost wherever it runs. The
 ratio says what the service layer adds; min / median / max over --runs.
@@ -20,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tablectl.simulators.broker import PrivateBroker
@@ -32,9 +35,30 @@ from tablectl.store.journal import JournalReader
 HERE = Path(__file__).resolve().parent
 
 
+@dataclass(frozen=True)
+class DaemonCpu:
+    per_round_s: float  # every thread of the daemon's process
+    loop_per_round_s: float  # its event loop's thread alone
+
+
 async def daemon_round_cpu(
     broker: PrivateBroker, data_dir: Path, rounds: int, round_s: float
-) -> float:
+) -> DaemonCpu:
+    shuffler = await asyncio.create_subprocess_exec(
+        sys.executable, str(HERE / "shuffler_process.py"), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert shuffler.stdout is not None
+        pty = (await shuffler.stdout.readline()).decode().strip()
+        return await _table_cpu(broker, data_dir, rounds, round_s, pty)
+    finally:
+        shuffler.terminate()
+        await shuffler.wait()
+
+
+async def _table_cpu(
+    broker: PrivateBroker, data_dir: Path, rounds: int, round_s: float, shuffler_pty: str
+) -> DaemonCpu:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "table_process.py"),
@@ -48,6 +72,8 @@ async def daemon_round_cpu(
         str(round_s),
         "--rounds",
         str(rounds),
+        "--shuffler",
+        shuffler_pty,
         stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
@@ -58,7 +84,8 @@ async def daemon_round_cpu(
                 result = json.loads(line)
         await proc.wait()
     assert result is not None, "the table process reported nothing"
-    return float(result["cpu_s"]) / int(result["rounds"])
+    played = int(result["rounds"])
+    return DaemonCpu(float(result["cpu_s"]) / played, float(result["loop_cpu_s"]) / played)
 
 
 def core_cpu(data_dir: Path) -> tuple[float, int]:
@@ -101,9 +128,10 @@ async def main(runs: int, rounds: int, round_s: float) -> None:
                 cpu, settled = core_cpu(Path(tmp))
                 core = cpu / max(1, settled)
             for name, value in (
-                ("daemon CPU per round (ms)", daemon * 1000),
+                ("daemon CPU per round (ms)", daemon.per_round_s * 1000),
+                ("  of which its loop thread (ms)", daemon.loop_per_round_s * 1000),
                 ("core alone per round (ms, baseline)", core * 1000),
-                ("daemon / core alone", daemon / core),
+                ("daemon / core alone", daemon.per_round_s / core),
             ):
                 figures.setdefault(name, []).append(value)
     print(f"runs: {runs}, rounds per run: {rounds}, one every {round_s} s")

@@ -3,8 +3,9 @@ bench (bench/mqtt_tables.py) and of bench/round_cpu.py, not for people.
 
 It prints `ready` once the daemon runs and plays until SIGTERM: chips on two seats, the
 lock-out, the dealer settles, every --round-s. With --rounds N it plays N rounds after a first
-one, prints the process's CPU time for them as JSON (every thread: the loop, the journal's)
-and exits.
+one, prints the process's CPU time for them as JSON (every thread: the loop, the journal's;
+and the loop's thread alone) and exits. With --shuffler PTY it drives a simulated shuffler
+served by another process (bench/shuffler_process.py), so that its CPU is the daemon's alone.
 """
 
 from __future__ import annotations
@@ -33,13 +34,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 async def main(
-    port: int, table: str, data_dir: Path, round_s: float = 1.0, rounds: int | None = None
+    port: int,
+    table: str,
+    data_dir: Path,
+    round_s: float = 1.0,
+    rounds: int | None = None,
+    shuffler: str | None = None,
 ) -> None:
-    sim = ShufflerSimulator(shuffle_ms=20, rng=random.Random(table))
+    sim = None
+    if shuffler is None:  # served here, on this process's loop
+        sim = ShufflerSimulator(shuffle_ms=20, rng=random.Random(table))
+        shuffler = sim.open_pty()
     broker = PrivateBroker.__new__(PrivateBroker)  # only its address is used
     broker.host, broker.port = "127.0.0.1", port
     base = load_config(REPO / "config" / "three-card-poker.toml")
-    cfg = simulated_config(base, port=sim.open_pty(), broker=broker, data_dir=data_dir)
+    cfg = simulated_config(base, port=shuffler, broker=broker, data_dir=data_dir)
     cfg = cfg.model_copy(
         update={
             "table": cfg.table.model_copy(update={"table_id": table}),
@@ -56,13 +65,14 @@ async def main(
     print("ready", flush=True)
 
     async def play() -> None:
-        played, cpu0 = 0, 0.0
+        played, cpu0, loop0 = 0, 0.0, 0.0
         while True:
             if played == 1:  # the first round warms up (imports, the first deck)
-                cpu0 = time.process_time()
+                cpu0, loop0 = time.process_time(), time.thread_time()
             if rounds is not None and played == rounds + 1:
-                cpu = time.process_time() - cpu0
-                print(json.dumps({"rounds": rounds, "cpu_s": cpu}), flush=True)
+                cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop0
+                report = {"rounds": rounds, "cpu_s": cpu, "loop_cpu_s": loop_cpu}
+                print(json.dumps(report), flush=True)
                 stop.set()
                 return
             played += 1
@@ -89,7 +99,8 @@ async def main(
     for t in (player, task):
         with contextlib.suppress(asyncio.CancelledError):
             await t
-    sim.close()
+    if sim is not None:
+        sim.close()
 
 
 if __name__ == "__main__":
@@ -99,6 +110,7 @@ if __name__ == "__main__":
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--round-s", type=float, default=1.0)
     p.add_argument("--rounds", type=int)
+    p.add_argument("--shuffler", help="a simulated shuffler's pty, served by another process")
     a = p.parse_args()
     logs.configure("ERROR")
-    asyncio.run(main(a.port, a.table, a.data_dir, a.round_s, a.rounds))
+    asyncio.run(main(a.port, a.table, a.data_dir, a.round_s, a.rounds, a.shuffler))
