@@ -4,11 +4,13 @@ A table daemon on simulated devices (bench/table_process.py, its own process: th
 journal thread, the relay to a private Mosquitto; the simulated shuffler on a pty served by
 another process, bench/shuffler_process.py, as a real one is a machine of its own) plays
 --rounds rounds of Three Card Poker (chips on two seats, the lock-out, the dealer settles),
-one every --round-s, and reports the daemon process's CPU time for them, and its loop
-thread's share. The baseline, from the same run: the
-core alone stepping the very inputs that daemon journaled, with the JSON each step leaves
-(the state for its hash, the records) -- what every round must cost wherever it runs. The
-ratio says what the service layer adds; min / median / max over --runs.
+one every --round-s, and reports the daemon process's CPU time for them, its loop thread's
+share, and how often its threads slept and woke. Two baselines, from the same run: the core
+alone stepping the very inputs that daemon journaled, with the JSON each step leaves (the
+state for its hash, the records) -- what every round must cost wherever it runs; and a bare
+sleep and wake-up of a thread, as many as the daemon's and as often on average (evenly
+spaced) -- what waking costs on this machine before any work. The ratios say what the service
+layer adds; min / median / max over --runs.
 
 Run: .venv/bin/python bench/round_cpu.py [--runs 3] [--rounds 60] [--round-s 0.1]
 """
@@ -39,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 class DaemonCpu:
     per_round_s: float  # every thread of the daemon's process
     loop_per_round_s: float  # its event loop's thread alone
+    sleeps_per_round: float  # its threads' sleeps and wake-ups (voluntary context switches)
+    wall_per_round_s: float
 
 
 async def daemon_round_cpu(
@@ -85,7 +89,21 @@ async def _table_cpu(
         await proc.wait()
     assert result is not None, "the table process reported nothing"
     played = int(result["rounds"])
-    return DaemonCpu(float(result["cpu_s"]) / played, float(result["loop_cpu_s"]) / played)
+    return DaemonCpu(
+        float(result["cpu_s"]) / played,
+        float(result["loop_cpu_s"]) / played,
+        int(result["sleeps"]) / played,
+        float(result["wall_s"]) / played,
+    )
+
+
+def bare_wake_up_cpu(interval_s: float, count: int) -> float:
+    """CPU seconds a thread is charged for sleeping interval_s and waking to do nothing,
+    per wake-up: the floor under a daemon that wakes as often (on a VM, far from zero)."""
+    cpu0 = time.thread_time()
+    for _ in range(count):
+        time.sleep(interval_s)
+    return (time.thread_time() - cpu0) / count
 
 
 def core_cpu(data_dir: Path) -> tuple[float, int]:
@@ -127,9 +145,17 @@ async def main(runs: int, rounds: int, round_s: float) -> None:
                 daemon = await daemon_round_cpu(broker, Path(tmp), rounds, round_s)
                 cpu, settled = core_cpu(Path(tmp))
                 core = cpu / max(1, settled)
+            # A bare wake-up as often as the daemon's threads woke, on average, in that run.
+            interval = daemon.wall_per_round_s / daemon.sleeps_per_round
+            bare = bare_wake_up_cpu(interval, count=max(50, int(2 / interval)))
+            wakes_floor = daemon.sleeps_per_round * bare
             for name, value in (
                 ("daemon CPU per round (ms)", daemon.per_round_s * 1000),
                 ("  of which its loop thread (ms)", daemon.loop_per_round_s * 1000),
+                ("  its threads' sleeps + wake-ups", daemon.sleeps_per_round),
+                ("  every ms one, on average", interval * 1000),
+                ("bare wake-up as often (us, baseline)", bare * 1e6),
+                ("daemon / its wake-ups bare", daemon.per_round_s / wakes_floor),
                 ("core alone per round (ms, baseline)", core * 1000),
                 ("daemon / core alone", daemon.per_round_s / core),
             ):

@@ -3,9 +3,10 @@ bench (bench/mqtt_tables.py) and of bench/round_cpu.py, not for people.
 
 It prints `ready` once the daemon runs and plays until SIGTERM: chips on two seats, the
 lock-out, the dealer settles, every --round-s. With --rounds N it plays N rounds after a first
-one, prints the process's CPU time for them as JSON (every thread: the loop, the journal's;
-and the loop's thread alone) and exits. With --shuffler PTY it drives a simulated shuffler
-served by another process (bench/shuffler_process.py), so that its CPU is the daemon's alone.
+one, prints as JSON the process's CPU time for them (every thread: the loop, the journal's;
+and the loop's thread alone) and the times its threads slept and woke, and exits. With
+--shuffler PTY it drives a simulated shuffler served by another process
+(bench/shuffler_process.py), so that its CPU is the daemon's alone.
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def sleeps() -> int:
+    """The times this process's threads have gone to sleep and been woken (Linux: each
+    thread's voluntary context switches): on a VM, what much of a daemon's CPU is made of."""
+    total = 0
+    for task in Path("/proc/self/task").iterdir():
+        for line in (task / "status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
 
 
 async def main(
@@ -65,13 +77,20 @@ async def main(
     print("ready", flush=True)
 
     async def play() -> None:
-        played, cpu0, loop0 = 0, 0.0, 0.0
+        played, cpu0, loop0, sleeps0, wall0 = 0, 0.0, 0.0, 0, 0.0
         while True:
             if played == 1:  # the first round warms up (imports, the first deck)
-                cpu0, loop0 = time.process_time(), time.thread_time()
+                cpu0, loop0, sleeps0 = time.process_time(), time.thread_time(), sleeps()
+                wall0 = time.monotonic()
             if rounds is not None and played == rounds + 1:
                 cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop0
-                report = {"rounds": rounds, "cpu_s": cpu, "loop_cpu_s": loop_cpu}
+                report = {
+                    "rounds": rounds,
+                    "cpu_s": cpu,
+                    "loop_cpu_s": loop_cpu,
+                    "sleeps": sleeps() - sleeps0,
+                    "wall_s": time.monotonic() - wall0,
+                }
                 print(json.dumps(report), flush=True)
                 stop.set()
                 return
