@@ -29,13 +29,14 @@ import asyncio
 import functools
 import json
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from figures import spread
 
 from tablectl.core.effects import Effect
 from tablectl.core.events import Event, PowerUp, TableRules, input_from_journal
@@ -139,16 +140,10 @@ def one_pass(inputs: list[tuple[Event, dict[str, Any]]], pause_s: float) -> dict
     return {name: sums[name] / counts[name] / 1000 for name in sums}
 
 
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):8.1f}  median {statistics.median(values):8.1f}  max {max(values):8.1f}"
-    )
-
-
 def report(title: str, figures: Figures) -> None:
     print(title)
     for name, values in figures.items():
-        print(f"  {name:<40} {spread(values)}")
+        print(f"  {name:<40} {spread(values, '8.1f')}")
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from lockout_window import RULES  # type: ignore[import-not-found]
+from figures import spread
+from lockout_window import RULES
 from tablectl.drivers.gpio.gpiod_backend import GpiodBackend, GpiodPollBackend
 from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.simulators.gpio_chip import FakeChip, kernel_event
@@ -208,12 +209,6 @@ async def refusal_window(trials: int, seed: int, use_poll: bool) -> tuple[float,
     return max(refused_before, default=0) / MS, late_accepted
 
 
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):9.3f}  median {statistics.median(values):9.3f}  max {max(values):9.3f}"
-    )
-
-
 async def main(samples: int, trials: int, repeats: int) -> None:
     runs: dict[str, list[float]] = {}
     for _ in range(repeats):
@@ -243,7 +238,7 @@ async def main(samples: int, trials: int, repeats: int) -> None:
         f"{trials} chips within +-{3 * POLL_MS} ms of the edge per run; poll period {POLL_MS} ms"
     )
     for key, values in {**runs, **windows}.items():
-        print(f"  {key:<36} {spread(values)}")
+        print(f"  {key:<36} {spread(values, '9.3f')}")
     print(f"  late wagers accepted (must be 0)     {late}")
 
 

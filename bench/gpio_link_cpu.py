@@ -37,6 +37,7 @@ import time
 import tty
 from collections.abc import Callable
 
+from figures import spread
 from tablectl.drivers.gpio.settings import GpioSettings
 from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.drivers.reference.framing import Frame
@@ -247,12 +248,6 @@ async def pty_run(polls: int) -> float:
 
 
 # --- the report -------------------------------------------------------------------------
-
-
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):8.2f}  median {statistics.median(values):8.2f}  max {max(values):8.2f}"
-    )
 
 
 async def main(runs: int, rounds: int, polls: int) -> None:

@@ -48,6 +48,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from figures import spread
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl.core.events import Event, PowerUp, TableRules, input_from_journal
@@ -230,13 +231,6 @@ def cold(
             if kind == "store":
                 cpu["store, to durable"].append(durable)
     return {kind: statistics.median(v) / 1000 for kind, v in cpu.items()}
-
-
-def spread(values: list[float], fmt: str) -> str:
-    return "  ".join(
-        f"{name} {format(f(values), fmt)}"
-        for name, f in (("min", min), ("median", statistics.median), ("max", max))
-    )
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import aiomqtt
 import psycopg
+from figures import percentile
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.floor import Floor, LightTable
 from tablectl.simulators.postgres import PrivatePostgres
@@ -51,11 +52,6 @@ from tablectl.util import logs
 
 TICKS = os.sysconf("SC_CLK_TCK")
 THROUGHPUT_TABLES = 50
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def cpu_s(pid: int) -> float:

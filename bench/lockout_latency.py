@@ -25,11 +25,11 @@ import argparse
 import asyncio
 import contextlib
 import random
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from figures import percentile, spread
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
@@ -43,11 +43,6 @@ from tablectl.service.daemon import Daemon
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def baseline(samples: int) -> list[float]:
@@ -152,12 +147,6 @@ async def lockout(
                     await running
         sim.close()
         return on_loop, queued, closed
-
-
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):8.2f}  median {statistics.median(values):8.2f}  max {max(values):8.2f}"
-    )
 
 
 async def main(samples: int, runs: int, chips_per_s: int) -> None:

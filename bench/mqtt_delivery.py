@@ -31,7 +31,6 @@ import contextlib
 import json
 import random
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiomqtt
+from figures import percentile, spread
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
@@ -55,11 +55,6 @@ from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
 SUBSCRIBER = Path(__file__).with_name("mqtt_subscriber.py")
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -381,12 +376,6 @@ async def backlog(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[fl
 # --- the run ------------------------------------------------------------------------------
 
 
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):7.2f}  median {statistics.median(values):7.2f}  max {max(values):7.2f}"
-    )
-
-
 async def main(repeat: int, samples: int, events: int, paced_per_s: int, paced_s: float) -> None:
     rows: dict[str, list[float]] = {}
 
@@ -441,7 +430,7 @@ async def main(repeat: int, samples: int, events: int, paced_per_s: int, paced_s
             raise SystemExit("the backlog arrived out of order")
     print(f"\n{repeat} runs, {samples} latency samples and {events} events each")
     for name, values in rows.items():
-        print(f"{name:<44} {spread(values)}")
+        print(f"{name:<44} {spread(values, '7.2f')}")
 
 
 if __name__ == "__main__":

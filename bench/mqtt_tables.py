@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 import aiomqtt
-from mqtt_delivery import Subscriber, percentile  # type: ignore[import-not-found]
+from figures import percentile
+from mqtt_delivery import Subscriber
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl.mqtt.client import SOCKET_OPTIONS

@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from figures import spread
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl.core.events import PowerUp, TableRules, input_from_journal
@@ -131,12 +131,6 @@ def core_cpu(data_dir: Path) -> tuple[float, int]:
     return time.process_time() - cpu0, rounds
 
 
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):8.3f}  median {statistics.median(values):8.3f}  max {max(values):8.3f}"
-    )
-
-
 async def main(runs: int, rounds: int, round_s: float) -> None:
     figures: dict[str, list[float]] = {}
     with PrivateBroker() as broker:
@@ -162,7 +156,7 @@ async def main(runs: int, rounds: int, round_s: float) -> None:
                 figures.setdefault(name, []).append(value)
     print(f"runs: {runs}, rounds per run: {rounds}, one every {round_s} s")
     for name, values in figures.items():
-        print(f"{name:<40} {spread(values)}")
+        print(f"{name:<40} {spread(values, '8.3f')}")
 
 
 if __name__ == "__main__":

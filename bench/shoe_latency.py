@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 
 import usb.core
+from figures import spread
 from tablectl.drivers.reference.framing import Frame
 from tablectl.drivers.reference.link import FAST_POLL_S, DeviceReport, LinkSettings
 from tablectl.drivers.reference.messages import (
@@ -271,12 +272,6 @@ async def shoe_run(samples: int, deals: int, card_ms: int) -> tuple[float, float
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-def spread(values: list[float]) -> str:
-    return (
-        f"min {min(values):8.2f}  median {statistics.median(values):8.2f}  max {max(values):8.2f}"
-    )
 
 
 def main() -> None:
