@@ -152,12 +152,21 @@ class MoneyTally:
 
 
 @dataclass
-class Tally:
-    """Records and two sums: per wager outcome (staked, paid) or per link level."""
+class OutcomeTally:
+    """The wagers settled with one outcome (won, lost, ...): what was staked and paid."""
 
-    records: int = 0
-    first: int = 0
-    second: int = 0
+    wagers: int = 0
+    staked_cents: int = 0
+    paid_cents: int = 0
+
+
+@dataclass
+class LevelTally:
+    """What a linked table sent a level of its link, and took back (ten-thousandths)."""
+
+    rows: int = 0
+    contributed: int = 0
+    reversed: int = 0
 
 
 @dataclass
@@ -179,8 +188,8 @@ class Summary:
         default_factory=lambda: {m: MoneyTally() for m in MOVEMENTS}
     )
     returned: MoneyTally = field(default_factory=MoneyTally)  # wagers of voided rounds
-    outcomes: dict[str, Tally] = field(default_factory=dict)  # wagers: staked, paid
-    link_levels: dict[tuple[str, str], Tally] = field(default_factory=dict)  # sent, reversed
+    outcomes: dict[str, OutcomeTally] = field(default_factory=dict)
+    link_levels: dict[tuple[str, str], LevelTally] = field(default_factory=dict)  # link, level
     link_claims: list[LinkClaimRow] = field(default_factory=list)
     device_events: list[Event] = field(default_factory=list)
     deck_events: list[Event] = field(default_factory=list)
@@ -214,7 +223,7 @@ class RecordSetBuilder:
         self._validated: dict[str, Signed] = {}
         self._documented: dict[str, Signed] = {}
         self._claims: dict[str, _Claim] = {}
-        # Each open round's wagers, seat -> cents: a void names the seats it returns.
+        # The open round's wagers, seat -> cents: a void names the seats it returns.
         self._wagers: dict[int, dict[int, int]] = {}
         self._meters: dict[str, MeterTally] = {
             meter_id: MeterTally(
@@ -307,7 +316,7 @@ class RecordSetBuilder:
         (None if one of them was not seen: its round opened before what was read)."""
         match record:
             case rec.RoundOpened():
-                self._wagers[record.round_id] = {}
+                self._wagers = {record.round_id: {}}  # one round at a time: none left open
             case rec.WagerAccepted():
                 self._wagers.setdefault(record.round_id, {})[record.seat] = record.wager_cents
             case rec.WagerWithdrawn():
@@ -351,17 +360,17 @@ class RecordSetBuilder:
             elif isinstance(row, EnvyBonusRow):
                 s.envy_bonuses.append(row)
             elif isinstance(row, WagerRow):
-                outcome = s.outcomes.setdefault(row.outcome, Tally())
-                outcome.records += 1
-                outcome.first += row.wager_cents
-                outcome.second += row.paid_cents
+                outcome = s.outcomes.setdefault(row.outcome, OutcomeTally())
+                outcome.wagers += 1
+                outcome.staked_cents += row.wager_cents
+                outcome.paid_cents += row.paid_cents
             elif isinstance(row, LinkContributionRow):
-                level = s.link_levels.setdefault((row.link_id, row.level_id), Tally())
-                level.records += 1
+                level = s.link_levels.setdefault((row.link_id, row.level_id), LevelTally())
+                level.rows += 1
                 if row.kind == "reversal":
-                    level.second += row.contribution_ten_thousandths_cent
+                    level.reversed += row.contribution_ten_thousandths_cent
                 else:
-                    level.first += row.contribution_ten_thousandths_cent
+                    level.contributed += row.contribution_ten_thousandths_cent
             self._emit_to(sheet, row)
             return
         event = event_row(entry.type, entry.data, stamp)

@@ -404,6 +404,11 @@ def _local(ts_utc: str | None, zone: ZoneInfo) -> str:
     return datetime.fromisoformat(ts_utc).astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
 
+def _minute(local: str) -> str:
+    """2024-06-01T08:00:00.000-04:00 -> 2024-06-01 08:00 (the zone is named beside it)."""
+    return local[:16].replace("T", " ")
+
+
 def _utc(ts_utc: str) -> str:
     """2024-06-01T12:00:00.000Z -> 2024-06-01 12:00 (seconds when not zero)."""
     at = datetime.fromisoformat(ts_utc).astimezone(UTC)
@@ -623,7 +628,7 @@ def _story(
         _table(
             ["outcome", "wagers", "staked", "paid"],
             [
-                [outcome, f"{t.records:,}", dollars(t.first), dollars(t.second)]
+                [outcome, f"{t.wagers:,}", dollars(t.staked_cents), dollars(t.paid_cents)]
                 for outcome, t in sorted(summary.outcomes.items())
             ],
             [20, 10, 15, 15],
@@ -850,7 +855,13 @@ def _link_sections(summary: Summary, zone: ZoneInfo) -> list[Flowable]:
         _table(
             ["link", "level", "rows", "contributed", "reversed"],
             [
-                [link, level, f"{t.records:,}", exact_dollars(t.first), exact_dollars(t.second)]
+                [
+                    link,
+                    level,
+                    f"{t.rows:,}",
+                    exact_dollars(t.contributed),
+                    exact_dollars(t.reversed),
+                ]
                 for (link, level), t in sorted(summary.link_levels.items())
             ],
             [15, 15, 8, 12, 12],
@@ -905,8 +916,8 @@ def _footer(manifest: Manifest, pages: int | None) -> Callable[[Canvas, Any], No
     """Draws "site / table · period · page N of M" at the foot of each page."""
     period = manifest.period
     text = (
-        f"{manifest.site} / {manifest.table} \u00b7 records {period.start_local[:16]} to "
-        f"{period.end_local[:16]} ({period.time_zone})"
+        f"{manifest.site} / {manifest.table} \u00b7 records {_minute(period.start_local)} to "
+        f"{_minute(period.end_local)} ({period.time_zone})"
     )
 
     def draw(canvas: Canvas, _doc: Any) -> None:
