@@ -187,6 +187,11 @@ class DeviceSection(Strict):
     response_timeout_ms: int = Field(default=250, ge=50, le=5000)
     retries: int = Field(default=3, ge=0, le=10)
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
+    # A shuffle or deal the device took and never completed is a fault after this long
+    # (649a.13(e), (f)): no progress reported, the link up (service/waits.py).
+    stall_timeout_s: int = Field(
+        default=120, ge=5, le=3600, description="a command taken and never completed: a fault"
+    )
     trace_file: NewFile | None = Field(
         default=None, description="record the link's bytes and the core inputs (a field trace)"
     )

@@ -209,6 +209,27 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return {"cmd": args.dealer_verb, **by}
 
 
+def _print_waits(status: Status) -> None:
+    """What the table waits for from each device, against what the device says."""
+    for wait in status.waits:
+        waited = "not taken yet" if wait.waited_s is None else f"{wait.waited_s:g} s"
+        says = (
+            "its link is down"
+            if wait.device_reports is None
+            else f"it reports {wait.device_reports}"
+            + ("" if wait.card_count is None else f", {wait.card_count} cards")
+        )
+        verdict = (
+            ": it says it is done and the table has not heard so (a stall, shown below)"
+            if wait.disagrees
+            else ""
+        )
+        print(
+            f"  waiting for the {wait.device}'s {wait.awaited}: {waited} (a stall at "
+            f"{wait.stall_after_s:g} s); {says}{verdict}"
+        )
+
+
 def _hours(ms: int) -> str:
     return f"{ms // 3_600_000}h{ms % 3_600_000 // 60_000:02d}m"
 
@@ -328,6 +349,7 @@ def print_status(status: Status) -> None:
         f"shuffler fault: {status.shuffler_fault or 'none'}"
         + (f"  shoe fault: {status.shoe_fault or 'none'}" if status.shoe else "")
     )
+    _print_waits(status)
     _print_decks(status.decks)
     gpio = status.gpio
     how = "polled" if gpio.polled else "edges"

@@ -304,6 +304,23 @@ class DealResolved(Record):
     rule: str
 
 
+class CommandStalledRecord(Record):
+    """A command a device took never completed (core/stalls.py): a shuffle is a shuffler
+    fault (649a.13(e), the cards reshuffled), a deal a shoe fault that voids the round
+    (649a.13(f)). What the device last said is kept with it."""
+
+    TYPE = "device.stalled"
+    device: str
+    awaited: str  # shuffle, deal
+    waited_ms: int
+    reported: str | None  # the device's state in its last STATUS
+    card_count: int | None  # the count its last STATUS shows
+    replayed: int  # events it listed again under ids already taken
+    round_id: int | None  # the round a stalled deal voids
+    rule: str
+    action: str
+
+
 class DeliveryFaultRecord(Record):
     """The broker refuses this table's rows or does not acknowledge them (its ACL, another
     table's identity, a broker that stopped answering): they wait in the journal."""
@@ -735,6 +752,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DealCompleted,
         DealRequestFailedRecord,
         DealResolved,
+        CommandStalledRecord,
         DeliveryFaultRecord,
         DeliveryFaultCleared,
         CardFaceUp,

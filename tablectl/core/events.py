@@ -338,6 +338,22 @@ class DeviceResumed(Input):
     events_held: int  # events past the journal's cursor it reported in that STATUS
 
 
+class CommandStalled(Input):
+    """A command a device took (SHUFFLE, DEAL) has not completed: nothing it reported reached
+    the table for the configured time, or the device says it is done while the table still
+    waits for its completion. The shell's clock decides (service/waits.py), as it decides a
+    link lost; the core hears the decision with what the device's last STATUS said, and
+    journals it as a fault only if it still waits."""
+
+    TYPE = "command_stalled"
+    device: Literal["shuffler", "shoe"]
+    awaited: Literal["shuffle", "deal"]
+    waited_ms: int = Field(ge=0)  # since the device took the command, or last progressed
+    reported: str | None = None  # the device's state in its last STATUS (ready, idle, ...)
+    card_count: int | None = None  # the count its last STATUS shows
+    replayed: int = 0  # events it listed again under ids already taken, while awaited
+
+
 # --- delivery to the backends ---------------------------------------------------------
 
 
@@ -618,6 +634,7 @@ Event = (
     | ShoeRebooted
     | DealRequestFailed
     | DeviceResumed
+    | CommandStalled
     | DeliveryFault
     | DeliveryRestored
     | DealRequested
@@ -670,6 +687,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ShoeRebooted,
         DealRequestFailed,
         DeviceResumed,
+        CommandStalled,
         DeliveryFault,
         DeliveryRestored,
         DealRequested,

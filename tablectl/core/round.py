@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
-from tablectl.core import decks
+from tablectl.core import decks, stalls
 from tablectl.core import effects as rec
 from tablectl.core.compat import later
 from tablectl.core.decks import DeckLife
@@ -38,6 +38,7 @@ from tablectl.core.events import (
     ChipSensed,
     ClearGpioFault,
     ClearStuckInput,
+    CommandStalled,
     ConfirmDocumentation,
     DealRequested,
     DealRequestFailed,
@@ -97,6 +98,7 @@ from tablectl.core.games.base import (
     form_hands,
 )
 from tablectl.core.recovery import Resolution, resolve_deal
+from tablectl.core.stalls import Awaited, Stall, Wait
 from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
 from tablectl.util.frozen import replaced, trusted
 
@@ -176,6 +178,7 @@ CounterName = Literal[
     "shoe_events_outside_a_deal",
     "shoe_faults",
     "link_losses",
+    "commands_stalled",
 ]
 
 
@@ -205,6 +208,7 @@ class Counters(BaseModel):
     shoe_events_outside_a_deal: int = 0
     shoe_faults: int = 0
     link_losses: int = 0  # the linked progressive's link lost
+    commands_stalled: int = 0  # a shuffle or deal taken by its device that never completed
     happened: tuple[CounterName, ...] = ()  # the counters above, in the order each first did
 
     @model_validator(mode="before")
@@ -354,6 +358,8 @@ class TableState(BaseModel):
     # were refused (None: not refused). Either locks out the progressive (5321.18(c)).
     link_silent: str | None = later(None)
     link_refused: str | None = later(None)
+    # device -> the wait that never ended, while its fault stands (core/stalls.py).
+    stalls: dict[str, Stall] = later({})
 
     @property
     def accepting_wagers(self) -> bool:
@@ -425,6 +431,7 @@ class TableStateUpdate(TypedDict, total=False):
     deck: DeckLife
     link_silent: str | None
     link_refused: str | None
+    stalls: dict[str, Stall]
 
 
 def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
@@ -657,7 +664,7 @@ def _on_reshuffle(event: ReshuffleRequested, s: TableState, ctx: _Context) -> Ta
         raise Rejected("the shuffler reports no fault to recover from")
     ctx.fx.append(trusted(rec.ShufflerFaultCleared, code=s.shuffler_fault, by=event.by))
     # 649a.13(e): the cards are reshuffled; nothing reported before counts.
-    return _unverify(s.replace(shuffler_fault=None))
+    return _unverify(s.replace(shuffler_fault=None, stalls=_without(s.stalls, "shuffler")))
 
 
 @_apply.register
@@ -705,6 +712,11 @@ def _on_link_reset(event: DeviceLinkReset, s: TableState, ctx: _Context) -> Tabl
 @_apply.register
 def _on_resumed(event: DeviceResumed, s: TableState, ctx: _Context) -> TableState:
     return _resumed(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_command_stalled(event: CommandStalled, s: TableState, ctx: _Context) -> TableState:
+    return _stalled(ctx.game, s, event, ctx.fx)
 
 
 # --- the automated dealing shoe ---------------------------------------------------------
@@ -1794,6 +1806,81 @@ def _link_reset(s: TableState, event: DeviceLinkReset, fx: list[Effect]) -> Tabl
     return _unverify(s) if event.device == "shuffler" else s
 
 
+# --- waits: what the table awaits from its devices, and a wait that never ends -----------
+
+
+def waits(s: TableState) -> tuple[Wait, ...]:
+    """What the table waits for from its devices now (core/stalls.py): a shuffle's completion
+    while it wants a deck and nothing else explains the wait, the shoe's deal of the round."""
+    found: list[Wait] = []
+    if s.shuffle_requested and not s.deck_ready and _shuffler_usable(s):
+        found.append(Wait("shuffler", Awaited.SHUFFLE, (int(s.shuffle_started),)))
+    deal = s.deal
+    if (
+        deal is not None
+        and _dealing(s)
+        and s.shoe_fault is None
+        and not s.shoe_out_of_order
+        and "shoe" not in s.events_refused
+    ):
+        progress = (len(deal.cards), len(deal.stacks_done), deal.face_up, len(deal.discarded))
+        found.append(Wait("shoe", Awaited.DEAL, progress))
+    return tuple(found)
+
+
+def _stalled(game: TableGame, s: TableState, event: CommandStalled, fx: list[Effect]) -> TableState:
+    """A wait the shell found too long: a fault, if the table still waits for it (a
+    completion journaled meanwhile makes the decision moot: nothing is journaled)."""
+    awaited = Awaited(event.awaited)
+    if not any(w.device == event.device and w.awaited is awaited for w in waits(s)):
+        return s
+    stall = Stall.of(event)
+    chapter = _chapter(game)
+    dealt = awaited is Awaited.DEAL
+    fx.append(
+        trusted(
+            rec.CommandStalledRecord,
+            device=event.device,
+            awaited=awaited.value,
+            waited_ms=event.waited_ms,
+            reported=event.reported,
+            card_count=event.card_count,
+            replayed=event.replayed,
+            round_id=s.round_id if dealt else None,
+            rule=stalls.rule(chapter, awaited),
+            action=stalls.action(awaited),
+        )
+    )
+    s = s.replace(
+        stalls={**s.stalls, event.device: stall},
+        counters=s.counters.bump("commands_stalled"),
+    )
+    if dealt:
+        # 649a.13(f): the shoe stopped dealing: the round is void, its cards reshuffled.
+        return _shoe_fault(game, s, "stalled", fx)
+    # 649a.13(e): the shuffle cycle did not complete; the cards are reshuffled.
+    fx.append(trusted(rec.ShufflerFaultRecord, code="stalled", rule=stalls.rule(chapter, awaited)))
+    s = _shuffler_unusable(s, "stalled")
+    counted = stalls.miscount(stall)
+    if counted is None:
+        return s
+    # 649a.5(b): the shuffler showed the count in its STATUS, if not in an event.
+    fx.append(
+        trusted(
+            rec.DeckMiscount,
+            card_count=counted,
+            expected=DECK_SIZE,
+            rule="649a.5(b)",
+            action="deck removed; register a new deck",
+        )
+    )
+    return s.replace(blocked=f"deck-miscount:{counted}", counters=s.counters.bump("deck_miscounts"))
+
+
+def _without(stalled: dict[str, Stall], device: str) -> dict[str, Stall]:
+    return stalled if device not in stalled else {k: v for k, v in stalled.items() if k != device}
+
+
 # --- the automated dealing shoe -------------------------------------------------------
 
 
@@ -2026,7 +2113,7 @@ def _shoe_cleared(s: TableState, by: str, fx: list[Effect]) -> TableState:
     if s.shoe_fault is None:
         raise Rejected("the shoe reports no fault to clear")
     fx.append(trusted(rec.ShoeFaultCleared, code=s.shoe_fault, by=by))
-    return s.replace(shoe_fault=None)
+    return s.replace(shoe_fault=None, stalls=_without(s.stalls, "shoe"))
 
 
 def _deck_irregular(

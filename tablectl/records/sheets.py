@@ -78,6 +78,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.DealCompleted: (),
     rec.DealRequestFailedRecord: (Sheet.DEVICE_EVENTS,),
     rec.DealResolved: (Sheet.DEVICE_EVENTS,),
+    rec.CommandStalledRecord: (Sheet.DEVICE_EVENTS,),
     rec.DeliveryFaultRecord: (Sheet.DEVICE_EVENTS,),
     rec.DeliveryFaultCleared: (Sheet.DEVICE_EVENTS,),
     rec.CardFaceUp: (Sheet.DECK_EVENTS,),

@@ -78,6 +78,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again
 LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
+WAIT_CHECK_S = 1.0  # how often the waits on the devices are timed (service/waits.py)
 DEAL_ANSWER_S = 3.0  # `dealer deal` waits this long to say whether the shoe took the deal
 
 
@@ -318,6 +319,7 @@ class Daemon:
                     tasks.create_task(self.link.run(), name="progressive-link")
                 tasks.create_task(self._watchdog(), name="watchdog")
                 tasks.create_task(self._deck_clock(), name="deck-clock")
+                tasks.create_task(self._watch_waits(), name="device-waits")
                 if self._owns_process:
                     freeze_start_up()
                 # Ready once the journal is open and commands are taken; devices and the
@@ -355,6 +357,19 @@ class Daemon:
                 continue
             # A deck introduced meanwhile brings its own times: look again within a minute.
             await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
+
+    async def _watch_waits(self) -> None:
+        """A shuffle or deal a device took and never completed becomes a journaled fault
+        (service/waits.py decides on its clock; the core journals it if it still waits)."""
+        while True:
+            await asyncio.sleep(WAIT_CHECK_S)
+            self.check_waits()
+
+    def check_waits(self) -> None:
+        """Hand the core each wait that has become a stall (the loop above; tests on a clock)."""
+        for stalled in self.supervisor.stalls():
+            log.warning("a device command stalled", **stalled.model_dump())
+            self.post(stalled)
 
     async def _open_gpio(self) -> tuple[GpioBackend, Levels]:
         if self.gpio_backend is not None:
@@ -607,6 +622,7 @@ class Daemon:
             shoe=self._device_status("shoe", s.shoe_fault),
             mqtt=self.relay.stats(),
             faults=self.faults(),
+            waits=self.supervisor.waits.views(s, self.supervisor.health()),
             decks=None
             if self.rules.deck is None
             else deck_status.view(self.rules.deck, s, self.wall_clock_ms()),
