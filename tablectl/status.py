@@ -274,6 +274,12 @@ class DecksView(_Model):
     rounds_to_stub_count: int | None
     # With a reading shoe: the stub the shoe's reads give (52 less the cards dealt).
     stub_expected: int | None
+    # The dealer's count the shoe's reads contradict, until the dealer confirms which.
+    stub_questioned: int | None = None
+    idle_minutes: int | None = Field(
+        default=None, description="no round this long: the idle procedure (649a.5(f))"
+    )
+    idle_procedure_due_utc: str | None = None
     blocked_by: str | None
 
 

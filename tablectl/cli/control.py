@@ -106,6 +106,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="a hand (or the community area) has more or fewer cards than dealt: void only",
     )
+    stub_count.add_argument(
+        "--confirm",
+        action="store_true",
+        help="your count stands, though the shoe's reads contradict it (it was questioned)",
+    )
+    idle = dealer_sub.add_parser(
+        "idle-procedure",
+        help="after no round for the idle time (649a.5(f)): the cards were spread for "
+        "inspection, then the deck from the table went into the shuffler in place of its own",
+    )
     deck_in_play = dealer_sub.add_parser(
         "deck-in-play",
         help="the deck this round is dealt from (649a.3(b)(3): the decks alternate)",
@@ -136,6 +146,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         void,
         new_deck,
         stub_count,
+        idle,
         deck_in_play,
         reshuffle,
         clear_fault,
@@ -199,7 +210,13 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         deck = {"deck_id": args.deck_id, "back": args.back, "replaces": args.replaces}
         return {"cmd": "new-deck", **{k: v for k, v in deck.items() if v}, **by}
     if args.dealer_verb == "stub-count":
-        return {"cmd": "stub-count", "cards": args.cards, "misdealt": args.misdealt, **by}
+        return {
+            "cmd": "stub-count",
+            "cards": args.cards,
+            "misdealt": args.misdealt,
+            "confirmed": args.confirm,
+            **by,
+        }
     if args.dealer_verb == "deck-in-play":
         return {"cmd": "deck-in-play", "deck_id": args.deck_id, **by}
     if args.dealer_verb == "void":
@@ -231,7 +248,9 @@ def _print_waits(status: Status) -> None:
 
 
 def _hours(ms: int) -> str:
-    return f"{ms // 3_600_000}h{ms % 3_600_000 // 60_000:02d}m"
+    from tablectl.core.decks import duration_text
+
+    return duration_text(ms)
 
 
 def _print_decks(decks: DecksView | None) -> None:
@@ -255,6 +274,12 @@ def _print_decks(decks: DecksView | None) -> None:
         expected = decks.stub_expected
         shoe = f"; the shoe's reads give a stub of {expected}" if expected is not None else ""
         print(f"  stub count: {due} (every {decks.stub_count_every_rounds} rounds){shoe}")
+    if decks.stub_questioned is not None:
+        print(f"  stub count QUESTIONED: you counted {decks.stub_questioned} (see below)")
+    if decks.idle_procedure_due_utc is not None:
+        print(f"  IDLE PROCEDURE due since {decks.idle_procedure_due_utc} (see below)")
+    elif decks.idle_minutes is not None:
+        print(f"  idle procedure after {_hours(decks.idle_minutes * 60_000)} without a round")
     if decks.blocked_by:
         print(f"  the next round waits: {decks.blocked_by} (see below)")
 

@@ -461,6 +461,52 @@ class StubCountRecord(Record):
     by: str
 
 
+class DeckAgeHold(Record):
+    """The round's deck reached its age limit after the round opened and before its cards were
+    dealt: it is not dealt from it (649a.3(c)). The round waits for a new deck or is void."""
+
+    TYPE = "deck.age_hold"
+    round_id: int
+    deck_id: str
+    age_ms: int
+    max_age_ms: int
+    rule: str
+    action: str
+
+
+class StubCountQuestioned(Record):
+    """The dealer's stub count contradicts the shoe's reads of the round: both are shown and
+    nothing is decided until the dealer confirms which (649a.10(d)-(f) and the others')."""
+
+    TYPE = "deck.stub_count_questioned"
+    round_id: int
+    deck_id: str | None
+    counted: int  # the cards the dealer's count shows in the deck
+    cards_read: int  # the cards the shoe read this round
+    stub_counted: int  # the stub the dealer's count gives (counted - cards_read)
+    stub_expected: int  # the stub a whole deck leaves after those reads
+    rule: str
+    by: str
+
+
+class IdleProcedureDue(Record):
+    """No round for the table's idle time: the idle procedure is due before the next round
+    (649a.5(f)); a round open without a wager is closed (void, nothing to return)."""
+
+    TYPE = "deck.idle_procedure_due"
+    since_ms: int  # the last activity: a round's "no more bets", an idle procedure, a deck
+    idle_ms: int
+    round_voided: int | None
+    rule: str
+    action: str
+
+
+class IdleProcedureDoneRecord(Record):
+    TYPE = "deck.idle_procedure_done"
+    rule: str
+    by: str
+
+
 class WagerOutcome(StrEnum):
     WON = "won"
     LOST = "lost"
@@ -778,6 +824,10 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DeckAlternation,
         StubCountDue,
         StubCountRecord,
+        DeckAgeHold,
+        StubCountQuestioned,
+        IdleProcedureDue,
+        IdleProcedureDoneRecord,
         LinkContribution,
         LinkContributionReversed,
         LinkClaim,

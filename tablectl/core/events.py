@@ -66,9 +66,13 @@ class DeckRules(BaseModel):
     stub_count_every_rounds: int | None = Field(default=None, ge=1, le=5)
     # 649a.3(b)(3): two decks alternate, each used for every other round.
     alternate: bool = False
+    # 649a.5(f), 653a.5(f) (643a.5(f) by analogy): no round for this long and the idle
+    # procedure is due before the next (None: not kept, a device that reshuffles by itself,
+    # 649a.5(g); and every journal written before revision 4).
+    idle_ms: int | None = later(None)
 
 
-RULES_REVISION = 3
+RULES_REVISION = 4
 
 
 class LinkRules(BaseModel):
@@ -102,8 +106,10 @@ class TableRules(BaseModel):
     deck: DeckRules | None = later(None)
     # Which revision of the core's own rules the journal was written under, so a journal
     # replays as it was written: 1, before issue 14 (no sensor levels; a shoe fault did not
-    # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 since (decks: identity,
-    # alternation, age and stub counts hold the table; core/decks.py).
+    # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 until issue 27 (decks:
+    # identity, alternation, age and stub counts hold the table; core/decks.py); 4 since (a
+    # deck past its age is not dealt, a stub count the shoe's reads contradict is questioned,
+    # an idle table asks for the idle procedure).
     revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
     # The progressive wager is on a link: its meter is the link controller's.
     link: LinkRules | None = later(None)
@@ -544,6 +550,26 @@ class StubCounted(Command):
     TYPE = "stub_counted"
     cards: int | None = Field(default=None, ge=0, le=104)
     misdealt: bool = False
+    # The dealer's count stands against the shoe's reads that contradict it (it was
+    # questioned: both shown, the dealer confirms which).
+    confirmed: bool = later(False)
+
+
+class TableIdle(Input):
+    """No round was locked since since_ms (the last round's "no more bets", the last idle
+    procedure or deck introduced), as the shell read the time at at_ms (UTC milliseconds):
+    at a table that keeps its idle time, the idle procedure falls due (649a.5(f))."""
+
+    TYPE = "table_idle"
+    since_ms: int = Field(ge=0)
+    at_ms: int = Field(ge=0)
+
+
+class IdleProcedureDone(Command):
+    """The dealer did the idle procedure (649a.5(f)): the cards were spread for inspection,
+    then the deck from the table went into the shuffler and the one in it was removed."""
+
+    TYPE = "idle_procedure_done"
 
 
 class ReshuffleRequested(Command):
@@ -652,6 +678,8 @@ Event = (
     | DeckClock
     | DeckInPlay
     | StubCounted
+    | TableIdle
+    | IdleProcedureDone
     | LinkParametersHeard
     | LinkLost
     | LinkRestored
@@ -705,6 +733,8 @@ INPUT_TYPES: dict[str, type[Event]] = {
         DeckClock,
         DeckInPlay,
         StubCounted,
+        TableIdle,
+        IdleProcedureDone,
         LinkParametersHeard,
         LinkLost,
         LinkRestored,

@@ -56,6 +56,7 @@ from tablectl.core.events import (
     DeviceResumed,
     Event,
     GpioFault,
+    IdleProcedureDone,
     JournalRecovered,
     LinkClaimAnswer,
     LinkLost,
@@ -83,6 +84,7 @@ from tablectl.core.events import (
     ShufflerRebooted,
     ShuffleStarted,
     StubCounted,
+    TableIdle,
     TableRules,
     ValidateHit,
     VoidRound,
@@ -540,7 +542,7 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         if s.sensor_test is not None:
             return s  # the technician's test press (service/walk_test.py), not play
         return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
-    return _lock(
+    s = _lock(
         ctx.game,
         s,
         ctx.fx,
@@ -552,6 +554,11 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         # resolution go with the lock and the count.
         also={"lockout_held": held, "lockout_resolution_ns": event.resolution_ns},
     )
+    if not ctx.rules.shoe or s.shoe_out_of_order:
+        # "No more bets": the dealer deals now (649a.8(c), 649a.9(b)); not from a deck past
+        # its age (649a.3(c)).
+        s = _deck_age_at_deal(ctx.rules, ctx.game, s, ctx.fx)
+    return s
 
 
 @_apply.register
@@ -794,7 +801,9 @@ def _on_shoe_out_of_order(event: ShoeOutOfOrder, s: TableState, ctx: _Context) -
 
 @_apply.register
 def _on_deck(
-    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted, s: TableState, ctx: _Context
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted | TableIdle | IdleProcedureDone,
+    s: TableState,
+    ctx: _Context,
 ) -> TableState:
     return _deck_input(ctx.rules, ctx.game, s, event, ctx.fx)
 
@@ -806,7 +815,7 @@ def _on_settle(event: Settle, s: TableState, ctx: _Context) -> TableState:
 
 @_apply.register
 def _on_void(event: VoidRound, s: TableState, ctx: _Context) -> TableState:
-    return _void(ctx.game, s, event, ctx.fx)
+    return _void(ctx.rules, ctx.game, s, event, ctx.fx)
 
 
 @_apply.register
@@ -1382,6 +1391,11 @@ def _settle(
         raise Rejected(f"no round to settle: the table is {s.phase.value}")
     if not s.counted:
         raise Rejected(f"the count is not final: seats {list(s.undecided)} are still resting")
+    if (old := _deck_too_old(rules, s)) is not None and s.deck.age_held_round == s.round_id:
+        raise Rejected(
+            f"deck {old.deck_id} reached its age limit before this round was dealt "
+            f"({decks.age_rule(game)}): void the round (`tablectl dealer void deck-age`)"
+        )
     for seat in {*event.hands, *event.folded}:
         if not 1 <= seat <= rules.seats:
             raise Rejected(f"seat {seat} does not exist (1..{rules.seats})")
@@ -1592,10 +1606,15 @@ def _floor(
     return s.replace(hits_pending=pending, hit_history=history)
 
 
-def _void(game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]) -> TableState:
+def _void(
+    rules: TableRules, game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]
+) -> TableState:
     if s.phase is Phase.CLOSED:
         raise Rejected("no round in play to void")
     reasons = game.void_reasons()
+    if _deck_rules_since_4(rules) is not None:
+        # 649a.3(c): a round opened on a deck that passed its age before the deal.
+        reasons = {**reasons, "deck-age": decks.age_rule(game)}
     if event.reason not in reasons:
         raise Rejected(f"unknown void reason {event.reason!r}; one of {sorted(reasons)}")
     return _void_round(s, event.reason, reasons[event.reason], event.by, fx)
@@ -1928,6 +1947,15 @@ def _deal(
         )
     if s.deal is not None and (s.deal.cards or s.deal.face_up or s.deal.complete):
         raise Rejected("the shoe is already dealing this round")
+    if (old := _deck_too_old(rules, s)) is not None:
+        # 649a.3(c): not dealt from a deck past its age; journaled once, then refused.
+        if s.deck.age_held_round == s.round_id:
+            raise Rejected(
+                f"deck {old.deck_id} reached its age limit ({decks.age_rule(game)}): introduce "
+                f"the deck that replaces it (`tablectl dealer new-deck --id ID --back COLOUR "
+                f"--replaces {old.deck_id}`) and deal, or `tablectl dealer void deck-age`"
+            )
+        return _deck_age_at_deal(rules, game, s, fx)
     seats = tuple(sorted({*s.wagers, *event.seats}))
     for seat in seats:
         if not 1 <= seat <= rules.seats:
@@ -2172,6 +2200,43 @@ def _deck_rules(rules: TableRules) -> DeckRules | None:
     return rules.deck if rules.revision >= 3 else None
 
 
+def _deck_rules_since_4(rules: TableRules) -> DeckRules | None:
+    """The deck rules of revision 4 on (a deck past its age is not dealt, a questioned stub
+    count, the idle procedure): journals written before replay as they were written."""
+    return rules.deck if rules.revision >= 4 else None
+
+
+def _deck_too_old(rules: TableRules, s: TableState) -> decks.DeckEntry | None:
+    return None if _deck_rules_since_4(rules) is None else decks.too_old_to_deal(s.deck)
+
+
+def _deck_age_at_deal(
+    rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
+) -> TableState:
+    """The deal starts: a round opened before its deck's limit is not dealt after it
+    (649a.3(c)). Journaled once per round; the round waits for a new deck (one introduced in
+    place of it) or is void (`dealer void deck-age`)."""
+    deck_rules = _deck_rules_since_4(rules)
+    old = _deck_too_old(rules, s)
+    if deck_rules is None or old is None or s.deck.age_held_round == s.round_id:
+        return s
+    rule = decks.age_rule(game)
+    fx.append(
+        trusted(
+            rec.DeckAgeHold,
+            round_id=s.round_id,
+            deck_id=old.deck_id,
+            age_ms=old.age_ms(s.deck.now_ms),
+            max_age_ms=deck_rules.max_age_ms,
+            rule=rule,
+            action=f"not dealt from deck {old.deck_id}: introduce the deck that replaces it "
+            f"(tablectl dealer new-deck --id ID --back COLOUR --replaces {old.deck_id}) and "
+            "deal from it, or void the round (tablectl dealer void deck-age)",
+        )
+    )
+    return _with_life(s, s.deck.replace(age_held_round=s.round_id))
+
+
 def _deck_block(rules: TableRules, s: TableState) -> decks.DeckBlock | None:
     deck_rules = _deck_rules(rules)
     return None if deck_rules is None else decks.block(deck_rules, s.deck)
@@ -2223,12 +2288,14 @@ def _deck_input(
     rules: TableRules,
     game: TableGame,
     s: TableState,
-    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted,
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted | TableIdle | IdleProcedureDone,
     fx: list[Effect],
 ) -> TableState:
     deck_rules = _deck_rules(rules)
-    if deck_rules is None:
-        if isinstance(event, DeckClock):
+    if deck_rules is None or (
+        isinstance(event, TableIdle | IdleProcedureDone) and _deck_rules_since_4(rules) is None
+    ):
+        if isinstance(event, DeckClock | TableIdle):
             return s  # nothing ages at a table that keeps no decks
         raise Rejected(
             f"this table keeps no decks: its config has no [deck] section ({decks.chapter(game)}.3)"
@@ -2241,7 +2308,58 @@ def _deck_input(
         case DeckInPlay():
             return _deck_in_play(game, deck_rules, s, event, fx)
         case StubCounted():
-            return _stub_counted(game, deck_rules, s, event, fx)
+            return _stub_counted(rules, game, deck_rules, s, event, fx)
+        case TableIdle():
+            return _table_idle(game, deck_rules, _deck_time(s, event.at_ms), event, fx)
+        case IdleProcedureDone():
+            return _idle_procedure_done(game, s, event, fx)
+
+
+def _table_idle(
+    game: TableGame, rules: DeckRules, s: TableState, event: TableIdle, fx: list[Effect]
+) -> TableState:
+    """649a.5(f): "If there is no gaming activity at a Three Card Poker table which is open
+    for gaming, the cards shall be removed from the dealing shoe and discard rack and spread
+    out on the table face down..." No round locked for the table's idle time: the procedure
+    is due before the next round; a round open without a wager is closed (void)."""
+    life = s.deck
+    idle_ms = rules.idle_ms
+    if idle_ms is None or life.idle_due_ms is not None:
+        return s
+    if s.phase is Phase.LOCKED or s.wagers or s.undecided:
+        return s  # a round under way, or wagers on the layout: the table is not idle
+    if event.at_ms - event.since_ms < idle_ms:
+        return s
+    rule = decks.idle_rule(game)
+    betting = s.phase is Phase.BETTING
+    fx.append(
+        trusted(
+            rec.IdleProcedureDue,
+            since_ms=event.since_ms,
+            idle_ms=idle_ms,
+            round_voided=s.round_id if betting else None,
+            rule=rule,
+            action="spread the cards for inspection, then place the deck from the table in "
+            "the shuffler and remove the one in it: tablectl dealer idle-procedure --by ID",
+        )
+    )
+    s = _with_life(s, life.replace(idle_due_ms=event.at_ms))
+    if betting:
+        # Nobody has wagered on it: it is not played on cards that sat uninspected.
+        s = _void_round(s, "table-idle", rule, "table", fx)
+    return s
+
+
+def _idle_procedure_done(
+    game: TableGame, s: TableState, event: IdleProcedureDone, fx: list[Effect]
+) -> TableState:
+    """The dealer did the idle procedure: the deck from the table goes into the shuffler and
+    is shuffled and counted before a round opens (649a.5(b), 649a.5(f)(2) of the 2011 text)."""
+    if s.deck.idle_due_ms is None:
+        raise Rejected("no idle procedure is due: the table has had rounds")
+    fx.append(trusted(rec.IdleProcedureDoneRecord, rule=decks.idle_rule(game), by=event.by))
+    s = _with_life(s, s.deck.replace(idle_due_ms=None))
+    return _unverify(s) if s.phase is Phase.CLOSED else s
 
 
 def _deck_time(s: TableState, at_ms: int) -> TableState:
@@ -2445,7 +2563,12 @@ def _shoe_read(rules: TableRules, s: TableState) -> TableState:
 
 
 def _stub_counted(
-    game: TableGame, rules: DeckRules, s: TableState, event: StubCounted, fx: list[Effect]
+    table_rules: TableRules,
+    game: TableGame,
+    rules: DeckRules,
+    s: TableState,
+    event: StubCounted,
+    fx: list[Effect],
 ) -> TableState:
     """649a.8(g)-(h), 649a.9(e)-(f), 649a.10(e)-(f) (653a.8(g)-(h), 653a.9(e)-(f),
     653a.10(e)-(f); 643a the same): 52, the stub goes to the discard rack; otherwise all hands
@@ -2469,6 +2592,37 @@ def _stub_counted(
         )
     cards = DECK_SIZE if event.cards is None else event.cards
     in_play = s.phase is Phase.LOCKED
+    read = life.shoe_read
+    if (
+        _deck_rules_since_4(table_rules) is not None
+        and read is not None
+        and cards != DECK_SIZE
+        and not event.confirmed
+    ):
+        # The shoe read `read` distinct cards of this deck: a whole deck leaves a stub of
+        # 52 - read. A count that says otherwise is asked again, both shown; the dealer
+        # confirms theirs (--confirm) or the shoe's (no count).
+        if life.stub_questioned == cards:
+            raise Rejected(
+                f"your count of {cards} is questioned already: the shoe read {read} cards, a "
+                f"whole deck leaves a stub of {DECK_SIZE - read}; confirm yours with "
+                f"`tablectl dealer stub-count {cards} --confirm`, or the shoe's with "
+                "`tablectl dealer stub-count`"
+            )
+        fx.append(
+            trusted(
+                rec.StubCountQuestioned,
+                round_id=s.round_id,
+                deck_id=life.round_deck,
+                counted=cards,
+                cards_read=read,
+                stub_counted=cards - read,
+                stub_expected=DECK_SIZE - read,
+                rule=every_rule,
+                by=event.by,
+            )
+        )
+        return _with_life(s, life.replace(stub_questioned=cards))
 
     def record(outcome: str, rule: str) -> None:
         fx.append(
@@ -2485,7 +2639,7 @@ def _stub_counted(
             )
         )
 
-    counted = life.replace(rounds_since_stub_count=0, stub_count_asked=False)
+    counted = life.replace(rounds_since_stub_count=0, stub_count_asked=False, stub_questioned=None)
     if cards == DECK_SIZE:
         if event.misdealt:
             raise Rejected(

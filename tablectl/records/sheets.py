@@ -104,6 +104,10 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.DeckAlternation: (Sheet.DECK_EVENTS,),
     rec.StubCountDue: (Sheet.DECK_EVENTS,),
     rec.StubCountRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
+    rec.DeckAgeHold: (Sheet.DECK_EVENTS,),
+    rec.StubCountQuestioned: (Sheet.DECK_EVENTS,),
+    rec.IdleProcedureDue: (Sheet.DECK_EVENTS,),
+    rec.IdleProcedureDoneRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
     # A linked progressive: the link's ledger (PostgreSQL) keeps its meters and hits; the
     # table's own sheets list its link's ups, downs and refused parameters.
     rec.LinkContribution: (),
@@ -118,7 +122,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
 
 # The `by` of what the table did by itself, not a person (core/round.py voids a round the
 # shoe spoiled with by="shoe"): such rows are not control actions.
-AUTOMATIC_BY = frozenset({"shoe", "shuffler"})
+AUTOMATIC_BY = frozenset({"shoe", "shuffler", "table"})
 
 
 # --- rows -------------------------------------------------------------------------------

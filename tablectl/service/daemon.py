@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -33,6 +34,7 @@ from tablectl.core.events import (
     Event,
     PowerUp,
     ShuffleCompleted,
+    TableIdle,
     TableRules,
 )
 from tablectl.core.round import Phase, Rejected, TableState
@@ -77,9 +79,17 @@ from tablectl.util.faultpoint import fault_point
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again
+# The rows after which a table is not idle (649a.5(f)): a round's "no more bets", the idle
+# procedure done, a deck come to the table (inspected as it came, 649a.4).
+IDLE_ENDS = ("round.locked", "deck.idle_procedure_done", "deck.introduced")
 LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
 WAIT_CHECK_S = 1.0  # how often the waits on the devices are timed (service/waits.py)
 DEAL_ANSWER_S = 3.0  # `dealer deal` waits this long to say whether the shoe took the deal
+
+
+def _ts_ms(ts: str) -> int:
+    """A journal row's time (ISO 8601, UTC) in UTC milliseconds."""
+    return round(datetime.fromisoformat(ts).timestamp() * 1000)
 
 
 def freeze_start_up() -> None:
@@ -132,6 +142,7 @@ class Daemon:
         self.reader: JournalReader | None = None
         self.pace: PaceReporter | None = None  # game pace, from the journal once a minute
         self._owns_process = False  # serve(): the process is the daemon's (freeze_start_up)
+        self._idle_told_ms: int | None = None  # the core was last told of an idle table
 
     # --- what tests, simulators and the walk test reach through the daemon ---------------
 
@@ -343,20 +354,47 @@ class Daemon:
         return time.time_ns() // 1_000_000
 
     async def _deck_clock(self) -> None:
-        """Tell the core the time whenever a deck's warning or age limit falls due
-        (649a.3(c)); the core never reads a clock, so its decisions replay."""
-        deck_rules = self.rules.deck
-        if deck_rules is None:
+        """Tell the core the time whenever a deck's warning or age limit (649a.3(c)) or the
+        idle procedure (649a.5(f)) falls due; the core never reads a clock, so its decisions
+        replay."""
+        if self.rules.deck is None:
             return
         while True:
-            due = None if self.state is None else decks.next_due_ms(deck_rules, self.state.deck)
-            now = self.wall_clock_ms()
-            if due is not None and due <= now:
-                self.post(DeckClock(at_ms=now))
-                await asyncio.sleep(DECK_CLOCK_SETTLE_S)  # until the core has taken it
-                continue
-            # A deck introduced meanwhile brings its own times: look again within a minute.
-            await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
+            await asyncio.sleep(self.deck_clock_tick())
+
+    def deck_clock_tick(self) -> float:
+        """One look at the decks' clock (the loop above; tests on a clock): the input due now,
+        if any, and how long until the next look (seconds)."""
+        deck_rules = self.rules.deck
+        state = self.state
+        if deck_rules is None or state is None:
+            return 60.0
+        due = decks.next_due_ms(deck_rules, state.deck)
+        now = self.wall_clock_ms()
+        if due is not None and due <= now:
+            self.post(DeckClock(at_ms=now))
+            return DECK_CLOCK_SETTLE_S  # until the core has taken it
+        idle = self._idle_due(deck_rules.idle_ms, state)
+        if idle is not None and idle[1] <= now:
+            self.post(TableIdle(since_ms=idle[0], at_ms=now))
+            self._idle_told_ms = now  # not told again for another idle time
+            return DECK_CLOCK_SETTLE_S
+        # A deck introduced or a round locked meanwhile brings its own times: a minute.
+        nearest = min(
+            (t for t in (due, None if idle is None else idle[1]) if t is not None), default=None
+        )
+        return min(60.0, 60.0 if nearest is None else (nearest - now) / 1000)
+
+    def _idle_due(self, idle_ms: int | None, state: TableState) -> tuple[int, int] | None:
+        """(since, due): the last activity -- a round's "no more bets", the last idle
+        procedure, a deck introduced, this start -- and when the idle time runs out from it
+        (or from the last time the core was told, if it found the table in play)."""
+        if idle_ms is None or state.deck.idle_due_ms is not None or self.reader is None:
+            return None
+        row = self.reader.last_row(IDLE_ENDS, {})
+        since = round(self.started_at * 1000) if row is None else _ts_ms(row[1])
+        told = self._idle_told_ms
+        return since, max(since, told or 0) + idle_ms
 
     async def _watch_waits(self) -> None:
         """A shuffle or deal a device took and never completed becomes a journaled fault
