@@ -368,11 +368,11 @@ def chaos(rules: TableRules, rounds: int, seed: int) -> list[Event]:
         if roll < 0.04:
             feed(TableIdle(since_ms=now_ms - rng.choice((10, 45)) * MIN, at_ms=now_ms))
         elif roll < 0.08:
-            device = rng.choice(("shuffler", "shoe"))
+            shuffler = rng.choice(("shuffler", "shoe")) == "shuffler"
             feed(
                 CommandStalled(
-                    device=device,
-                    awaited="shuffle" if device == "shuffler" else "deal",
+                    device="shuffler" if shuffler else "shoe",
+                    awaited="shuffle" if shuffler else "deal",
                     waited_ms=rng.randint(1, 200_000),
                     reported=rng.choice((None, "ready", "idle", "shuffling", "dealing")),
                     card_count=rng.choice((None, 51, 52)),

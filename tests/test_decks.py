@@ -532,7 +532,7 @@ def test_a_round_opened_before_its_decks_limit_is_not_dealt_after_it() -> None:
     ]
     assert "round 1 opened on it before its limit and is not dealt from it" in aged
     # Voided with its section...
-    voided, fx = step(rules, held, VoidRound(reason="deck-age", by="d1"))
+    _, fx = step(rules, held, VoidRound(reason="deck-age", by="d1"))
     (void,) = records(fx, rec.RoundVoided)
     assert void.rule == "649a.3(c)(2)" and void.wagers_returned == [2]
     # ... or dealt from the new deck that replaces it.

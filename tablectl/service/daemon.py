@@ -360,7 +360,8 @@ class Daemon:
         if self.rules.deck is None:
             return
         while True:
-            await asyncio.sleep(self.deck_clock_tick())
+            delay_s = self.deck_clock_tick()
+            await asyncio.sleep(delay_s)
 
     def deck_clock_tick(self) -> float:
         """One look at the decks' clock (the loop above; tests on a clock): the input due now,

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 
 from tablectl.core import decks
 from tablectl.core.events import DeckRules
-from tablectl.core.games.base import DECK_SIZE, TableGame
-from tablectl.core.games.base import Procedure
+from tablectl.core.games.base import DECK_SIZE, Procedure, TableGame
 from tablectl.core.round import Phase, TableState
 from tablectl.service.status import WHO
 from tablectl.status import DecksView, DeckView, FaultView, Stops
