@@ -643,6 +643,37 @@ class JournalRecoveredRecord(Record):
 _LINK_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"  # mqtt.contract.ID_PATTERN
 
 
+class JournalRolledBack(Record):
+    """A registered backend acknowledged past the journal's end: the journal was put back from
+    an older copy (docs/design.md, what a rollback shows). Nothing more is published and no
+    round opens until `tablectl journal recover`."""
+
+    TYPE = "journal.rolled_back"
+    backend_id: str
+    acked_through_seq: int
+    last_seq: int
+    action: str
+
+
+class JournalChainVerified(Record):
+    """The full walk of both hash chains at this start passed (a long journal, walked while
+    the table was up with its rounds held)."""
+
+    TYPE = "journal.chain_verified"
+    through_seq: int
+    through_input: int
+
+
+class JournalChainBroken(Record):
+    """The full walk at this start found a chain broken: no round opens on this journal."""
+
+    TYPE = "journal.chain_broken"
+    through_seq: int
+    through_input: int
+    problem: str
+    action: str
+
+
 class LinkRecord(Record):
     """A linked table's journal record: strict types, as it is read from the network."""
 
@@ -818,6 +849,9 @@ RECORD_TYPES: dict[str, type[Record]] = {
         JackpotDocumented,
         JackpotReleased,
         JournalRecoveredRecord,
+        JournalRolledBack,
+        JournalChainVerified,
+        JournalChainBroken,
         DeckIntroducedRecord,
         DeckAgeWarning,
         DeckAgeExpired,

@@ -377,6 +377,37 @@ class DeliveryRestored(Input):
     TYPE = "delivery_restored"
 
 
+class AckPastJournal(Input):
+    """A registered backend acknowledged rows past the journal's end: it holds rows this
+    journal does not, so the journal was put back from an older copy (or the backend's
+    acknowledgement is wrong). The seqs the table would hand out next are rows that backend
+    already holds with other content: nothing more is published, no round opens, until a
+    technician has looked into it (`tablectl journal recover`)."""
+
+    TYPE = "ack_past_journal"
+    backend_id: str
+    acked_through_seq: int
+    last_seq: int  # the journal's end when the acknowledgement came
+
+
+class JournalCheckPending(Input):
+    """The daemon verifies the journal's hash chains in full, in the background (a journal
+    too long to walk before it starts): no round opens until they pass."""
+
+    TYPE = "journal_check_pending"
+    through_seq: int  # the journal's end at the start: the rows the walk covers
+    through_input: int
+
+
+class JournalChainChecked(Input):
+    """The full walk of both hash chains ended: whole, or broken where `broken` says."""
+
+    TYPE = "journal_chain_checked"
+    through_seq: int
+    through_input: int
+    broken: str | None = None  # the first problem found (store/integrity.py), or None
+
+
 # --- a linked progressive: what the shell heard from the link controllers ---------------
 
 
@@ -663,6 +694,9 @@ Event = (
     | CommandStalled
     | DeliveryFault
     | DeliveryRestored
+    | AckPastJournal
+    | JournalCheckPending
+    | JournalChainChecked
     | DealRequested
     | DeviceAccepted
     | ShoeOutOfOrder
@@ -718,6 +752,9 @@ INPUT_TYPES: dict[str, type[Event]] = {
         CommandStalled,
         DeliveryFault,
         DeliveryRestored,
+        AckPastJournal,
+        JournalCheckPending,
+        JournalChainChecked,
         DealRequested,
         DeviceAccepted,
         ShoeOutOfOrder,

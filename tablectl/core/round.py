@@ -33,6 +33,7 @@ from tablectl.core.effects import (
     SeatLamp,
 )
 from tablectl.core.events import (
+    AckPastJournal,
     CardRead,
     Cards,
     ChipSensed,
@@ -57,6 +58,8 @@ from tablectl.core.events import (
     Event,
     GpioFault,
     IdleProcedureDone,
+    JournalChainChecked,
+    JournalCheckPending,
     JournalRecovered,
     LinkClaimAnswer,
     LinkLost,
@@ -99,6 +102,7 @@ from tablectl.core.games.base import (
     TableGame,
     form_hands,
 )
+from tablectl.core.journal_checks import BROKEN_ACTION, ROLLBACK_ACTION, RolledBack
 from tablectl.core.recovery import Resolution, resolve_deal
 from tablectl.core.stalls import Awaited, Stall, Wait
 from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
@@ -362,6 +366,12 @@ class TableState(BaseModel):
     link_refused: str | None = later(None)
     # device -> the wait that never ended, while its fault stands (core/stalls.py).
     stalls: dict[str, Stall] = later({})
+    # What the journal's checks found while the table runs (core/journal_checks.py): a
+    # backend that acknowledged past its end; its chains being walked in full since this
+    # start (through this seq), or a break found there. Each holds the table.
+    rolled_back: RolledBack | None = later(None)
+    chain_pending: int | None = later(None)
+    chain_broken: str | None = later(None)
 
     @property
     def accepting_wagers(self) -> bool:
@@ -434,6 +444,9 @@ class TableStateUpdate(TypedDict, total=False):
     link_silent: str | None
     link_refused: str | None
     stalls: dict[str, Stall]
+    rolled_back: RolledBack | None
+    chain_pending: int | None
+    chain_broken: str | None
 
 
 def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
@@ -522,8 +535,16 @@ def _on_power_up(event: PowerUp, s: TableState, ctx: _Context) -> TableState:
     # Whatever the shuffler held before is unknown now: reshuffle. A walk test that was
     # running ended with the daemon; a GPIO fault stays until a person clears it, and so does
     # a stuck input. The inputs' levels are read again from the lines.
+    # The journal's chains are walked again at this start (a pending walk or a break found
+    # by the last start's is decided anew).
     return _unverify(s).replace(
-        sensor_test=None, deal_refused=None, occupied={}, waiting=(), lockout_held=False
+        sensor_test=None,
+        deal_refused=None,
+        occupied={},
+        waiting=(),
+        lockout_held=False,
+        chain_pending=None,
+        chain_broken=None,
     )
 
 
@@ -869,7 +890,8 @@ def _on_link_answer(event: LinkClaimAnswer, s: TableState, ctx: _Context) -> Tab
 
 @_apply.register
 def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context) -> TableState:
-    # Nothing of the table changes: the journal says what was mended, and by whom.
+    # The journal says what was mended, and by whom; a rollback the table found stands until
+    # a technician accepts the acknowledgement that showed it as wrong.
     ctx.fx.append(
         trusted(
             rec.JournalRecoveredRecord,
@@ -879,7 +901,53 @@ def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context)
             by=event.by,
         )
     )
+    if s.rolled_back is not None and "acks" in event.accepted:
+        return s.replace(rolled_back=None)
     return s
+
+
+@_apply.register
+def _on_ack_past_journal(event: AckPastJournal, s: TableState, ctx: _Context) -> TableState:
+    if s.rolled_back is not None:
+        return s  # found once: nothing more is published already
+    ctx.fx.append(
+        trusted(
+            rec.JournalRolledBack,
+            backend_id=event.backend_id,
+            acked_through_seq=event.acked_through_seq,
+            last_seq=event.last_seq,
+            action=ROLLBACK_ACTION,
+        )
+    )
+    return s.replace(rolled_back=RolledBack.of(event))
+
+
+@_apply.register
+def _on_chain_pending(event: JournalCheckPending, s: TableState, ctx: _Context) -> TableState:
+    return s.replace(chain_pending=event.through_seq, chain_broken=None)
+
+
+@_apply.register
+def _on_chain_checked(event: JournalChainChecked, s: TableState, ctx: _Context) -> TableState:
+    if event.broken is None:
+        ctx.fx.append(
+            trusted(
+                rec.JournalChainVerified,
+                through_seq=event.through_seq,
+                through_input=event.through_input,
+            )
+        )
+        return s.replace(chain_pending=None)
+    ctx.fx.append(
+        trusted(
+            rec.JournalChainBroken,
+            through_seq=event.through_seq,
+            through_input=event.through_input,
+            problem=event.broken,
+            action=BROKEN_ACTION,
+        )
+    )
+    return s.replace(chain_pending=None, chain_broken=event.broken)
 
 
 # Each input type's handler, as registered above, looked up once per step: singledispatch's
@@ -925,7 +993,15 @@ def _table_ready(rules: TableRules, s: TableState) -> bool:
     # No round opens while the lock-out button is down: it could not lock that round out.
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
-    return shoe_ok and sensors_ok and not s.hits_pending and _deck_block(rules, s) is None
+    # A journal rolled back, or not yet (or not) shown whole: no round is played on it.
+    journal_ok = s.rolled_back is None and s.chain_pending is None and s.chain_broken is None
+    return (
+        shoe_ok
+        and sensors_ok
+        and journal_ok
+        and not s.hits_pending
+        and _deck_block(rules, s) is None
+    )
 
 
 def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:

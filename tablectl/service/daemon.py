@@ -28,10 +28,13 @@ from tablectl.control.server import ControlServer
 from tablectl.core import decks
 from tablectl.core.effects import DealCards, Effect, Lamp, RequestShuffle, SeatLamp
 from tablectl.core.events import (
+    AckPastJournal,
     DeckClock,
     DeliveryFault,
     DeliveryRestored,
     Event,
+    JournalChainChecked,
+    JournalCheckPending,
     PowerUp,
     ShuffleCompleted,
     TableIdle,
@@ -69,7 +72,7 @@ from tablectl.status import (
     PaceStatus,
     Status,
 )
-from tablectl.store.integrity import check_integrity
+from tablectl.store.integrity import chain_problems, check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, Store
 from tablectl.util import sdnotify
@@ -116,6 +119,10 @@ class Daemon:
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     stop_deadline_s: float = 10.0  # SIGTERM to exit, at most (systemd's TimeoutStopSec is 20s)
     shuffle_retry_s: float = 1.0  # a refused SHUFFLE is asked again after this, then doubling
+    # A journal of at most this many rows and inputs has both chains walked before the daemon
+    # starts (about a second here); a longer one is walked in the background with its rounds
+    # held (docs/design.md, "A journal that proves it is whole").
+    verify_before_start_rows: int = 20_000
 
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
@@ -143,6 +150,11 @@ class Daemon:
         self.pace: PaceReporter | None = None  # game pace, from the journal once a minute
         self._owns_process = False  # serve(): the process is the daemon's (freeze_start_up)
         self._idle_told_ms: int | None = None  # the core was last told of an idle table
+        # A rollback found (a backend acknowledged past the journal's end): nothing past this
+        # seq is handed to the relay (core/journal_checks.py).
+        self._publish_through: int | None = None
+        self._started_at_seq = 0  # the journal's end when this start opened it
+        self._relay_reader: JournalReader | None = None
 
     # --- what tests, simulators and the walk test reach through the daemon ---------------
 
@@ -243,8 +255,16 @@ class Daemon:
             self.reader.close()
             store.close()
             raise StartupError(f"{cfg.storage.database}: {integrity_refusal(problems)}")
+        self._started_at_seq = store.last_seq
+        walk_later = store.last_seq + store.head.input_seq > self.verify_before_start_rows
+        if not walk_later and (broken := chain_problems(store._db)):
+            self.reader.close()
+            store.close()
+            raise StartupError(f"{cfg.storage.database}: {integrity_refusal(broken)}")
         saved = store.get("table_state")
         state = TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
+        if state.rolled_back is not None:  # found before; the start refused it otherwise
+            self._publish_through = state.rolled_back.last_seq
         if state.game != self.game.name:
             store.close()
             raise StartupError(
@@ -262,13 +282,15 @@ class Daemon:
             last_seq=store.last_seq,
         )
         self.supervisor.open(store, self.usb_backend)
+        # The relay reads the journal through its own bound: a rollback found stops it there.
+        self._relay_reader = relay_reader = JournalReader(store.path, bound=self._publishable)
         self.relay = Relay(
             cfg.mqtt,
             site=cfg.table.site_id,
             table=cfg.table.table_id,
             boot_id=self.boot_id,
             store=store,
-            reader=self.reader,
+            reader=relay_reader,
             in_journal_thread=self.in_journal_thread,
             snapshot=self.snapshot,
             shuffler=self.shuffler.health,
@@ -278,6 +300,7 @@ class Daemon:
                 DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
             ),
             progressive_link=self.progressive_link,
+            on_ack_past_end=self._ack_past_end,
         )
         # A linked progressive: the link controllers' broadcasts, heard (service/link.py).
         self.link = (
@@ -307,6 +330,13 @@ class Daemon:
             async with asyncio.TaskGroup() as tasks:
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
+                if walk_later:
+                    # No round opens until both chains have been walked whole.
+                    head = store.head
+                    self.post(
+                        JournalCheckPending(through_seq=head.seq, through_input=head.input_seq)
+                    )
+                    tasks.create_task(self._walk_chains(head.seq, head.input_seq), name="chains")
                 if self.rules.deck is not None:
                     # The decks aged while the daemon was down (649a.3(c)).
                     self.post(DeckClock(at_ms=self.wall_clock_ms()))
@@ -345,9 +375,52 @@ class Daemon:
                 self.gpio.close()
             self.dispatcher.close()
             self.relay.close()
+            relay_reader.close()
             self.reader.close()
             store.close()
             self.supervisor.close()
+
+    def _publishable(self) -> int:
+        """The last seq the relay may read: the last durable commit, or where a rollback was
+        found (core/journal_checks.py)."""
+        assert self.store is not None
+        last = self.store.last_seq
+        return last if self._publish_through is None else min(last, self._publish_through)
+
+    def _ack_past_end(self, backend: str, seq: int, last_seq: int) -> None:
+        """A registered backend acknowledged past the journal's end: nothing more leaves from
+        now on, and the core journals the fault (it holds the table)."""
+        if self._publish_through is not None:
+            return  # found already: nothing more leaves
+        # The rows this start journaled have seqs that backend holds with other content:
+        # not even those leave again.
+        self._publish_through = min(last_seq, self._started_at_seq)
+        log.error(
+            "a backend acknowledged rows past the journal's end: the journal was rolled back; "
+            "nothing more is published",
+            backend=backend,
+            acked_through_seq=seq,
+            last_seq=last_seq,
+        )
+        self.post(AckPastJournal(backend_id=backend, acked_through_seq=seq, last_seq=last_seq))
+
+    async def _walk_chains(self, through_seq: int, through_input: int) -> None:
+        """Both hash chains walked whole on a reader of its own, in a thread (the rounds are
+        held meanwhile); the core hears the outcome."""
+        assert self.store is not None
+        reader = JournalReader(self.store.path)
+        try:
+            broken = await asyncio.to_thread(chain_problems, reader._db)
+        finally:
+            reader.close()
+        log.info("journal chains walked", through_seq=through_seq, broken=len(broken))
+        self.post(
+            JournalChainChecked(
+                through_seq=through_seq,
+                through_input=through_input,
+                broken=broken[0].text() if broken else None,
+            )
+        )
 
     def wall_clock_ms(self) -> int:
         """UTC milliseconds: what a deck's age is measured in (core/decks.py)."""
@@ -457,7 +530,8 @@ class Daemon:
     def durable(self, rows: list[JournalRow]) -> None:
         # The relay hands the rows to the broker first, rather than waiting behind the
         # lamps, replies and log lines of committed() (docs/mqtt.md, Performance).
-        self.relay.offer(rows)
+        if self._publish_through is None:
+            self.relay.offer(rows)
 
     def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
         """A step is on disk (input, rows and device cursor): its device hears it was taken,

@@ -498,6 +498,55 @@ def _delivery(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
+def _journal(s: TableState, shoe: bool) -> Iterator[_Found]:
+    """What the journal's checks found while the table runs (core/journal_checks.py)."""
+    rolled = s.rolled_back
+    if rolled is not None:
+        yield _Found(
+            FaultView(
+                what="journal-rolled-back",
+                device="journal",
+                cause=f"backend {rolled.backend_id} acknowledged rows through seq "
+                f"{rolled.acked_through_seq}; this journal ended at seq {rolled.last_seq}: it "
+                "was put back from an older copy (or the backend's acknowledgement is wrong), "
+                f"and the seqs past {rolled.last_seq} are rows that backend holds with other "
+                "content: nothing more is published",
+                stops=Stops.ROUNDS,
+                remedy="stop the daemon and put back the newest copy of the database with its "
+                "mark (a backup); only if the backend's acknowledgement was wrong and has been "
+                "withdrawn (its retained ack cleared), accept it",
+                command=f"tablectl journal recover {WHO} --accept acks",
+            ),
+            ("journal.rolled_back",),
+            {"backend_id": rolled.backend_id},
+        )
+    if s.chain_pending is not None:
+        yield _Found(
+            FaultView(
+                what="journal-verifying",
+                device="journal",
+                cause=f"the journal's hash chains through seq {s.chain_pending} are being "
+                "walked in full since this start: no round opens until they pass",
+                stops=Stops.ROUNDS,
+                remedy="wait: it clears by itself when the walk passes",
+                command=None,
+            )
+        )
+    if s.chain_broken is not None:
+        yield _Found(
+            FaultView(
+                what="journal-chain-broken",
+                device="journal",
+                cause=f"the full walk at this start found {s.chain_broken}",
+                stops=Stops.ROUNDS,
+                remedy="stop the daemon; `tablectl journal verify` names where it breaks; put "
+                "back the database with its mark from a backup",
+                command="tablectl journal verify",
+            ),
+            ("journal.chain_broken",),
+        )
+
+
 # Each maps the core's state to the faults it holds; a new kind of fault is one more here.
 _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _deck,
@@ -507,6 +556,7 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _stuck,
     _people,
     _delivery,
+    _journal,
 )
 
 
