@@ -211,3 +211,27 @@ def test_no_round_opens_while_the_chains_are_walked() -> None:
     state, _ = run([JournalChainChecked(through_seq=40_000, through_input=20_000)], state=state)
     assert state.phase is Phase.BETTING and state.round_id == 1
     assert RULES.revision == 4
+
+
+def test_verify_of_a_data_dir_checks_acks_against_the_config_at_hand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --data-dir alone the registered backends come from the config at hand
+    ($TABLECTL_CONFIG here) when its data directory is that one, or from --config given with
+    it (a backup checked against the table's config); else they are not known."""
+    table = make_table(tmp_path)
+    table.sql("INSERT INTO acks VALUES ('rogue', 3)")
+    data = str(table.db.parent)
+    monkeypatch.setenv("TABLECTL_CONFIG", str(tmp_path / "absent.toml"))
+    assert cli.main(["journal", "verify", "--data-dir", data, "--json"]) == 0
+    report = VerifyReport.model_validate_json(capsys.readouterr().out)
+    (acks,) = [c for c in report.checks if c.check is Check.ACKS]
+    assert "registered backends not checked" in acks.detail
+    monkeypatch.setenv("TABLECTL_CONFIG", str(table.config))
+    assert cli.main(["journal", "verify", "--data-dir", data, "--json"]) == 1
+    report = VerifyReport.model_validate_json(capsys.readouterr().out)
+    assert report.error is not None and "'rogue'" in report.error
+    monkeypatch.delenv("TABLECTL_CONFIG")
+    argv = ["journal", "verify", "--data-dir", data, "--config", str(table.config), "--json"]
+    assert cli.main(argv) == 1
+    assert "'rogue'" in capsys.readouterr().out
