@@ -525,9 +525,9 @@ class DeckSection(Strict):
     alternate: bool | None = None
     # 649a.5(f), 653a.5(f): no round for this long and the cards are spread for inspection
     # and the deck in the shuffler replaced by the one from the table before the next round
-    # (`tablectl dealer idle-procedure`). Unset: not kept (a device that reshuffles by
-    # itself, 649a.5(g)).
-    idle_minutes: int | None = Field(default=30, ge=5, le=24 * 60)
+    # (`tablectl dealer idle-procedure`). 0: not kept (a device that reshuffles by itself,
+    # 649a.5(g)).
+    idle_minutes: int = Field(default=30, ge=0, le=24 * 60)
 
     @field_validator("stub_count_every_rounds")
     @classmethod
@@ -683,7 +683,7 @@ class TableConfig(Strict):
             warn_before_ms=deck.warn_before_minutes * 60_000,
             stub_count_every_rounds=deck.stub_count_every_rounds,
             alternate=self.shuffler.decks == 2 if deck.alternate is None else deck.alternate,
-            idle_ms=None if deck.idle_minutes is None else deck.idle_minutes * 60_000,
+            idle_ms=deck.idle_minutes * 60_000 or None,
         )
 
 
