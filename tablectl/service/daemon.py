@@ -74,7 +74,7 @@ from tablectl.status import (
 )
 from tablectl.store.integrity import chain_problems, check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
-from tablectl.store.journal import JournalReader, JournalRow, Store
+from tablectl.store.journal import JournalReader, JournalRow, Store, utc_now
 from tablectl.util import sdnotify
 from tablectl.util.faultpoint import armed as fault_point_armed
 from tablectl.util.faultpoint import fault_point
@@ -123,6 +123,9 @@ class Daemon:
     # starts (about a second here); a longer one is walked in the background with its rounds
     # held (docs/design.md, "A journal that proves it is whole").
     verify_before_start_rows: int = 20_000
+    # The journal's and game pace's clock. bench/soak.py runs it faster,
+    # so that hours of play, and pace's windows over them, pass in minutes.
+    journal_clock: Callable[[], datetime] = utc_now
 
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
@@ -246,7 +249,11 @@ class Daemon:
     async def run(self) -> None:
         cfg = self.config
         try:
-            self.store = store = Store(cfg.storage.database, boot_id=self.boot_id)
+            self.store = store = Store(
+                cfg.storage.database,
+                boot_id=self.boot_id,
+                clock=self.journal_clock,
+            )
             self.reader = store.reader()
         except (OSError, sqlite3.Error) as exc:
             raise StartupError(f"cannot open the journal {cfg.storage.database}: {exc}") from exc
@@ -310,6 +317,7 @@ class Daemon:
             cfg.storage.database,
             cfg.records,
             lambda pace: self.relay.publish_pace(pace.model_dump_json().encode()),
+            clock=self.journal_clock,
         )
         control = ControlServer(cfg.storage.socket_path, DaemonControl(self), cfg.access)
         try:
