@@ -1276,8 +1276,9 @@ def test_the_meter_opens_and_closes_a_quiet_period(tmp_path: Path, key: Path) ->
 
 
 def test_times_and_durations_read_as_people_read_them(tmp_path: Path, key: Path) -> None:
-    """A deck's introduction (UTC milliseconds), its age and limit (milliseconds), a walk
-    test's resolution (nanoseconds), and parameters a newer version set to nothing."""
+    """A deck's introduction and an idle table's last activity (UTC milliseconds), ages and
+    limits (milliseconds), a walk test's resolution (nanoseconds), and parameters a newer
+    version set to nothing."""
     j = Journal(tmp_path / "tablectl.sqlite3")
     j.power_up(0, "14.5")
     hour = 3_600_000
@@ -1307,6 +1308,16 @@ def test_times_and_durations_read_as_people_read_them(tmp_path: Path, key: Path)
             test="walk", passed=[1, 2], failed=[], resolution_ns=1_500_000, by="T1 (tim)"
         ),
     )
+    j.write(
+        4.5,
+        rec.IdleProcedureDue(
+            since_ms=int(at(2).timestamp() * 1000),
+            idle_ms=30 * 60_000,
+            round_voided=None,
+            rule="649a.5(f)",
+            action="spread and inspect the cards",
+        ),
+    )
     raw = {"rules": {**tcp_rules().model_dump(mode="json"), "from_a_newer_version": None}}
     j.now = at(5)
     j.store.commit("{}", [], StepInput(PowerUp.TYPE, raw))
@@ -1318,6 +1329,7 @@ def test_times_and_durations_read_as_people_read_them(tmp_path: Path, key: Path)
     assert "at: 2024-05-31 23:31:00" in words  # at_ms, in New York
     assert "max age: 8h00m" in words and "age: 7h45m" in words
     assert "resolution: 2 ms" in words  # 1.5 ms, rounded
+    assert "since: 2024-05-31 23:32:00" in words and "idle: 30m00s" in words
     assert "from_a_newer_version" not in words  # set to nothing: not a parameter
 
 

@@ -14,6 +14,7 @@ actions every round has (settling, dealing) are counted per person, the others l
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -95,6 +96,7 @@ def _words(text: str) -> str:
 
 
 _UNITS = ("_ten_thousandths_cent", "_cents", "_ms", "_ns")
+_TIME_MS = re.compile(r"(.+_)?(at|since)_ms")  # at_ms, since_ms, introduced_at_ms: times
 
 
 def _name(key: str) -> str:
@@ -113,7 +115,8 @@ def _value(key: str, value: object, zone: ZoneInfo) -> str:
             return dollars(value)
         if key.endswith("_ten_thousandths_cent"):
             return exact_dollars(value)
-        if key == "at_ms" or key.endswith("_at_ms"):  # a time: UTC milliseconds
+        if key.endswith("_ms") and (_TIME_MS.fullmatch(key) or value >= 10**12):
+            # A time, UTC milliseconds (a "duration" past 2001's first 10**12 ms is one too).
             return _when(datetime.fromtimestamp(value / 1000, UTC), zone)
         if key.endswith("_ms"):
             return duration_text(value)
