@@ -255,12 +255,15 @@ class _Wire(asyncio.Protocol):
 
     def __init__(self, client: MqttClient) -> None:
         self._client = client
+        self.detached = False  # a refused connection's end is not the next one's
 
     def data_received(self, data: bytes) -> None:
-        self._client._received(data)
+        if not self.detached:
+            self._client._received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._client._transport_lost(exc)
+        if not self.detached:
+            self._client._transport_lost(exc)
 
 
 @dataclass(slots=True)
@@ -306,6 +309,7 @@ class MqttClient:
         self.retains_dropped = 0  # retained publishes sent unretained (Retain Available 0)
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
+        self._wire: _Wire | None = None
         self._inbuf = bytearray()
         self._out: list[bytes] = []  # encoded, not yet written (flush, or the next turn)
         self._flush_due = False
@@ -344,6 +348,8 @@ class MqttClient:
 
     def _fresh_connection(self) -> None:
         """Back to before a connect that the broker refused (nothing was sent in it)."""
+        if self._wire is not None:
+            self._wire.detached = True
         self._transport = None
         self._inbuf.clear()
         self._out.clear()
@@ -355,8 +361,9 @@ class MqttClient:
         try:
             async with asyncio.timeout(self._connect_timeout_s):
                 try:
+                    self._wire = wire = _Wire(self)
                     self._transport, _ = await self._loop.create_connection(
-                        lambda: _Wire(self),
+                        lambda: wire,
                         self.host,
                         self.port,
                         ssl=self._tls,
