@@ -297,6 +297,40 @@ async def test_rows_the_broker_drops_reach_a_slow_backend_without_a_reconnect(
         assert relay.counters.redelivered < 3 * last
 
 
+async def test_a_slow_backend_on_the_whole_tree_is_healed_at_its_own_pace(
+    small_queue_broker: PrivateBroker, tmp_path: Path
+) -> None:
+    # 20 ms a row, and subscribed to everything under the table's root: its own ack echoes
+    # and the table's status share its queue of 100 at the broker. The relay alone heals it
+    # (it asks only at its connect): a heal starts a replay its acks pace, and a window the
+    # broker drops is sent again from its ack, smaller, within its ack interval: the stall
+    # timer is not what moves delivery on.
+    async with simulated_table(
+        small_queue_broker,
+        tmp_path / "data",
+        mqtt={"ack_stall_s": 3},
+        backend={"per_event_s": 0.02, "ask_on_gap": False, "wildcard": True},
+    ) as table:
+        await table.wait_phase(Phase.BETTING)
+        await table.wait_backend_caught_up()
+        started = time.monotonic()
+        last = await burst(table, 1000)
+        await table.backend.wait_for(lambda: table.backend.last_contiguous_seq >= last, 120)
+        took = time.monotonic() - started
+        relay = table.daemon.relay
+        print(f"\n{last} rows through in {took:.2f} s; {relay.counters}")
+        await table.wait_backend_caught_up()
+        assert table.daemon.store is not None
+        assert set(table.backend.events) == set(range(1, table.daemon.store.last_seq + 1))
+        assert copies_first(table), "the broker dropped nothing: the test proves nothing"
+        assert any(sub.startswith("ack/") for sub, _ in table.backend.received)  # its echoes
+        # One heal (or two: the burst's tail can be dropped after the replay began), then
+        # the backend's acks pace it: not a heal per stall time.
+        assert 1 <= relay.counters.heals <= 2
+        assert relay.counters.connects == 1 and table.backend.connects == 1
+        assert table.backend.replays_asked == 1  # at its connect: the relay did the rest
+
+
 async def test_an_offline_backend_is_healed_a_few_times_then_sent_nothing(
     broker: PrivateBroker, tmp_path: Path
 ) -> None:
