@@ -42,11 +42,10 @@ from tablectl.link.contract import (
     table_topic,
 )
 from tablectl.link.ledger import Connection, LedgerError, LinkRow
-from tablectl.mqtt.client import MqttClient, MqttError, broker_backoff, client_for
+from tablectl.mqtt.client import MqttClient, MqttError, broker_reconnector, client_for
 from tablectl.mqtt.contract import Status
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
-from tablectl.util.reconnect import Reconnector
 
 log = structlog.get_logger(__name__)
 REPLAY_EVERY_S = 1.0  # a table is asked for missing rows at most this often ...
@@ -185,14 +184,12 @@ class Controller:
     async def _mqtt_loop(self) -> None:
         """The broker connection, through the one reconnect component (util/reconnect.py)."""
         m = self.config.mqtt
-        await Reconnector(
-            name=f"link controller's mqtt broker {m.host}:{m.port}",
-            connect=self._mqtt_connect,
-            serve=self._mqtt_session,
-            close=self._mqtt_close,
-            backoff=broker_backoff(REFUSED_WAIT_S),
+        await broker_reconnector(
+            f"link controller's mqtt broker {m.host}:{m.port}",
+            self._mqtt_connect,
+            self._mqtt_session,
+            self._mqtt_close,
             refused_wait_s=REFUSED_WAIT_S,
-            retry_on=(MqttError,),
         ).run()
 
     async def _mqtt_connect(self) -> MqttClient:

@@ -49,7 +49,7 @@ import contextlib
 import socket
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -57,7 +57,7 @@ from typing import Protocol
 import mqtt5
 
 from tablectl.util.backoff import Backoff
-from tablectl.util.reconnect import Permanent
+from tablectl.util.reconnect import Permanent, Reconnector
 
 __all__ = [
     "SOCKET_OPTIONS",
@@ -77,6 +77,7 @@ __all__ = [
     "SubscribeRefused",
     "Will",
     "broker_backoff",
+    "broker_reconnector",
     "client_for",
     "tls_context",
 ]
@@ -808,6 +809,27 @@ def broker_backoff(longest_s: float) -> Backoff:
     """The reconnect backoff for a broker: from 0.25 s, doubling, jittered, to BROKER_RETRY_MAX_S
     (or `longest_s`, if shorter)."""
     return Backoff(initial_s=0.25, max_s=min(BROKER_RETRY_MAX_S, longest_s))
+
+
+def broker_reconnector(
+    name: str,
+    connect: Callable[[], Awaitable[MqttClient]],
+    serve: Callable[[MqttClient], Awaitable[None]],
+    close: Callable[[MqttClient], Awaitable[None]],
+    *,
+    refused_wait_s: float,
+) -> Reconnector[MqttClient]:
+    """The one reconnect component (util/reconnect.py) for a broker: a broker that is not
+    there is tried again within BROKER_RETRY_MAX_S, a refusal every `refused_wait_s`."""
+    return Reconnector(
+        name=name,
+        connect=connect,
+        serve=serve,
+        close=close,
+        backoff=broker_backoff(refused_wait_s),
+        refused_wait_s=refused_wait_s,
+        retry_on=(MqttError,),
+    )
 
 
 def client_for(

@@ -39,7 +39,7 @@ from tablectl.mqtt.client import (
     PublishRefused,
     PublishUnacknowledged,
     Will,
-    broker_backoff,
+    broker_reconnector,
     client_for,
 )
 from tablectl.mqtt.client import tls_context as client_tls_context
@@ -69,7 +69,7 @@ from tablectl.mqtt.withheld import WithheldRows, placeholder_json
 from tablectl.status import BacklogAlarm as StatusBacklogAlarm
 from tablectl.status import BrokerLink, BrokerStats, DeviceStatus
 from tablectl.store.journal import HandedMark, JournalReader, JournalRow, Store, meter_reading
-from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
+from tablectl.util.reconnect import Permanent, ReconnectState
 from tablectl.util.slices import Slices
 
 log = structlog.get_logger(__name__)
@@ -398,15 +398,12 @@ class Relay:
         self._alarmed: set[str] = set()
         for warning in identity_warnings(config, table):
             log.warning(warning)
-        self.reconnector: Reconnector[MqttClient] = Reconnector(
-            name=f"mqtt broker {config.host}:{config.port}",
-            connect=self._open,
-            serve=self._serve,
-            close=self._close,
-            # A broker back from an outage is found within seconds; a refusal waits longest.
-            backoff=broker_backoff(config.reconnect_max_s),
+        self.reconnector = broker_reconnector(
+            f"mqtt broker {config.host}:{config.port}",
+            self._open,
+            self._serve,
+            self._close,
             refused_wait_s=config.reconnect_max_s,
-            retry_on=(MqttError,),
         )
 
     def close(self) -> None:
@@ -814,13 +811,7 @@ class Relay:
         self.counters.rows_withheld += 1
         log.error("journal row larger than the broker accepts: placeholder sent", seq=row.seq)
         placeholder = placeholder_json(
-            withheld=withheld,
-            event_id=row.event_id,
-            site=self._site,
-            table=self._table,
-            boot_id=row.boot_id,
-            ts=row.ts,
-            replay=replay,
+            withheld, row, site=self._site, table=self._table, replay=replay
         )
         self._send(session, f"{self._root}/evt", placeholder, seq=None)
         self._delivery_is(self.withheld.fault())

@@ -16,6 +16,7 @@ placeholder with them (docs/mqtt.md, Delivery).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from tablectl.mqtt.client import PacketTooLarge
 from tablectl.mqtt.contract import ROW_WITHHELD, RowWithheld, envelope_json
@@ -66,15 +67,17 @@ class WithheldRows:
         return self.rows[max(self.rows)].fault if self.rows else None
 
 
+class RowIdentity(Protocol):
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def boot_id(self) -> str: ...
+    @property
+    def ts(self) -> str: ...
+
+
 def placeholder_json(
-    *,
-    withheld: Withheld,
-    event_id: str,
-    site: str,
-    table: str,
-    boot_id: str,
-    ts: str,
-    replay: bool,
+    withheld: Withheld, row: RowIdentity, *, site: str, table: str, replay: bool
 ) -> bytes:
     """The `evt` payload sent in the row's place: its envelope, with what was withheld."""
     data = RowWithheld(
@@ -84,12 +87,12 @@ def placeholder_json(
     )
     return envelope_json(
         type_=ROW_WITHHELD,
-        event_id=event_id,
+        event_id=row.event_id,
         site=site,
         table=table,
-        boot_id=boot_id,
+        boot_id=row.boot_id,
         seq=withheld.seq,
-        ts=ts,
+        ts=row.ts,
         replay=replay,
         data_json=data.model_dump_json(),
     )

@@ -41,10 +41,9 @@ from tablectl.link.contract import (
     state_topic,
     table_topic,
 )
-from tablectl.mqtt.client import MqttClient, MqttError, broker_backoff, client_for
+from tablectl.mqtt.client import MqttClient, MqttError, broker_reconnector, client_for
 from tablectl.rules.meters import LinkedMeter
 from tablectl.status import LinkLevel, LinkPending, LinkView
-from tablectl.util.reconnect import Reconnector
 
 log = structlog.get_logger(__name__)
 CHECK_S = 0.2  # how often the watch is asked: LINK DOWN within the timeout plus this
@@ -158,14 +157,12 @@ class TableLink:
     async def _listen(self) -> None:
         """Its own connection, through the one reconnect component (util/reconnect.py)."""
         c = self.config.mqtt
-        await Reconnector(
-            name=f"link listener on mqtt broker {c.host}:{c.port}",
-            connect=self._connect,
-            serve=self._session,
-            close=self._close,
-            backoff=broker_backoff(c.reconnect_max_s),
+        await broker_reconnector(
+            f"link listener on mqtt broker {c.host}:{c.port}",
+            self._connect,
+            self._session,
+            self._close,
             refused_wait_s=c.reconnect_max_s,
-            retry_on=(MqttError,),
         ).run()
 
     async def _connect(self) -> MqttClient:
