@@ -100,6 +100,8 @@ class PrivateBroker:
 
     max_queued: messages the broker queues per subscriber behind those in flight, past which it
     drops them silently (Mosquitto's default is 1,000; a slow backend meets it).
+    max_inflight: messages sent to a subscriber awaiting its PUBACK (Mosquitto's default is
+    20); with max_queued, what a subscriber that reads no more is held before drops.
     max_packet_size: the largest packet it takes, said in its CONNACK (Mosquitto's
     `max_packet_size`); retain_available false: it keeps no retained messages."""
 
@@ -112,6 +114,7 @@ class PrivateBroker:
         host: str = "127.0.0.1",  # another address: a veth's, for a table in a netns
         max_packet_size: int | None = None,
         retain_available: bool = True,
+        max_inflight: int = 100,
     ) -> None:
         self.host = host
         self.port = port or free_port()
@@ -126,7 +129,7 @@ class PrivateBroker:
                 "allow_anonymous true\n"
                 "persistence false\n"
                 "set_tcp_nodelay true\n"
-                "max_inflight_messages 100\n"
+                f"max_inflight_messages {max_inflight}\n"
                 f"max_queued_messages {max_queued}\n"
                 f"log_dest file {self.log}\n"
                 "user root\n"

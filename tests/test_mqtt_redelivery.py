@@ -243,6 +243,19 @@ async def burst(table: SimulatedTable, events: int) -> int:
     return store.last_seq
 
 
+async def played(table: SimulatedTable, events: int, per_s: float) -> int:
+    """Chips placed and lifted at per_s, as a busy table makes rows. The last seq."""
+    store = table.daemon.store
+    assert store is not None
+    steps = store.steps_committed
+    for i in range(events):
+        seat = 1 + i // 2 % table.config.table.seats
+        table.daemon.post(ChipSensed(seat=seat, present=i % 2 == 0, since_ns=time.monotonic_ns()))
+        await asyncio.sleep(1 / per_s)
+    await table.daemon.wait_until(lambda _: store.steps_committed - steps >= events, 30)
+    return store.last_seq
+
+
 async def until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
     async with asyncio.timeout(timeout_s):
         while not condition():  # noqa: ASYNC110 (the relay's rules have no event to wait on)
@@ -297,16 +310,20 @@ async def test_rows_the_broker_drops_reach_a_slow_backend_without_a_reconnect(
         assert relay.counters.redelivered < 3 * last
 
 
-async def test_a_slow_backend_on_the_whole_tree_is_healed_at_its_own_pace(
-    small_queue_broker: PrivateBroker, tmp_path: Path
-) -> None:
+async def test_a_slow_backend_on_the_whole_tree_is_healed_at_its_own_pace(tmp_path: Path) -> None:
     # 20 ms a row, and subscribed to everything under the table's root: its own ack echoes
-    # and the table's status share its queue of 100 at the broker. The relay alone heals it
-    # (it asks only at its connect): a heal starts a replay its acks pace, and a window the
-    # broker drops is sent again from its ack, smaller, within its ack interval: the stall
-    # timer is not what moves delivery on.
+    # and the table's status share its queue at the broker, which holds about 90 of its
+    # messages (20 in flight, 40 queued, 32 in its inbox): less than a window of 100 rows.
+    # The relay alone heals it (it asks only at its connect): a heal starts a replay its
+    # acks pace, and a window the broker drops is sent again from its ack, smaller, within
+    # its ack interval: the stall timer is not what moves delivery on.
+    with PrivateBroker(max_queued=40, max_inflight=20) as broker:
+        await _slow_backend_on_the_whole_tree(broker, tmp_path)
+
+
+async def _slow_backend_on_the_whole_tree(broker: PrivateBroker, tmp_path: Path) -> None:
     async with simulated_table(
-        small_queue_broker,
+        broker,
         tmp_path / "data",
         mqtt={"ack_stall_s": 3},
         backend={"per_event_s": 0.02, "ask_on_gap": False, "wildcard": True},
@@ -314,7 +331,7 @@ async def test_a_slow_backend_on_the_whole_tree_is_healed_at_its_own_pace(
         await table.wait_phase(Phase.BETTING)
         await table.wait_backend_caught_up()
         started = time.monotonic()
-        last = await burst(table, 1000)
+        last = await burst(table, 600)
         await table.backend.wait_for(lambda: table.backend.last_contiguous_seq >= last, 120)
         took = time.monotonic() - started
         relay = table.daemon.relay
