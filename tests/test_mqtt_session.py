@@ -203,11 +203,12 @@ async def test_a_row_larger_than_the_broker_takes_is_a_placeholder_and_a_fault_n
             assert store is not None
             table.daemon.post(ShuffleRequestFailed(reason="jammed " * 400, retrying=True))
             await table.daemon.wait_until(lambda s: s.delivery_fault is not None, 10)
+            reader = table.daemon.reader
+            assert reader is not None
             big = next(
                 seq
                 for seq in range(store.last_seq, 0, -1)
-                if table.daemon.reader.outbox_after(seq - 1, limit=1)[0].type
-                == "shuffler.request_failed"
+                if reader.outbox_after(seq - 1, limit=1)[0].type == "shuffler.request_failed"
             )
             fault = table.state.delivery_fault
             assert fault is not None and f"journal row {big} (shuffler.request_failed" in fault
