@@ -10,13 +10,15 @@ Two measurements, each against a baseline taken in the same run:
   the attempts are BROKER_RETRY_MAX_S apart, whatever the outage's length.
 - slow backend: --rows rows played at --play-per-s to a backend that takes --per-event-s a
   row and subscribes to the table's whole tree (its ack echoes and status share its queue),
-  on a broker that queues --max-queued messages per client (Mosquitto's
-  max_queued_messages); the rows delivered and the time from the first row until it has
+  on a broker that queues --max-queued messages per client behind --max-inflight sent and
+  not yet acknowledged (Mosquitto's max_queued_messages and max_inflight_messages, 100 and
+  its default 20); the rows delivered and the time from the first row until it has
   them all (and after play stopped). The baseline is the same backend and rows on a broker
   whose queue holds them all (nothing dropped): the backend's own pace.
 
 Run: .venv/bin/python bench/mqtt_healing.py [--repeat 1] [--outage-s 30] [--rows 1000]
-     [--per-event-s 0.05] [--max-queued 100] [--play-per-s 40]
+     [--per-event-s 0.05] [--max-queued 100] [--max-inflight 20] [--play-per-s 40]
+     [--only outage|slow]
 """
 
 from __future__ import annotations
@@ -137,10 +139,10 @@ async def outage(
 
 
 async def slow_backend(
-    data_dir: Path, rows: int, per_event_s: float, max_queued: int, per_s: float
+    data_dir: Path, rows: int, per_event_s: float, max_queued: int, max_inflight: int, per_s: float
 ) -> dict[str, float]:
     """rows played to a slow backend on the whole tree; the time until it holds them all."""
-    with PrivateBroker(max_queued=max_queued) as broker:
+    with PrivateBroker(max_queued=max_queued, max_inflight=max_inflight) as broker:
         async with daemon_on(broker, data_dir) as (daemon, _inputs):
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
             store = daemon.store
@@ -185,10 +187,15 @@ async def main(args: argparse.Namespace) -> None:
                 continue
             print(f"run {run + 1}: slow backend ({args.per_event_s * 1000:g} ms a row)", flush=True)
             slow = await slow_backend(
-                root / "s1", args.rows, args.per_event_s, args.max_queued, args.play_per_s
+                root / "s1",
+                args.rows,
+                args.per_event_s,
+                args.max_queued,
+                args.max_inflight,
+                args.play_per_s,
             )
             pace = await slow_backend(
-                root / "s2", args.rows, args.per_event_s, 1_000_000, args.play_per_s
+                root / "s2", args.rows, args.per_event_s, 1_000_000, 1000, args.play_per_s
             )
             add("slow backend: rows played per second", args.play_per_s)
             add(f"slow backend, queue {args.max_queued}: all rows (s)", slow["all_s"])
@@ -207,6 +214,7 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--per-event-s", type=float, default=0.05)
     parser.add_argument("--max-queued", type=int, default=100)
+    parser.add_argument("--max-inflight", type=int, default=20)  # Mosquitto's default
     parser.add_argument("--play-per-s", type=float, default=40.0)
     parser.add_argument("--only", choices=("outage", "slow"), default=None)
     logs.configure("ERROR")
