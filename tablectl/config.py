@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import time
 from pathlib import Path
-from typing import Annotated, Literal, Self, TypeVar
+from typing import Annotated, Literal, Self, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import serial
@@ -27,6 +27,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -81,6 +82,14 @@ def _path_problem(text: str, most: int = PATH_MAX_BYTES) -> str | None:
     return None
 
 
+def _cut(message: str, most: int = 300) -> str:
+    """A message a person can read on one screen: its middle left out if long (the TOML
+    reader quotes a 500-level key whole), its end kept (where in the file)."""
+    if len(message) <= most:
+        return message
+    return f"{message[: most // 2]} ... {message[-most // 3 :]}"
+
+
 def _shown(text: str) -> str:
     """A value quoted in a message, cut short if long (a 4 kB path is not read, it is counted)."""
     return repr(text[:80]) + ("..." if len(text) > 80 else "")
@@ -93,7 +102,21 @@ def _usable_path(path: Path, most: int = PATH_MAX_BYTES) -> Path:
     return path
 
 
+def _given_path(value: object) -> object:
+    """An empty string is no path (pathlib would read it as ".", the current directory)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("is empty: give the directory's absolute path, e.g. /var/lib/tablectl")
+    return value
+
+
 def _usable_data_dir(path: Path) -> Path:
+    # The daemon runs from / under systemd and the CLI from wherever it is typed: a relative
+    # data_dir would put the journal in two places.
+    if not path.is_absolute():
+        raise ValueError(
+            f"{_shown(str(path))} is relative: give the directory's absolute path, "
+            "e.g. /var/lib/tablectl"
+        )
     return _usable_path(path, _DATA_DIR_MAX_BYTES)
 
 
@@ -113,7 +136,7 @@ def _in_a_directory(path: Path) -> Path:
 
 # A file the daemon creates at start (a trace): its directory must be there.
 NewFile = Annotated[Path, AfterValidator(_usable_path), AfterValidator(_in_a_directory)]
-DataDir = Annotated[Path, AfterValidator(_usable_data_dir)]
+DataDir = Annotated[Path, BeforeValidator(_given_path), AfterValidator(_usable_data_dir)]
 # A Unix socket the daemon binds or connects to: the AF_UNIX limit, as the path is written
 # (bind() takes it as given, relative or not).
 UnixSocketPath = Annotated[Path, AfterValidator(_socket_path)]
@@ -132,8 +155,14 @@ BAUDRATE_MAX = max(serial.Serial.BAUDRATES)
 BaudRate = Annotated[int, Field(ge=BAUDRATE_MIN, le=BAUDRATE_MAX)]
 
 
+# RFC 1123 2.1: letters, digits and hyphens, not at either end; underscores too, as the
+# names of containers and service records have them and getaddrinfo resolves them.
+_HOST_LABEL = re.compile(rb"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
 def host_name(text: str) -> str:
-    """A host name or address as getaddrinfo takes it (it raises on NUL or a 64-byte label)."""
+    """A host name or address as getaddrinfo takes it (it raises on NUL or a 64-byte label;
+    a name with a space it looks up, and never finds)."""
     if "\0" in text:
         raise ValueError("contains a NUL character, which no host name can hold")
     try:
@@ -141,14 +170,20 @@ def host_name(text: str) -> str:
         return text
     except ValueError:
         pass
+    if any(c.isspace() for c in text):
+        raise ValueError(f"{_shown(text)} has whitespace in it: no host name does")
+    not_a_name = ValueError(
+        f"{_shown(text)} is not a host name: labels of 1 to 63 letters, digits and hyphens "
+        "between dots, or an IP address"
+    )
     try:
-        encoded = text.encode("idna")
+        encoded = text.encode("idna")  # a name in another script as DNS spells it: xn--...
     except UnicodeError:
-        raise ValueError(
-            f"{_shown(text)} is not a host name: labels of 1 to 63 characters between dots"
-        ) from None
+        raise not_a_name from None
     if not 1 <= len(encoded) <= 253:
         raise ValueError("a host name is 1 to 253 characters")
+    if not all(_HOST_LABEL.fullmatch(label) for label in encoded.removesuffix(b".").split(b".")):
+        raise not_a_name
     return text
 
 
@@ -605,19 +640,29 @@ class TableConfig(Strict):
 
     progressive: ProgressiveSection | None = None  # None: the meter is this table's own
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _link_backend_registered(cls, data: object) -> object:
-        # A linked table's rows wait for the link controllers' acks too (docs/mqtt.md).
+    def _link_backend_registered(cls, data: object, handler: ValidatorFunctionWrapHandler) -> Self:
+        """A linked table's rows wait for the link controllers' acks too (docs/mqtt.md):
+        progressive.backend_id joins mqtt.backends. One of those already, the acks of two
+        parties would be one: either's would release rows the other never applied."""
         if not isinstance(data, dict) or not isinstance(data.get("progressive"), dict):
-            return data
+            return cast(Self, handler(data))
         backend = data["progressive"].get("backend_id", "link")
         given = data.get("mqtt")
         mqtt: dict[str, object] = given if isinstance(given, dict) else {}
         backends = mqtt.get("backends", ["pgs"])
-        if isinstance(backends, list) and backend not in backends:
-            return {**data, "mqtt": {**mqtt, "backends": [*backends, backend]}}
-        return data
+        if not isinstance(backends, list) or backend not in backends:
+            if isinstance(backends, list):
+                data = {**data, "mqtt": {**mqtt, "backends": [*backends, backend]}}
+            return cast(Self, handler(data))
+        handler(data)  # the file's other problems are listed with this one (load_toml_model)
+        raise ValueError(
+            f"progressive.backend_id {backend!r} is also in mqtt.backends: the progressive's "
+            "controllers acknowledge under an id of their own (it joins mqtt.backends by "
+            "itself), or another backend's acks would release rows they never applied; give "
+            "it another id, or take it out of mqtt.backends"
+        )
 
     @model_validator(mode="after")
     def _sections_agree(self) -> Self:
@@ -795,7 +840,7 @@ def load_toml_model(path: Path, model: type[M]) -> M:
     except UnicodeDecodeError as exc:
         raise ConfigError(path, [f"not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(path, [f"not valid TOML: {exc}"]) from exc
+        raise ConfigError(path, [f"not valid TOML: {_cut(str(exc))}"]) from exc
     except ValueError as exc:  # e.g. a NUL byte in the path
         raise ConfigError(path, [f"cannot read: {exc}"]) from exc
     except RecursionError:
@@ -804,13 +849,16 @@ def load_toml_model(path: Path, model: type[M]) -> M:
         return model.model_validate(raw)
     except ValidationError as exc:
         errors = [line for e in exc.errors() for line in _describe(dict(e))]
-        valid_part, more = _behind_the_first_errors(raw, model, exc)
-        errors += [p for p in more if p not in errors]
-        if model is TableConfig:
-            errors += [p for p in _cross_checks_of_what_is_valid(valid_part) if p not in errors]
-        raise ConfigError(path, errors) from exc
+        try:
+            valid_part, more = _behind_the_first_errors(raw, model, exc)
+            errors += [p for p in more if p not in errors]
+            if model is TableConfig:
+                errors += [p for p in _cross_checks_of_what_is_valid(valid_part) if p not in errors]
+        except RecursionError:
+            pass  # pydantic's errors stand; the ones behind them show once those are fixed
+        raise ConfigError(path, errors) from None
     except RecursionError:
-        raise ConfigError(path, ["a value is nested too deeply"]) from None
+        raise ConfigError(path, [_nested_too_deeply(raw)]) from None
 
 
 def _behind_the_first_errors(
@@ -856,10 +904,21 @@ _MAX_REVALIDATIONS = 4
 
 
 def _copy_tree(value: object) -> object:
-    """Dicts copied (they are pruned); other values shared."""
-    if isinstance(value, dict):
-        return {k: _copy_tree(v) for k, v in value.items()}
-    return value
+    """Dicts copied (they are pruned); other values shared. Without recursion: a dotted
+    header can nest tables as deep as the line is long."""
+    if not isinstance(value, dict):
+        return value
+    root: dict[object, object] = {}
+    pending: list[tuple[dict[object, object], dict[object, object]]] = [(value, root)]
+    while pending:
+        source, copy = pending.pop()
+        for key, inner in source.items():
+            if isinstance(inner, dict):
+                copy[key] = {}
+                pending.append((inner, copy[key]))  # type: ignore[arg-type]
+            else:
+                copy[key] = inner
+    return root
 
 
 def _raw_loc(raw: object, loc: tuple[int | str, ...]) -> tuple[object, ...] | None:
@@ -893,6 +952,35 @@ def _removable(raw: object, error: Mapping[str, object]) -> tuple[object, ...] |
 
 
 _MAX_NESTING_SHOWN = 64
+
+
+def _nested_too_deeply(raw: object) -> str:
+    """Where a value nests deepest, named as the file does (link[0].level[0].initial_amount.a
+    ...), found without recursion: the value is too deep for a recursive walk."""
+    deepest: tuple[int, tuple[int | str, ...]] = (0, ())
+    pending: list[tuple[object, tuple[int | str, ...], int]] = [(raw, (), 0)]
+    while pending:
+        node, loc, depth = pending.pop()
+        if depth > deepest[0]:
+            deepest = (depth, loc)
+        items: list[tuple[int | str, object]] = []
+        if isinstance(node, dict):
+            items = [(str(k), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            items = list(enumerate(node))
+        # The first parts name the setting; the rest are only counted.
+        pending += [
+            (v, (*loc, k) if len(loc) <= _PARTS_SHOWN else loc, depth + 1) for k, v in items
+        ]
+    depth, loc = deepest
+    shown = field_path(loc[:_PARTS_SHOWN]) + ("..." if len(loc) > _PARTS_SHOWN else "")
+    return (
+        f"{shown or 'the file'}: nested too deeply ({depth:,} levels of lists or tables); "
+        "no setting nests that deep"
+    )
+
+
+_PARTS_SHOWN = 8
 
 
 def _too_deep(text: str) -> str:

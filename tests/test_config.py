@@ -362,3 +362,151 @@ def test_the_table_rules_carry_the_sensor_rules(example_config: TableConfig) -> 
         update={"gpio": example_config.gpio.model_copy(update={"sensor_stuck_rounds": 3})}
     ).rules()
     assert rules.sensors is not None and rules.sensors.stuck_rounds == 3
+
+
+# --- issue 27 item 11: values that were accepted, or crashed, and are config errors ---------
+
+
+def deep_header(prefix: str, depth: int) -> str:
+    """A dotted table header `depth` tables deep under prefix ([gpio.a.a.a...])."""
+    return "\n[" + ".".join([*filter(None, [prefix]), *["a"] * depth]) + "]\nx = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "field"),
+    [("", "a"), ("gpio", "gpio.a"), ("game.progressive", "game.progressive.a"), ("shoe", "shoe.a")],
+)
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_a_table_header_nested_hundreds_deep_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], prefix: str, field: str, depth: int
+) -> None:
+    """It was an internal error (exit 70): the pruning copy recursed inside the handler of
+    the validation error, past the RecursionError handler beside it."""
+    path = tmp_path / "table.toml"
+    path.write_text(EXAMPLE_CONFIG.read_text() + deep_header(prefix, depth))
+    assert cli.main(["config", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"  {field}: unknown key (not part of the configuration schema)" in err.splitlines()
+    assert "internal error" not in err
+
+
+def test_run_refuses_a_deep_header_naming_it_and_starts_nothing(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    path = write_variant(tmp_path, (r"^data_dir = .*$", f'data_dir = "{data_dir}"'))
+    path.write_text(path.read_text() + deep_header("mqtt", 500))
+    exe = Path(sys.executable).with_name("tablectl")
+    proc = subprocess.run(
+        [exe, "run", "--config", str(path)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "mqtt.a: unknown key" in proc.stderr and "internal error" not in proc.stderr
+    assert not data_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("replacements", "expected"),
+    [
+        (
+            [(r"^data_dir = .*$", 'data_dir = ""')],
+            "storage.data_dir: is empty: give the directory's absolute path, e.g. "
+            "/var/lib/tablectl",
+        ),
+        (
+            [(r"^data_dir = .*$", 'data_dir = "var/lib/tablectl"')],
+            "storage.data_dir: 'var/lib/tablectl' is relative: give the directory's absolute "
+            "path, e.g. /var/lib/tablectl",
+        ),
+        (
+            [(r"^data_dir = .*$", 'data_dir = "."')],
+            "storage.data_dir: '.' is relative: give the directory's absolute path, e.g. "
+            "/var/lib/tablectl",
+        ),
+        (
+            [(r"^host = .*$", 'host = "broker example.net"')],
+            "mqtt.host: 'broker example.net' has whitespace in it: no host name does",
+        ),
+        (
+            [(r"^host = .*$", 'host = " broker.example.net"')],
+            "mqtt.host: ' broker.example.net' has whitespace in it: no host name does",
+        ),
+        (
+            [(r"^host = .*$", 'host = "broker\\texample.net"')],  # a tab, as TOML allows
+            "mqtt.host: 'broker\\texample.net' has whitespace in it: no host name does",
+        ),
+        (
+            [(r"^host = .*$", 'host = "broker/1"')],
+            "mqtt.host: 'broker/1' is not a host name: labels of 1 to 63 letters, digits and "
+            "hyphens between dots, or an IP address",
+        ),
+        (
+            [
+                (r"^# \[progressive\]", "[progressive]"),
+                (r"^# link = ", "link = "),
+                (r'^# backend_id = "link"', 'backend_id = "pgs"'),
+            ],
+            "progressive.backend_id 'pgs' is also in mqtt.backends: the progressive's "
+            "controllers acknowledge under an id of their own (it joins mqtt.backends by "
+            "itself), or another backend's acks would release rows they never applied; give "
+            "it another id, or take it out of mqtt.backends",
+        ),
+        (
+            [
+                (r"^backends = .*$", 'backends = ["pgs", "link"]'),
+                (r"^# \[progressive\]", "[progressive]"),
+                (r"^# link = ", "link = "),
+            ],
+            "progressive.backend_id 'link' is also in mqtt.backends: the progressive's "
+            "controllers acknowledge under an id of their own (it joins mqtt.backends by "
+            "itself), or another backend's acks would release rows they never applied; give "
+            "it another id, or take it out of mqtt.backends",
+        ),
+    ],
+)
+def test_a_value_that_was_accepted_is_an_error_naming_its_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    replacements: list[tuple[str, str]],
+    expected: str,
+) -> None:
+    path = write_variant(tmp_path, *replacements)
+    assert errors_of(path) == [expected]
+    assert cli.main(["config", "check", str(path)]) == 2
+    assert f"  {expected}" in capsys.readouterr().err.splitlines()
+
+
+def test_a_backend_id_shared_is_listed_beside_the_other_errors(tmp_path: Path) -> None:
+    path = write_variant(
+        tmp_path,
+        (r"^port = 1883", "port = 0"),
+        (r"^# \[progressive\]", "[progressive]"),
+        (r"^# link = ", "link = "),
+        (r'^# backend_id = "link"', 'backend_id = "pgs"'),
+    )
+    errors = errors_of(path)
+    assert errors[0] == "mqtt.port: Input should be greater than or equal to 1"
+    assert errors[1].startswith("progressive.backend_id 'pgs' is also in mqtt.backends")
+    assert len(errors) == 2
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["broker.example.net", "mqtt_broker", "localhost", "b\u00fccher.example", "::1", "10.0.0.7"],
+)
+def test_host_names_and_addresses_getaddrinfo_takes_are_accepted(tmp_path: Path, host: str) -> None:
+    config = load_config(write_variant(tmp_path, (r"^host = .*$", f'host = "{host}"')))
+    assert config.mqtt.host == host
+
+
+def test_the_link_controllers_host_is_checked_the_same_way(tmp_path: Path) -> None:
+    from tablectl.link.config import load_link_config
+
+    text = (REPO / "config" / "link.toml").read_text()
+    text, n = re.subn(r"^host = .*$", 'host = "floor broker"', text, count=1, flags=re.MULTILINE)
+    assert n == 1
+    path = tmp_path / "link.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_link_config(path)
+    assert info.value.errors == [
+        "mqtt.host: 'floor broker' has whitespace in it: no host name does"
+    ]

@@ -2,10 +2,11 @@
 
 Each example takes a shipped config (config/*.toml), sets one field (one the file has, or any
 the schema knows) to a hostile value (inf, nan, huge or negative numbers, NUL, long strings
-and paths, deeply nested lists, wrong types) and asserts that `config check` either exits 2
-naming that field, or accepts the file. A second property starts `tablectl run` on
-simulated devices with values at the edges of what check accepts (each bound, the longest
-socket path) and asserts that it starts, tells systemd READY, and stops cleanly.
+and paths, lists and tables nested thousands deep, wrong types) and asserts that `config
+check` either exits 2 naming that field, or accepts the file. A second property starts
+`tablectl run` on simulated devices with values at the edges of what check accepts (each
+bound, the longest socket path) and asserts that it starts, tells systemd READY, and stops
+cleanly.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def _toml_value(value: object) -> str:
         return "{" + ", ".join(f'"{k}" = {_toml_value(v)}' for k, v in value.items()) + "}"
     if isinstance(value, Nested):
         return "[" * value.depth + "1" + "]" * value.depth
+    if isinstance(value, Deep):  # where a header cannot go (in a list): inline tables
+        return '{"a" = ' * value.depth + "1" + "}" * value.depth
     raise TypeError(value)
 
 
@@ -91,6 +94,17 @@ class Nested:
 
     def __repr__(self) -> str:
         return f"Nested({self.depth})"
+
+
+class Deep:
+    """Tables nested `depth` deep under a key, written as one dotted header
+    ([gpio.lockout_pin.a.a.a...]) without building them: issue 27 found 500 crashing."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+
+    def __repr__(self) -> str:
+        return f"Deep({self.depth})"
 
 
 def _tables(value: object) -> bool:
@@ -106,12 +120,14 @@ def toml_text(doc: dict[str, object]) -> str:
         if header:
             lines.append(header)
         for key, value in body.items():
-            if not isinstance(value, dict) and not _tables(value):
+            if not isinstance(value, dict | Deep) and not _tables(value):
                 lines.append(f'"{key}" = {_toml_value(value)}')
         for key, value in body.items():
             name = f'{prefix}."{key}"' if prefix else f'"{key}"'
             if isinstance(value, dict):
                 table(f"[{name}]", name, value)
+            elif isinstance(value, Deep):
+                lines.extend((f"[{name}{'.a' * value.depth}]", "x = 1"))
             elif _tables(value):
                 for item in value:
                     table(f"[[{name}]]", name, item)
@@ -183,6 +199,7 @@ hostile_values = st.one_of(
     st.sampled_from(LONG).map(lambda n: "x" * n),
     st.sampled_from(LONG).map(lambda n: "/tmp/" + "d" * n),
     st.sampled_from([1, 60, 100, 3000]).map(Nested),
+    st.sampled_from([1, 60, 500, 3000]).map(Deep),
     st.lists(st.integers(min_value=-(2**70), max_value=2**70), max_size=5),
     st.lists(st.text(max_size=5), max_size=3),
     st.dictionaries(st.sampled_from(["a", "port", "pin"]), st.integers(), max_size=2),
@@ -430,6 +447,11 @@ def test_the_edges_reach_every_bounded_field() -> None:
         ("mqtt", 'host = "' + "h" * 64 + '.example"', "mqtt.host"),
         ("records", 'time_zone = "' + "Z" * 300 + '"', "records.time_zone"),
         ("gpio", "seat_sensor_pins = " + "[" * 3000 + "]" * 3000, "gpio.seat_sensor_pins"),
+        # issue 27: a table header 500 levels deep was exit 70 (a RecursionError).
+        ("mqtt", "[mqtt" + ".a" * 500 + "]", "mqtt.a"),
+        ("storage", 'data_dir = ""', "storage.data_dir"),
+        ("storage", 'data_dir = "tablectl"', "storage.data_dir"),
+        ("mqtt", 'host = "broker example"', "mqtt.host"),
     ],
 )
 def test_the_known_crashes_are_config_errors(

@@ -89,7 +89,6 @@ def linked_toml(tmp_path: Path, shuffler_port: str, broker: PrivateBroker) -> Pa
     for old, new in [
         ('host = "127.0.0.1"', f'host = "{broker.host}"'),
         ('wager = "1.00"', 'wager = "5.00"'),
-        ('backends = ["pgs"]', 'backends = ["pgs", "link"]'),
     ]:
         assert old in text, old
         text = text.replace(old, new, 1)

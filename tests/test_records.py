@@ -14,6 +14,7 @@ import dataclasses
 import io
 import itertools
 import json
+import random
 import re
 import shutil
 import sqlite3
@@ -23,20 +24,58 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from pypdf import PdfReader
 from tablectl.simulators.broker import PrivateBroker
-from tablectl.simulators.journal_session import SessionFacts, play_session, tcp_rules
+from tablectl.simulators.journal_session import (
+    JournaledTable,
+    SessionFacts,
+    deal_round,
+    play_session,
+    tcp_rules,
+)
 
 from tablectl import cli
 from tablectl.core import effects as rec
 from tablectl.core.effects import RECORD_TYPES, MeterReading, Record
-from tablectl.core.events import PowerUp
-from tablectl.records.export import ExportError, ExportRequest, Format, export_records
-from tablectl.records.pdf import exact_dollars, time_ticks
-from tablectl.records.sheets import ROUTES, Sheet
+from tablectl.core.events import (
+    ChipSensed,
+    ConfirmDocumentation,
+    DeviceIdentified,
+    LinkClaimAnswer,
+    LinkLevelTerms,
+    LinkLost,
+    LinkParametersHeard,
+    LinkRestored,
+    LockoutPressed,
+    LockoutReleased,
+    PowerUp,
+    Settle,
+    TableRules,
+    ValidateHit,
+    VoidRound,
+)
+from tablectl.records.build import Summary
+from tablectl.records.export import (
+    Exported,
+    ExportError,
+    ExportRequest,
+    Format,
+    export_records,
+)
+from tablectl.records.pdf import activity_window, amount_axis, exact_dollars, time_ticks
+from tablectl.records.sheets import (
+    MOVEMENTS,
+    NOT_MOVEMENTS,
+    ROUTES,
+    Movement,
+    Sheet,
+    check_record_set,
+    columns,
+)
 from tablectl.records.signing import (
     MANIFEST,
     SIGNATURE,
@@ -50,8 +89,8 @@ from tablectl.records.signing import (
     verify_export,
     write_signed,
 )
-from tablectl.records.zones import machine_zone
-from tablectl.store.journal import StepInput, Store
+from tablectl.records.zones import duration_text, machine_zone
+from tablectl.store.journal import StepInput, Store, journal_ts
 
 from .conftest import EXAMPLE_CONFIG
 from .daemons import daemon_process
@@ -91,9 +130,9 @@ class Journal:
 
 
 def scripted(path: Path) -> Path:
-    """A round with a meter hit (validated, documented), a round the shoe voided, a GPIO
-    fault, another shoe accepted, a restart with a new rate, and two rows this version
-    cannot read."""
+    """A round with a meter hit (validated, documented) and an Envy Bonus, a round the shoe
+    voided, a GPIO fault, another shoe accepted, a restart with a new rate, and two rows this
+    version cannot read."""
     j = Journal(path)
     j.power_up(0, "14.5")
     shoe = dict(device="shoe", model="S1", firmware="1")
@@ -104,6 +143,11 @@ def scripted(path: Path) -> Path:
         ),
     )
     j.write(1, rec.RoundOpened(round_id=1))
+    j.write(
+        1.5,
+        rec.WagerAccepted(round_id=1, seat=2, wager_cents=100),
+        rec.WagerAccepted(round_id=1, seat=5, wager_cents=100),
+    )
     contrib = dict(wager_cents=100, rate_bp=1450, contribution_ten_thousandths_cent=145000)
     j.write(
         2,
@@ -137,8 +181,14 @@ def scripted(path: Path) -> Path:
             by="D1 (ann)",
         ),
     )
+    settled: dict[str, Any] = dict(
+        round_id=1, wager="progressive", wager_cents=100, rule="649a.12(e)"
+    )
     j.write(
         4,
+        rec.WagerSettled(
+            **settled, seat=2, outcome=rec.WagerOutcome.WON, paid_cents=100029, hand="mini-royal"
+        ),
         rec.JackpotHit(
             hit_id="1-2",
             round_id=1,
@@ -154,9 +204,18 @@ def scripted(path: Path) -> Path:
         rec.MeterReset(
             round_id=1, hit_id="1-2", paid_cents=100029, reset_cents=100000, meter=reading(100000)
         ),
+        rec.WagerSettled(**settled, seat=5, outcome=rec.WagerOutcome.LOST, paid_cents=0, hand=None),
+        rec.EnvyBonusPaid(
+            round_id=1,
+            seat=5,
+            for_seat=2,
+            hand="ace-king-queen-of-spades",
+            amount_cents=10000,
+            rule="649a.12(e)(5)",
+        ),
         rec.RoundSettled(
             round_id=1,
-            paid_cents=100029,
+            paid_cents=110029,
             folded=[],
             hits_pending=["1-2"],
             meter=reading(100000),
@@ -167,6 +226,7 @@ def scripted(path: Path) -> Path:
     j.write(6, rec.JackpotValidated(hit_id="1-2", by="F1 (fay)"))
     j.write(7, rec.JackpotDocumented(hit_id="1-2", by="F1 (fay)"), rec.JackpotReleased(round_id=1))
     j.write(10, rec.RoundOpened(round_id=2))
+    j.write(10.5, rec.WagerAccepted(round_id=2, seat=3, wager_cents=500))
     j.write(11, rec.MeterContribution(round_id=2, seat=3, **contrib, meter=reading(100014, 5000)))
     j.write(
         12,
@@ -223,6 +283,19 @@ def export(
     end: datetime = T0 + timedelta(hours=1),
     formats: tuple[Format, ...] = ("csv", "jsonl"),
 ) -> Manifest:
+    return export_set(database, out, key, start=start, end=end, formats=formats).manifest
+
+
+def export_set(
+    database: Path,
+    out: Path,
+    key: Path,
+    *,
+    start: datetime = T0,
+    end: datetime = T0 + timedelta(hours=1),
+    formats: tuple[Format, ...] = ("csv", "jsonl"),
+) -> Exported:
+    """The record set of table tcp-07 in New York's local time, as `tablectl records` makes it."""
     request = ExportRequest(
         database=database,
         site="pa-demo-casino",
@@ -235,7 +308,7 @@ def export(
         out=out,
         generator="tablectl test",
     )
-    return export_records(request, load_key(key)).manifest
+    return export_records(request, load_key(key))
 
 
 def sheet(out: Path, name: Sheet) -> list[dict[str, str]]:
@@ -300,13 +373,29 @@ def test_each_sheet_holds_what_the_auditor_asks_for(tmp_path: Path, key: Path) -
         "100000",
     )
 
-    # A voided round with the section that voids it.
+    # A voided round with the section that voids it, and the wagers it returned.
     (void,) = sheet(out, Sheet.VOIDED_ROUNDS)
     assert (void["round_id"], void["reason"], void["rule"], void["by"]) == (
         "2",
         "shoe-jam",
         "649a.13(f)",
         "shoe",
+    )
+    assert (void["wagers_returned"], void["wagers_returned_cents"]) == ("3", "500")
+
+    # The wagers collected, each one's result, and the Envy Bonus it earned another seat.
+    (count,) = sheet(out, Sheet.WAGER_COUNTS)
+    assert (count["round_id"], count["seats"], count["total_wager_cents"]) == ("1", "2 5", "200")
+    assert [(w["seat"], w["outcome"], w["paid_cents"]) for w in sheet(out, Sheet.WAGERS)] == [
+        ("2", "won", "100029"),
+        ("5", "lost", "0"),
+    ]
+    (envy,) = sheet(out, Sheet.ENVY_BONUSES)
+    assert (envy["seat"], envy["for_seat"], envy["amount_cents"], envy["local_time"]) == (
+        "5",
+        "2",
+        "10000",
+        "23:34:00",
     )
 
     # Device faults and swaps; control actions with who did them (not what the shoe did).
@@ -542,19 +631,34 @@ def test_the_pdf_is_a_report_a_person_reads(exported: tuple[Path, Path, Manifest
     assert f"page 1 of {len(pdf.pages)}" in text
     for heading in (
         "Meters",
+        "Money",
+        "Per day",
+        "Wagers by outcome",
+        "Envy Bonuses",
         "Progressive hits",
         "Voided rounds",
         "Device faults and swaps",
         "Parameter changes",
         "Control actions",
-        "Contributions per day",
     ):
         assert heading in text, heading
+    assert "Envy Bonuses paid" in text and "envy-bonuses.csv: amount_cents" in text
+    assert_read_by_people(text)
     assert "649a.13(f)" in text and "649a.13(d)" in text  # the sections that void rounds
     assert "F042 (fran)" in text and re.search(r"ace king queen of\s+spades", text)
     assert manifest.key_fingerprint in text
     # The meter chart, drawn as vector graphics: its key and its local-time axis are text.
     assert "hit paid from the meter" in text and "local time (America/New_York)" in text
+
+
+EPOCH_MS = re.compile(r"\b1[0-9]{12}\b")  # UTC milliseconds, 2001 to 2033
+
+
+def assert_read_by_people(text: str) -> None:
+    """A report a person reads: no epoch milliseconds, no Python None, no ISO milliseconds."""
+    assert not EPOCH_MS.search(text), EPOCH_MS.findall(text)[:3]
+    assert not re.search(r"\bNone\b", text), text[text.find("None") - 200 :][:400]
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d{3}", text)
 
 
 def test_verify_accepts_the_export_and_names_the_key(
@@ -721,6 +825,9 @@ def test_records_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main(args) == 0
     out, err = capsys.readouterr()
     assert "meter progressive: $1,000.00 -> $1,000.00" in out and "reconciles" in out
+    assert (
+        "wagered $2.00, returned $5.00, paid on wagers $1,000.29, Envy Bonuses $100.00 (1)" in out
+    )
     assert "link.down (1)" in err  # the rows this version cannot read are said
     manifest = Manifest.model_validate_json((tmp_path / "out" / MANIFEST).read_bytes())
     # Times without a zone are New York's (records.time_zone): 23:00 EDT is 03:00 UTC.
@@ -729,6 +836,16 @@ def test_records_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert {f.name for f in manifest.files} >= {"hits.csv", "report.pdf"}  # csv,pdf: default
     assert cli.main([*args[:-1], str(tmp_path / "out")]) == 1  # not empty
     assert "not empty" in capsys.readouterr().err
+    assert cli.main([*args[:-1], str(tmp_path / "json"), "--json"]) == 0
+    money = {m["movement"]: m for m in json.loads(capsys.readouterr().out)["money"]}
+    envy = money["Envy Bonuses paid"]
+    assert (envy["records"], envy["amount"], envy["sheet"], envy["column"]) == (
+        1,
+        10000,
+        "envy-bonuses",
+        "amount_cents",
+    )
+    assert money["wagers collected at the final count"]["amount"] == 200
     assert cli.main(["records", "--config", str(config), "--json"]) == 2
     assert "--from" in json.loads(capsys.readouterr().out)["error"]
     assert cli.main(["records", "--config", str(config), "--from", "soon", "--out", "x"]) == 2
@@ -799,7 +916,7 @@ def test_an_empty_period_still_makes_a_signed_set(tmp_path: Path, key: Path) -> 
         p.extract_text()
         for p in PdfReader(io.BytesIO((tmp_path / "out" / "report.pdf").read_bytes())).pages
     )
-    assert "None in this period." in text
+    assert "Nothing in this period." in text
 
 
 # --- with the daemon running, and stopped -------------------------------------------------
@@ -897,3 +1014,366 @@ def test_a_failed_export_leaves_nothing_behind(tmp_path: Path, key: Path) -> Non
     with pytest.raises(sqlite3.DatabaseError):
         export(tmp_path / "tablectl.sqlite3", tmp_path / "out", key)
     assert not (tmp_path / "out").exists()  # no unsigned half-export
+
+
+# --- issue 27 item 4: every money movement in a sheet and in the summary, to the cent ------
+
+
+def test_every_amount_a_record_carries_is_in_a_sheet_or_says_why_not() -> None:
+    """Walks the record catalogue: each amount (`*_cents`, `*_ten_thousandths_cent`) is a
+    movement with its sheet and column, or is listed with why it is not one; never both."""
+    moved = {(m.record, m.amount) for m in MOVEMENTS}
+    for cls in RECORD_TYPES.values():
+        for name, info in cls.model_fields.items():
+            if name.endswith(("_cents", "_ten_thousandths_cent")):
+                assert info.annotation is int, f"{cls.TYPE}.{name}"
+                assert ((cls, name) in moved) != ((cls, name) in NOT_MOVEMENTS), cls.TYPE
+    for m in MOVEMENTS:
+        assert m.sheet in ROUTES[m.record] and m.column in columns(m.sheet), m
+    assert rec.EnvyBonusPaid in {m.record for m in MOVEMENTS}
+
+
+def test_a_new_amount_routed_nowhere_fails_the_check() -> None:
+    class TipPaid(Record):
+        TYPE = "tip.paid"
+        seat: int
+        amount_cents: int
+
+    record_types: dict[str, type[Record]] = {**RECORD_TYPES, TipPaid.TYPE: TipPaid}
+    with pytest.raises(RuntimeError, match=r"ROUTES has no line for \['tip.paid'\]"):
+        check_record_set(record_types)
+    with pytest.raises(RuntimeError, match=r"tip.paid.amount_cents: an amount the record set"):
+        check_record_set(record_types, {**ROUTES, TipPaid: (Sheet.CONTROL_ACTIONS,)})
+
+
+@dataclasses.dataclass(frozen=True)
+class Sums:
+    records: int
+    amount: int
+
+
+def journal_sums(db: Path, start: datetime, end: datetime) -> dict[Movement, Sums]:
+    """Each movement summed straight from the journal's rows, not through the record set."""
+    with sqlite3.connect(db) as conn:
+        out = {}
+        for m in MOVEMENTS:
+            n, total = conn.execute(
+                "SELECT count(*), coalesce(sum(json_extract(data, '$.' || ?)), 0) FROM journal "
+                "WHERE type = ? AND ts >= ? AND ts < ?",
+                (m.amount, m.record.TYPE, journal_ts(start), journal_ts(end)),
+            ).fetchone()
+            out[m] = Sums(n, total)
+    return out
+
+
+def sheet_sums(out: Path, m: Movement, fmt: str) -> Sums:
+    """A movement's column summed over the rows of its sheet that carry it, as written."""
+    if fmt == "csv":
+        rows: list[dict[str, object]] = list(sheet(out, m.sheet))  # type: ignore[arg-type]
+    else:
+        rows = [json.loads(line) for line in (out / f"{m.sheet}.jsonl").read_text().splitlines()]
+    carried = [
+        r[m.column]
+        for r in rows
+        if (m.kind is None or r["kind"] == m.kind) and r[m.column] not in ("", None)
+    ]
+    return Sums(len(carried), sum(int(str(v)) for v in carried))
+
+
+def reconcile(db: Path, out: Path, summary: Summary, start: datetime, end: datetime) -> None:
+    """Every movement: the journal's sum = the sheet's (CSV and JSON lines) = the summary's."""
+    journal = journal_sums(db, start, end)
+    for m in MOVEMENTS:
+        assert sheet_sums(out, m, "csv") == journal[m], m.label
+        assert sheet_sums(out, m, "jsonl") == journal[m], m.label
+        assert Sums(summary.money[m].records, summary.money[m].amount) == journal[m], m.label
+
+
+def movement(record: type[Record], amount: str) -> Movement:
+    (found,) = [m for m in MOVEMENTS if m.record is record and m.amount == amount]
+    return found
+
+
+def test_a_day_of_play_reconciles_to_the_cent_envy_bonuses_included(
+    session: tuple[Path, SessionFacts], tmp_path: Path, key: Path
+) -> None:
+    db, facts = session
+    assert facts.started is not None and facts.ended is not None
+    start, end = facts.started, facts.ended + timedelta(seconds=1)
+    done = export_set(db, tmp_path / "out", key, start=start, end=end, formats=("csv", "jsonl"))
+    reconcile(db, tmp_path / "out", done.summary, start, end)
+    money = journal_sums(db, start, end)
+    envy = money[movement(rec.EnvyBonusPaid, "amount_cents")]
+    assert envy.records >= 3 and envy.amount == 100 * 100 * envy.records  # $100 each ($1)
+    assert sum(d.envy_cents for d in done.summary.days.values()) == envy.amount
+    # The round's total the journal gives is its wagers' payouts and its Envy Bonuses.
+    with sqlite3.connect(db) as conn:
+        (round_paid,) = conn.execute(
+            "SELECT sum(json_extract(data, '$.paid_cents')) FROM journal WHERE type = ?",
+            (rec.RoundSettled.TYPE,),
+        ).fetchone()
+    assert round_paid == money[movement(rec.WagerSettled, "paid_cents")].amount + envy.amount
+    # What was collected is what was settled and what the voided rounds returned.
+    collected = money[movement(rec.WagersCounted, "total_wager_cents")].amount
+    settled = money[movement(rec.WagerSettled, "wager_cents")].amount
+    assert done.summary.returned.records == facts.rounds_voided
+    assert collected == settled + done.summary.returned.amount
+    # The meter: contributed less reversed less paid plus reset is what it moved.
+    (meter,) = done.summary.meters
+    assert meter.reconciles
+
+
+def test_a_linked_day_reconciles_to_the_cent(tmp_path: Path, key: Path) -> None:
+    """Contributions to the link and their reversals, claims and the link's awards, a LINK
+    DOWN that withdrew wagers, and Envy Bonuses: every amount in a sheet."""
+    db = tmp_path / "tablectl.sqlite3"
+    start = datetime(2024, 6, 1, 12, tzinfo=UTC)
+    table = play_linked(db, rounds=40, start=start)
+    end = table.at + timedelta(seconds=1)
+    table.close()
+    done = export_set(
+        db, tmp_path / "out", key, start=start, end=end, formats=("csv", "jsonl", "pdf")
+    )
+    reconcile(db, tmp_path / "out", done.summary, start, end)
+    money = journal_sums(db, start, end)
+    expected: list[tuple[type[Record], str]] = [
+        (rec.LinkContribution, "contribution_ten_thousandths_cent"),
+        (rec.LinkContributionReversed, "contribution_ten_thousandths_cent"),
+        (rec.LinkClaimAnswered, "amount_cents"),
+        (rec.EnvyBonusPaid, "amount_cents"),
+    ]
+    for record, amount in expected:
+        assert money[movement(record, amount)].records > 0, record.TYPE
+    # A void takes back what the round sent the link, level by level.
+    assert (
+        money[movement(rec.RoundVoided, "contribution_reversed_ten_thousandths_cent")].amount
+        == money[movement(rec.LinkContributionReversed, "contribution_ten_thousandths_cent")].amount
+    )
+    claims = sheet(tmp_path / "out", Sheet.LINK_CLAIMS)
+    assert claims and all(c["status"] == "awarded" and c["validated_by"] for c in claims)
+    assert done.summary.meters == []  # the link's meters are its controller's
+    text = "\n".join(p.extract_text() for p in PdfReader(tmp_path / "out" / "report.pdf").pages)
+    assert "Linked progressive: claims" in text and "awarded by the link" in text
+    assert "the link's meters are its controller's" in text
+    assert_read_by_people(text)
+
+
+def linked_rules() -> TableRules:
+    raw = tcp_rules().model_dump(mode="json")
+    raw["game"]["progressive"]["wager"] = "5.00"
+    raw["link"] = {"link_id": "bank", "table_ref": "pa-demo-casino/tcp-07", "link_timeout_ms": 5000}
+    return TableRules.model_validate(raw)
+
+
+def play_linked(path: Path, *, rounds: int, start: datetime) -> JournaledTable:
+    """A linked table's session stepped through the core: a void every ninth round, two
+    mini-royals every tenth (a claim on the link, answered, and an Envy Bonus), and the link
+    lost once while bets are taken (they are withdrawn, then placed again)."""
+    rng = random.Random(3)
+    t = JournaledTable(path, linked_rules(), start)
+    t.feed(PowerUp(rules=t.rules))
+    t.feed(DeviceIdentified(device="shoe", model="S1", serial_number="SHOE-1", firmware="1"))
+    level = LinkLevelTerms(
+        level_id="progressive",
+        contribution_rate_bp=1400,
+        initial_cents=100_000,
+        reset_cents=100_000,
+    )
+    t.feed(
+        LinkParametersHeard(
+            link_id="bank",
+            parameters_version=1,
+            parameters_sha256="sha-1",
+            game="three-card-poker",
+            paytable="A",
+            wager_cents=500,
+            tables=("pa-demo-casino/tcp-07",),
+            levels=(level,),
+        )
+    )
+    t.feed(LinkRestored(heard="state"))
+
+    def chips(seats: list[int], present: bool) -> None:
+        for seat in seats:
+            t.advance(1)
+            t.feed(ChipSensed(seat=seat, present=present, since_ns=t.ns()))
+
+    for n in range(1, rounds + 1):
+        t.wait_for_betting()
+        seats = sorted(rng.sample(range(1, 7), 3))
+        chips(seats, True)
+        if n == 7:
+            t.advance(6)
+            t.feed(LinkLost(reason="no live broadcast for 5 s", silent_ms=5000))
+            t.advance(20)
+            t.feed(LinkRestored(heard="state"))
+            chips(seats, False)
+            chips(seats, True)
+        t.advance(10)
+        t.feed(LockoutPressed(at_ns=t.ns()))
+        t.advance(0.3)
+        t.feed(LockoutReleased(at_ns=t.ns()))
+        chips(seats, False)
+        if n % 9 == 4:
+            t.advance(5)
+            t.feed(VoidRound(reason="dealer-card-exposed", by="D117 (alice)"))
+            continue
+        rigged = {seats[0]: "AsKsQs", seats[1]: "AhKhQh"} if n % 10 == 5 else None
+        deal_round(t, rng, rigged)
+        t.advance(30)
+        effects = t.feed(Settle(by="D117 (alice)"))
+        for claim in (e for e in effects if isinstance(e, rec.LinkClaim)):
+            t.advance(3)
+            t.feed(
+                LinkClaimAnswer(
+                    claim_id=claim.claim_id, status="awarded", amount_cents=123_456, award_version=n
+                )
+            )
+            t.advance(60)
+            t.feed(ValidateHit(hit_id=claim.claim_id, by="F042 (fran)"))
+            t.advance(60)
+            t.feed(ConfirmDocumentation(hit_id=claim.claim_id, by="F042 (fran)"))
+        for hit in (e for e in effects if isinstance(e, rec.JackpotHit)):
+            t.advance(60)
+            t.feed(ValidateHit(hit_id=hit.hit_id, by="F042 (fran)"))
+        t.advance(5)
+    return t
+
+
+def test_a_void_in_the_period_of_a_round_opened_before_it_returns_its_wagers(
+    tmp_path: Path, key: Path
+) -> None:
+    db = scripted(tmp_path / "tablectl.sqlite3")
+    export(db, tmp_path / "out", key, start=at(11), end=at(13))
+    (void,) = sheet(tmp_path / "out", Sheet.VOIDED_ROUNDS)
+    assert (void["round_id"], void["wagers_returned_cents"]) == ("2", "500")
+
+
+def test_the_meter_opens_and_closes_a_quiet_period(tmp_path: Path, key: Path) -> None:
+    """Nothing moved it: it is there, at the amount the last row left it at; on a table whose
+    meter no row has moved yet, at its configured initial amount."""
+    db = scripted(tmp_path / "tablectl.sqlite3")
+    export(db, tmp_path / "after", key, start=at(60), end=at(120))
+    (meter,) = sheet(tmp_path / "after", Sheet.METERS)
+    assert (meter["opening_cents"], meter["closing_cents"], meter["contributions"]) == (
+        "100000",
+        "100000",
+        "0",
+    )
+    assert meter["opening_seq"] == meter["closing_seq"] != "" and meter["reconciles"] == "true"
+
+    fresh = Journal(tmp_path / "fresh.sqlite3")
+    fresh.power_up(0, "14.5")
+    fresh.store.close()
+    export(tmp_path / "fresh.sqlite3", tmp_path / "fresh", key, start=at(1), end=at(60))
+    (meter,) = sheet(tmp_path / "fresh", Sheet.METERS)
+    assert (meter["meter_id"], meter["opening_cents"], meter["closing_cents"]) == (
+        "progressive",
+        "100000",
+        "100000",
+    )
+    assert meter["opening_seq"] == meter["closing_seq"] == "" and meter["reconciles"] == "true"
+
+
+def test_times_and_durations_read_as_people_read_them(tmp_path: Path, key: Path) -> None:
+    """A deck's introduction and an idle table's last activity (UTC milliseconds), ages and
+    limits (milliseconds), a walk test's resolution (nanoseconds), and parameters a newer
+    version set to nothing."""
+    j = Journal(tmp_path / "tablectl.sqlite3")
+    j.power_up(0, "14.5")
+    hour = 3_600_000
+    j.write(
+        1,
+        rec.DeckIntroducedRecord(
+            deck_id="D-1",
+            back="red",
+            at_ms=int(at(1).timestamp() * 1000),
+            max_age_ms=8 * hour,
+            replaces=None,
+            source="dealer",
+            by="D1 (ann)",
+            rule="649a.3(c)",
+        ),
+    )
+    j.write(
+        2,
+        rec.DeckAgeWarning(
+            deck_id="D-1", age_ms=7 * hour + 45 * 60_000, max_age_ms=8 * hour, rule="649a.3(c)"
+        ),
+    )
+    j.write(3, rec.SensorTestStartedRecord(test="walk", by="T1 (tim)"))
+    j.write(
+        4,
+        rec.SensorTestEndedRecord(
+            test="walk", passed=[1, 2], failed=[], resolution_ns=1_500_000, by="T1 (tim)"
+        ),
+    )
+    j.write(
+        4.5,
+        rec.IdleProcedureDue(
+            since_ms=int(at(2).timestamp() * 1000),
+            idle_ms=30 * 60_000,
+            round_voided=None,
+            rule="649a.5(f)",
+            action="spread and inspect the cards",
+        ),
+    )
+    raw = {"rules": {**tcp_rules().model_dump(mode="json"), "from_a_newer_version": None}}
+    j.now = at(5)
+    j.store.commit("{}", [], StepInput(PowerUp.TYPE, raw))
+    j.store.close()
+    export(tmp_path / "tablectl.sqlite3", tmp_path / "out", key, formats=("csv", "pdf"))
+    text = "\n".join(p.extract_text() for p in PdfReader(tmp_path / "out" / "report.pdf").pages)
+    assert_read_by_people(text)
+    words = " ".join(text.split())
+    assert "at: 2024-05-31 23:31:00" in words  # at_ms, in New York
+    assert "max age: 8h00m" in words and "age: 7h45m" in words
+    assert "resolution: 2 ms" in words  # 1.5 ms, rounded
+    assert "since: 2024-05-31 23:32:00" in words and "idle: 30m00s" in words
+    assert "from_a_newer_version" not in words  # set to nothing: not a parameter
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (100_000, 101_887, (100_000, 102_000, 500)),  # $1,000 to $1,018.87: every $5
+        (99_827, 101_911, (99_500, 102_000, 500)),
+        (100_870, 100_870, (100_800, 100_950, 50)),  # a quiet meter: a little room around it
+        (1_000_000, 1_250_000, (1_000_000, 1_250_000, 50_000)),
+        (0, 7, (0, 100, 50)),
+    ],
+)
+def test_the_chart_axis_is_at_round_amounts(
+    low: int, high: int, expected: tuple[int, int, int]
+) -> None:
+    bottom, top, step = amount_axis(low, high)
+    assert (bottom, top, step) == expected
+    assert bottom <= low and high <= top and bottom % step == 0 and top % step == 0
+    assert step in {m * 10**k for m in (1, 2, 5) for k in range(8)} | {25 * 10**k for k in range(7)}
+
+
+def test_the_chart_shows_the_periods_activity_not_its_quiet_hours(
+    session: tuple[Path, SessionFacts],
+) -> None:
+    _, facts = session
+    assert facts.started is not None and facts.ended is not None
+    start = facts.started - timedelta(hours=6)
+    end = facts.ended + timedelta(hours=10)
+    summary = Summary(meter_points={"progressive": [(facts.started + timedelta(hours=1), 100_100)]})
+    window = activity_window(summary, start, end)
+    assert window is not None
+    assert start < window[0] < facts.started + timedelta(hours=1) < window[1] < end
+    assert window[1] - window[0] == timedelta(minutes=10)  # five minutes either side
+    assert activity_window(Summary(), start, end) is None
+
+
+def test_durations_read_as_people_read_them() -> None:
+    assert [duration_text(ms) for ms in (0, 0.002, 250, 42_000, 185_000, 3_720_000)] == [
+        "0s",
+        "2 us",
+        "250 ms",
+        "42s",
+        "3m05s",
+        "1h02m",
+    ]
+    assert duration_text(3 * 86_400_000 + 3_600_000) == "3d01h"

@@ -29,7 +29,7 @@ from tablectl.cli.common import (
 )
 from tablectl.cli.journal import point_in_time
 from tablectl.config import TableConfig, load_config
-from tablectl.records.zones import report_zone
+from tablectl.records.zones import duration_text, report_zone
 from tablectl.util.money import dollars
 
 if TYPE_CHECKING:  # the records modules load cryptography and pydantic models: when used
@@ -208,8 +208,22 @@ def _export(args: argparse.Namespace) -> int:
             f"tablectl: rows of types this version does not know are in other-events: {kinds}",
             file=sys.stderr,
         )
+    money = [
+        {
+            "movement": m.label,
+            "record": m.record.TYPE,
+            "amount_field": m.amount,
+            "records": t.records,
+            "amount": t.amount,  # in the amount field's unit: cents, or ten-thousandths
+            "sheet": m.sheet.value,
+            "column": m.column,
+            "kind": m.kind,
+        }
+        for m, t in summary.money.items()
+    ]
     if args.json:
-        print(json.dumps({"ok": True, "out": str(args.out), "manifest": manifest.model_dump()}))
+        out = {"ok": True, "out": str(args.out), "manifest": manifest.model_dump()}
+        print(json.dumps({**out, "money": money}))
         return EXIT_OK
     span = manifest.journal
     rows = f"seq {span.first_seq}..{span.last_seq}" if span.rows else "no rows"
@@ -222,6 +236,14 @@ def _export(args: argparse.Namespace) -> int:
         f"  journal {rows} ({span.rows} rows); {len(summary.hits)} hits, "
         f"{len(summary.voided)} voided rounds, {len(summary.device_events)} device events, "
         f"{len(summary.parameter_changes)} parameter changes"
+    )
+    days = summary.days.values()
+    print(
+        f"  wagered {dollars(sum(d.wagered_cents for d in days))}, returned "
+        f"{dollars(sum(d.returned_cents for d in days))}, paid on wagers "
+        f"{dollars(sum(d.paid_cents for d in days))}, Envy Bonuses "
+        f"{dollars(sum(d.envy_cents for d in days))} ({sum(d.envy_bonuses for d in days)}); "
+        "every amount by movement in the PDF's Money table, and in --json"
     )
     for meter in summary.meters:
         state = "reconciles" if meter.reconciles else "DOES NOT RECONCILE"
@@ -368,17 +390,7 @@ def _pace(args: argparse.Namespace) -> int:
 
 
 def _span(ms: int | None) -> str:
-    """A duration for people: 42s, 3m05s, 1h02m."""
-    if ms is None:
-        return "-"
-    seconds = (ms + 500) // 1000
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    return "-" if ms is None else duration_text(ms)
 
 
 def _rate(value: float | None) -> str:

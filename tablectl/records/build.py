@@ -18,12 +18,17 @@ from tablectl.core import effects as rec
 from tablectl.core.events import TableRules
 from tablectl.records.sheets import (
     AUTOMATIC_BY,
+    MOVEMENTS,
     ROUTES,
     SPECIFIC,
+    EnvyBonusRow,
     EventRow,
     HitRow,
     JournalEntryRow,
+    LinkClaimRow,
+    LinkContributionRow,
     MeterRow,
+    Movement,
     ParameterChangeRow,
     ResetRow,
     Row,
@@ -32,10 +37,13 @@ from tablectl.records.sheets import (
     Signed,
     Stamp,
     VoidedRoundRow,
+    WagerRow,
     event_row,
     hit_row,
+    link_claim_row,
     parse_record,
     specific_row,
+    voided_round_row,
 )
 from tablectl.records.source import Entry, MeterAt, PowerUpInput
 from tablectl.rules.meters import CARRY_DENOMINATOR
@@ -101,7 +109,7 @@ class MeterTally:
             reseeded_cents=self.reseeded_cents,
             closing_cents=closing // CARRY_DENOMINATOR,
             closing_carry=closing % CARRY_DENOMINATOR,
-            closing_seq=self.closing_seq,
+            closing_seq=self.opening_seq if self.closing_seq is None else self.closing_seq,
             reconciles=(
                 self.opening_units is not None
                 and self.first_mismatch_seq is None
@@ -120,15 +128,45 @@ class Event:
 
 @dataclass
 class DayTally:
-    """One local day of the period (the PDF's contributions per day)."""
+    """One local day of the period (the PDF's figures per day)."""
 
     rounds_settled: int = 0
     rounds_voided: int = 0
     wagers: int = 0
-    wagered_cents: int = 0
-    contributed: int = 0  # ten-thousandths of a cent
+    wagered_cents: int = 0  # collected at the final count
+    returned_cents: int = 0  # the wagers of voided rounds
+    paid_cents: int = 0  # on wagers settled, hits included
+    envy_bonuses: int = 0
+    envy_cents: int = 0
+    contributed: int = 0  # ten-thousandths of a cent, to the meter or to the link
     hits: int = 0
     hit_cents: int = 0
+
+
+@dataclass
+class MoneyTally:
+    """A movement's records in the period and their sum (in the movement's unit)."""
+
+    records: int = 0
+    amount: int = 0
+
+
+@dataclass
+class OutcomeTally:
+    """The wagers settled with one outcome (won, lost, ...): what was staked and paid."""
+
+    wagers: int = 0
+    staked_cents: int = 0
+    paid_cents: int = 0
+
+
+@dataclass
+class LevelTally:
+    """What a linked table sent a level of its link, and took back (ten-thousandths)."""
+
+    rows: int = 0
+    contributed: int = 0
+    reversed: int = 0
 
 
 @dataclass
@@ -144,6 +182,15 @@ class Summary:
     hits: list[HitRow] = field(default_factory=list)
     resets: list[ResetRow] = field(default_factory=list)
     voided: list[VoidedRoundRow] = field(default_factory=list)
+    envy_bonuses: list[EnvyBonusRow] = field(default_factory=list)
+    # Every movement of MOVEMENTS, in its order, with the sheet column that carries it.
+    money: dict[Movement, MoneyTally] = field(
+        default_factory=lambda: {m: MoneyTally() for m in MOVEMENTS}
+    )
+    returned: MoneyTally = field(default_factory=MoneyTally)  # wagers of voided rounds
+    outcomes: dict[str, OutcomeTally] = field(default_factory=dict)
+    link_levels: dict[tuple[str, str], LevelTally] = field(default_factory=dict)  # link, level
+    link_claims: list[LinkClaimRow] = field(default_factory=list)
     device_events: list[Event] = field(default_factory=list)
     deck_events: list[Event] = field(default_factory=list)
     parameter_changes: list[ParameterChangeRow] = field(default_factory=list)
@@ -175,6 +222,9 @@ class RecordSetBuilder:
         self._hits: dict[str, tuple[rec.JackpotHit, dict[str, Any]]] = {}
         self._validated: dict[str, Signed] = {}
         self._documented: dict[str, Signed] = {}
+        self._claims: dict[str, _Claim] = {}
+        # The open round's wagers, seat -> cents: a void names the seats it returns.
+        self._wagers: dict[int, dict[int, int]] = {}
         self._meters: dict[str, MeterTally] = {
             meter_id: MeterTally(
                 meter_id,
@@ -183,6 +233,10 @@ class RecordSetBuilder:
             )
             for meter_id, at in meters_before.items()
         }
+        # The table's meter opens and closes the period even if nothing moved it (a quiet
+        # period, or the table's first): at the amount it was left at, or its initial one.
+        first = next((p.rules for p in power_ups if p.ts >= period_start_ts), None)
+        self._meter_of(_rules_at(power_ups, period_start_ts) or first, period_start_ts)
         self._parameter_changes(period_start_ts)
 
     def _emit_to(self, sheet: Sheet, row: Row) -> None:
@@ -214,6 +268,13 @@ class RecordSetBuilder:
 
     # --- rows --------------------------------------------------------------------------
 
+    def before(self, entry: Entry) -> None:
+        """A row before the period of a round still open at its start: its wagers, which a
+        void in the period returns. Nothing of it is written."""
+        record = parse_record(entry.type, entry.data)
+        if record is not None:
+            self._round_wagers(record)
+
     def add(self, entry: Entry) -> None:
         s = self.summary
         s.rows += 1
@@ -241,21 +302,75 @@ class RecordSetBuilder:
             s.other_events.append(Event(row, entry.data))
             self._emit_to(Sheet.OTHER_EVENTS, row)
             return
-        self._tally(entry, record, stamp["local_date"])
+        for movement in _MOVEMENTS_OF.get(type(record), ()):
+            money = s.money[movement]
+            money.records += 1
+            money.amount += getattr(record, movement.amount)  # an int: check_record_set
+        returned = self._round_wagers(record)
+        self._tally(entry, record, stamp["local_date"], returned)
         for sheet in ROUTES[type(record)]:
-            self._route(sheet, entry, record, stamp)
+            self._route(sheet, entry, record, stamp, returned)
 
-    def _route(self, sheet: Sheet, entry: Entry, record: rec.Record, stamp: dict[str, Any]) -> None:
+    def _round_wagers(self, record: rec.Record) -> int | None:
+        """Follows each open round's wagers; for a void, the cents of the wagers it returns
+        (None if one of them was not seen: its round opened before what was read)."""
+        match record:
+            case rec.RoundOpened():
+                self._wagers = {record.round_id: {}}  # one round at a time: none left open
+            case rec.WagerAccepted():
+                self._wagers.setdefault(record.round_id, {})[record.seat] = record.wager_cents
+            case rec.WagerWithdrawn():
+                self._wagers.get(record.round_id, {}).pop(record.seat, None)
+            case rec.RoundSettled():
+                self._wagers.pop(record.round_id, None)
+            case rec.RoundVoided():
+                wagers = self._wagers.pop(record.round_id, {})
+                if all(seat in wagers for seat in record.wagers_returned):
+                    return sum(wagers[seat] for seat in record.wagers_returned)
+        return None
+
+    def _route(
+        self,
+        sheet: Sheet,
+        entry: Entry,
+        record: rec.Record,
+        stamp: dict[str, Any],
+        returned: int | None,
+    ) -> None:
         s = self.summary
-        if isinstance(record, rec.JackpotHit):
+        if sheet is Sheet.HITS and isinstance(record, rec.JackpotHit):
             self._hits[record.hit_id] = (record, stamp)  # finish() writes it, with who validated
+            return
+        if sheet is Sheet.LINK_CLAIMS and isinstance(record, rec.LinkClaim | rec.LinkClaimAnswered):
+            claim = self._claims.setdefault(record.claim_id, _Claim(stamp))
+            if isinstance(record, rec.LinkClaim):
+                claim.claim, claim.stamp = record, stamp
+            else:
+                claim.answer = (record, entry.ts)
+            return  # finish() writes it, with its answer
+        if sheet is Sheet.VOIDED_ROUNDS and isinstance(record, rec.RoundVoided):
+            voided = voided_round_row(record, stamp, returned)
+            s.voided.append(voided)
+            self._emit_to(sheet, voided)
             return
         if sheet in SPECIFIC:
             row = specific_row(record, sheet, stamp, self._table)
             if isinstance(row, ResetRow):
                 s.resets.append(row)
-            elif isinstance(row, VoidedRoundRow):
-                s.voided.append(row)
+            elif isinstance(row, EnvyBonusRow):
+                s.envy_bonuses.append(row)
+            elif isinstance(row, WagerRow):
+                outcome = s.outcomes.setdefault(row.outcome, OutcomeTally())
+                outcome.wagers += 1
+                outcome.staked_cents += row.wager_cents
+                outcome.paid_cents += row.paid_cents
+            elif isinstance(row, LinkContributionRow):
+                level = s.link_levels.setdefault((row.link_id, row.level_id), LevelTally())
+                level.rows += 1
+                if row.kind == "reversal":
+                    level.reversed += row.contribution_ten_thousandths_cent
+                else:
+                    level.contributed += row.contribution_ten_thousandths_cent
             self._emit_to(sheet, row)
             return
         event = event_row(entry.type, entry.data, stamp)
@@ -272,16 +387,26 @@ class RecordSetBuilder:
             s.deck_events.append(Event(event, entry.data))
         self._emit_to(sheet, event)
 
-    def _tally(self, entry: Entry, record: rec.Record, day_name: str) -> None:
+    def _tally(self, entry: Entry, record: rec.Record, day_name: str, returned: int | None) -> None:
         day = self.summary.days.setdefault(day_name, DayTally())
         match record:
             case rec.WagersCounted():
                 day.wagers += record.accepted_wagers
                 day.wagered_cents += record.total_wager_cents
+            case rec.WagerSettled():
+                day.paid_cents += record.paid_cents
+            case rec.EnvyBonusPaid():
+                day.envy_bonuses += 1
+                day.envy_cents += record.amount_cents
+            case rec.LinkContribution():
+                day.contributed += record.contribution_ten_thousandths_cent
             case rec.RoundSettled():
                 day.rounds_settled += 1
             case rec.RoundVoided():
                 day.rounds_voided += 1
+                day.returned_cents += returned or 0
+                self.summary.returned.records += 1
+                self.summary.returned.amount += returned or 0
             case rec.JackpotHit():
                 day.hits += 1
                 day.hit_cents += record.amount_cents
@@ -325,13 +450,22 @@ class RecordSetBuilder:
         """The meter's tally; one first seen in the period opens at its configured initial
         amount (the power-up in effect), the table's first rounds on this journal."""
         if meter_id not in self._meters:
-            opening = None
             rules = _rules_at(self._power_ups, ts)
-            game_meter = rules.game.table_game().meter if rules is not None else None
-            if game_meter is not None and game_meter.meter_id == meter_id:
-                opening = game_meter.initial_cents * CARRY_DENOMINATOR
-            self._meters[meter_id] = MeterTally(meter_id, opening, None)
+            if self._meter_of(rules, ts) != meter_id:
+                self._meters[meter_id] = MeterTally(meter_id, None, None)
         return self._meters[meter_id]
+
+    def _meter_of(self, rules: TableRules | None, ts: str) -> str | None:
+        """The table's own meter under these rules, its tally opened (at its configured
+        initial amount when no row before ts left it at another); None if it has none (a
+        game without one, or a linked table: the link's meters are the controller's)."""
+        game_meter = rules.game.table_game().meter if rules is not None else None
+        if rules is None or game_meter is None or rules.link is not None:
+            return None
+        if game_meter.meter_id not in self._meters:
+            opening = game_meter.initial_cents * CARRY_DENOMINATOR
+            self._meters[game_meter.meter_id] = MeterTally(game_meter.meter_id, opening, None)
+        return game_meter.meter_id
 
     def finish(self) -> Summary:
         s = self.summary
@@ -345,6 +479,12 @@ class RecordSetBuilder:
             )
             s.hits.append(row)
             self._emit_to(Sheet.HITS, row)
+        for claim_id, claim in self._claims.items():  # in the order first seen
+            claim_row = link_claim_row(
+                claim.claim, claim.answer, claim.stamp, self._validated.get(claim_id)
+            )
+            s.link_claims.append(claim_row)
+            self._emit_to(Sheet.LINK_CLAIMS, claim_row)
         for meter_id in sorted(self._meters):
             tally = self._meters[meter_id]
             meter = tally.row()
@@ -352,6 +492,20 @@ class RecordSetBuilder:
             s.meter_points[meter_id] = tally.points
             self._emit_to(Sheet.METERS, meter)
         return s
+
+
+@dataclass
+class _Claim:
+    """A claim on the link and its answer, as they come (either may be before the period)."""
+
+    stamp: dict[str, Any]
+    claim: rec.LinkClaim | None = None
+    answer: tuple[rec.LinkClaimAnswered, str] | None = None  # and its journal ts
+
+
+_MOVEMENTS_OF: dict[type[rec.Record], tuple[Movement, ...]] = {
+    cls: tuple(m for m in MOVEMENTS if m.record is cls) for cls in {m.record for m in MOVEMENTS}
+}
 
 
 def _rules_at(power_ups: list[PowerUpInput], ts: str) -> TableRules | None:
@@ -376,7 +530,7 @@ def _parameters(power_up: PowerUpInput) -> dict[str, str]:
                 walk(f"{prefix}.{key}" if prefix else str(key), inner)
         elif isinstance(value, list):
             out[prefix] = ",".join(map(str, value))
-        else:
+        elif value is not None:  # None: not set, as a parameter never given
             out[prefix] = "yes" if value is True else "no" if value is False else str(value)
 
     walk("", raw)

@@ -111,6 +111,8 @@ def _export(request: ExportRequest, key: Ed25519PrivateKey) -> Exported:
                 meters_before=snap.meters_before(start_ts),
                 power_ups=snap.power_ups(end_ts),
             )
+            for entry in snap.open_round(start_ts):
+                builder.before(entry)
             first_prev_hash = last_hash = None
             for entry in snap.entries(start_ts, end_ts):
                 first_prev_hash = first_prev_hash or entry.prev_hash

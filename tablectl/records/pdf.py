@@ -14,6 +14,7 @@ actions every round has (settling, dealing) are counted per person, the others l
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,8 +38,10 @@ from reportlab.platypus import (
     TableStyle,
 )
 
+from tablectl.core.effects import WagersCounted
 from tablectl.records.build import Event, Summary
 from tablectl.records.signing import Manifest
+from tablectl.records.zones import duration_text
 from tablectl.rules.meters import CARRY_DENOMINATOR
 from tablectl.util.money import dollars
 
@@ -65,7 +68,7 @@ CELL = ParagraphStyle("cell", parent=_base["Normal"], fontSize=8, leading=9.5, t
 CELL_RIGHT = ParagraphStyle("cell_right", parent=CELL, alignment=TA_RIGHT)
 HEAD_CELL = ParagraphStyle("head", parent=CELL, fontName="Helvetica-Bold", textColor=colors.white)
 HEAD_RIGHT = ParagraphStyle("head_right", parent=HEAD_CELL, alignment=TA_RIGHT)
-FIGURE = ParagraphStyle("figure", parent=_base["Normal"], fontSize=16, leading=19, textColor=INK)
+FIGURE = ParagraphStyle("figure", parent=_base["Normal"], fontSize=14, leading=17, textColor=INK)
 FIGURE_LABEL = ParagraphStyle("figure_label", parent=NOTE, fontSize=7.5)
 
 
@@ -92,27 +95,57 @@ def _words(text: str) -> str:
     return text.replace("-", " ")
 
 
-def readable(data: dict[str, Any], skip: Sequence[str] = ("device", "by", "rule")) -> str:
-    """A record's data for people: amounts in dollars, yes/no, the meter left out (the
-    meter has its own sections)."""
-    parts = []
-    for key, value in data.items():
-        if key in skip or key == "meter":
-            continue
-        name = key.replace("_", " ")
-        if key.endswith("_cents") and type(value) is int:
-            parts.append(f"{name.removesuffix(' cents')} {dollars(value)}")
-        elif key.endswith("_ten_thousandths_cent") and type(value) is int:
-            parts.append(f"{name.removesuffix(' ten thousandths cent')} {exact_dollars(value)}")
-        elif isinstance(value, bool):
-            parts.append(f"{name} {'yes' if value else 'no'}")
-        elif isinstance(value, list):
-            parts.append(f"{name} {', '.join(map(str, value)) or 'none'}")
-        elif value is None:
-            continue
-        else:
-            parts.append(f"{name} {value}")
+_UNITS = ("_ten_thousandths_cent", "_cents", "_ms", "_ns")
+_TIME_MS = re.compile(r"(.+_)?(at|since)_ms")  # at_ms, since_ms, introduced_at_ms: times
+
+
+def _name(key: str) -> str:
+    """A field as words, its unit left to the value: wager_cents -> wager."""
+    for unit in _UNITS:
+        key = key.removesuffix(unit)
+    return key.replace("_", " ")
+
+
+def _value(key: str, value: object, zone: ZoneInfo) -> str:
+    """A value as a person reads it: dollars, local times, durations, yes/no; never None."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if type(value) is int:
+        if key.endswith("_cents"):
+            return dollars(value)
+        if key.endswith("_ten_thousandths_cent"):
+            return exact_dollars(value)
+        if key.endswith("_ms") and (_TIME_MS.fullmatch(key) or value >= 10**12):
+            # A time, UTC milliseconds (a "duration" past 2001's first 10**12 ms is one too).
+            return _when(datetime.fromtimestamp(value / 1000, UTC), zone)
+        if key.endswith("_ms"):
+            return duration_text(value)
+        if key.endswith("_ns"):
+            return duration_text(value / 1_000_000)
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(_value(key, v, zone) for v in value) or "none"
+    if isinstance(value, dict):
+        return f"({readable(value, zone, skip=())})"
+    return str(value)
+
+
+def readable(
+    data: dict[str, Any], zone: ZoneInfo, skip: Sequence[str] = ("device", "by", "rule")
+) -> str:
+    """A record's data for people: amounts in dollars, times local, durations in hours and
+    minutes, yes/no; absent values and the meter left out (the meter has its own sections)."""
+    parts = [
+        f"{_name(key)}: {_value(key, value, zone)}"
+        for key, value in data.items()
+        if key not in skip and key != "meter" and value is not None
+    ]
     return "; ".join(parts) or "-"
+
+
+def _when(at: datetime, zone: ZoneInfo) -> str:
+    return at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _table(
@@ -121,7 +154,7 @@ def _table(
     widths: Sequence[float],
     *,
     right: Sequence[int] = (),
-    empty: str = "None in this period.",
+    empty: str = "Nothing in this period.",
     alert_rows: Sequence[int] = (),
     total: float = WIDTH,
 ) -> Flowable:
@@ -227,6 +260,50 @@ def time_ticks(start: datetime, end: datetime, zone: ZoneInfo) -> list[tuple[flo
     return ticks
 
 
+def amount_step(span_cents: int, lines: int = 5) -> int:
+    """A round step in cents for about `lines` gridlines over span_cents: 1, 2, 2.5 or 5
+    times a power of ten ($0.25, $1, $5, $25, $100 ...)."""
+    want = max(span_cents, 1) / lines
+    power = 1
+    while True:
+        for step in (power, 2 * power, 5 * power // 2, 5 * power):  # 2.5: 2 at power 1
+            if step >= want:
+                return step
+        power *= 10
+
+
+def amount_axis(low: int, high: int) -> tuple[int, int, int]:
+    """The axis (bottom, top, step) in cents around the amounts low..high: at round
+    amounts just outside them, a little room above and below a flat line."""
+    step = amount_step(max(high - low, 200))
+    bottom = max(low // step * step, 0)
+    top = -(-high // step) * step
+    if top - bottom < 2 * step:
+        bottom, top = max(bottom - step, 0), top + step
+    return bottom, top, step
+
+
+def amount_label(cents: int, step: int) -> str:
+    """$1,005 on an axis of whole dollars, $1,005.25 on one of cents."""
+    text = dollars(cents)
+    return text.removesuffix(".00") if step % 100 == 0 else text
+
+
+def activity_window(
+    summary: Summary, start: datetime, end: datetime
+) -> tuple[datetime, datetime] | None:
+    """From the period's first change of a meter (or hit) to its last, with a little room,
+    within [start, end): the span the chart shows. None when no meter moved."""
+    times = [t for points in summary.meter_points.values() for t, _ in points]
+    times += [datetime.fromisoformat(h.ts_utc) for h in summary.hits]
+    times = [t for t in times if start <= t < end]
+    if not times:
+        return None
+    first, last = min(times), max(times)
+    room = max((last - first) / 30, timedelta(minutes=5))
+    return max(start, first - room), min(end, last + room)
+
+
 def meter_chart(
     summary: Summary,
     zone: ZoneInfo,
@@ -236,25 +313,33 @@ def meter_chart(
     height: float,
     *,
     known_until: datetime,
-) -> Drawing:
-    """Each meter's amount over the period (a step at each change, drawn on to the period's
-    end or known_until, when it was read), hits marked: a vector drawing (points)."""
+) -> Drawing | None:
+    """Each meter's amount over the period's activity (a step at each change, from its first
+    change to its last, or the whole period when none moved), hits marked, on an axis of
+    round amounts: a vector drawing (points). None without a meter (a linked table's are
+    its link controller's)."""
+    if not summary.meters:
+        return None
     palette = [colors.HexColor(c) for c in ("#1f6feb", "#8250df", "#bf8700", "#1a7f37")]
     drawing = Drawing(width, height)
     left, right, bottom, top = 62.0, width - 8, 34.0, height - 8
-    t0, t1 = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
+    end = max(min(end, known_until), start + timedelta(seconds=1))
+    window = activity_window(summary, start, end)
+    shown_from, shown_to = window or (start, end)
+    t0, t1 = shown_from.timestamp(), max(shown_to.timestamp(), shown_from.timestamp() + 1)
     series: list[tuple[str, list[tuple[float, int]]]] = []
     for meter in summary.meters:
-        # The meter as it stood from the period's start (its opening amount) to its end.
+        # The meter as it stood through the window: its opening amount, each change, and
+        # the last amount on to the window's end.
         points = [(start.timestamp(), meter.opening_cents)]
         points += [(t.timestamp(), c) for t, c in summary.meter_points.get(meter.meter_id, [])]
-        points.append((max(points[-1][0], min(end, known_until).timestamp()), points[-1][1]))
+        points.append((max(points[-1][0], t1), points[-1][1]))
         series.append((meter.meter_id, points))
     hits = [h for h in summary.hits if not h.paid_from_table_inventory]
-    cents = [c for _, pts in series for _, c in pts] + [h.meter_before_cents for h in hits]
-    low, high = (min(cents), max(cents)) if cents else (0, 100)
-    pad = max((high - low) // 10, 100)
-    low, high = max(low - pad, 0), high + pad
+    cents = [c for _, pts in series for t, c in pts if t0 <= t <= t1]
+    cents += [h.meter_before_cents for h in hits]
+    cents += [_at(pts, t0) for _, pts in series]  # what stood when the window opens
+    low, high, step = amount_axis(min(cents), max(cents)) if cents else (0, 100_000, 25_000)
 
     def x(t: float) -> float:
         return left + (min(max(t, t0), t1) - t0) / (t1 - t0) * (right - left)
@@ -267,20 +352,21 @@ def meter_chart(
     def label(x_: float, y_: float, text: str, anchor: Literal["middle", "end"]) -> String:
         return String(x_, y_, text, textAnchor=anchor, fontSize=7, fillColor=MUTED)
 
-    for i in range(5):  # amount gridlines, labelled in dollars
-        c = low + (high - low) * i // 4
+    for c in range(low, high + 1, step):  # amount gridlines at round amounts
         drawing.add(Line(left, y(c), right, y(c), strokeColor=grid, strokeWidth=0.6))
-        drawing.add(label(left - 4, y(c) - 2.5, dollars(c), "end"))
-    for t, text in time_ticks(start, end, zone):
+        drawing.add(label(left - 4, y(c) - 2.5, amount_label(c, step), "end"))
+    for t, text in time_ticks(shown_from, shown_to, zone):
         drawing.add(Line(x(t), bottom, x(t), top, strokeColor=grid, strokeWidth=0.6))
         for n, part in enumerate(text.split("\n")):
             drawing.add(label(x(t), bottom - 10 - 8 * n, part, "middle"))
     drawing.add(Line(left, bottom, right, bottom, strokeColor=MUTED, strokeWidth=0.8))
-    drawing.add(
-        String(
-            left, 2, f"local time ({zone.key}); amounts on the meter", fontSize=7, fillColor=MUTED
-        )
+    span = f"{shown_from.astimezone(zone):%H:%M} to {shown_to.astimezone(zone):%H:%M}"
+    caption = (
+        f"local time ({zone.key}), {span}: the period's first to last change of a meter"
+        if window
+        else f"local time ({zone.key}): no meter changed in the period"
     )
+    drawing.add(String(left, 2, caption, fontSize=7, fillColor=MUTED))
     for i, (meter_id, points) in enumerate(series):
         steps: list[float] = []
         for n, (t, c) in enumerate(points):
@@ -302,18 +388,17 @@ def meter_chart(
         marker = [key_x + 5, 8, key_x + 11, 8, key_x + 8, 3]
         drawing.add(Polygon(marker, fillColor=ALERT, strokeWidth=0))
         drawing.add(String(key_x + 20, 2, "hit paid from the meter", fontSize=7, fillColor=INK))
-    if not series:
-        drawing.add(
-            String(
-                width / 2,
-                height / 2,
-                "no meter in this period",
-                textAnchor="middle",
-                fontSize=9,
-                fillColor=MUTED,
-            )
-        )
     return drawing
+
+
+def _at(points: Sequence[tuple[float, int]], t: float) -> int:
+    """The amount a step series stands at at time t."""
+    amount = points[0][1]
+    for when, cents in points:
+        if when > t:
+            break
+        amount = cents
+    return amount
 
 
 def _local(ts_utc: str | None, zone: ZoneInfo) -> str:
@@ -322,18 +407,61 @@ def _local(ts_utc: str | None, zone: ZoneInfo) -> str:
     return datetime.fromisoformat(ts_utc).astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
 
-def _events(events: Sequence[Event], *, who: bool = False) -> list[list[str]]:
+def _minute(local: str) -> str:
+    """2024-06-01T08:00:00.000-04:00 -> 2024-06-01 08:00 (the zone is named beside it)."""
+    return local[:16].replace("T", " ")
+
+
+def _utc(ts_utc: str) -> str:
+    """2024-06-01T12:00:00.000Z -> 2024-06-01 12:00 (seconds when not zero)."""
+    at = datetime.fromisoformat(ts_utc).astimezone(UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%S" if at.second or at.microsecond else "%Y-%m-%d %H:%M")
+
+
+def _money_rows(summary: Summary) -> list[list[str]]:
+    """Each movement's records and sum, and the wagers returned with the voided rounds."""
+    rows = []
+    for movement, tally in summary.money.items():
+        where = f"{movement.sheet}.csv: {movement.column}"
+        if movement.kind is not None:
+            where += f" (kind {movement.kind})"
+        amount = exact_dollars(tally.amount) if movement.exact else dollars(tally.amount)
+        rows.append([movement.label, f"{tally.records:,}", amount, where])
+        if movement.record is WagersCounted:
+            returned = summary.returned
+            rows.append(
+                [
+                    "wagers returned (voided rounds)",
+                    f"{returned.records:,}",
+                    dollars(returned.amount),
+                    "voided-rounds.csv: wagers_returned_cents (the rounds' wagers accepted)",
+                ]
+            )
+    return rows
+
+
+def _events(events: Sequence[Event], zone: ZoneInfo, *, who: bool = False) -> list[list[str]]:
     out = []
     for e in events:
         r = e.row
         row = [r.local_date, r.local_time, _label(r.event)]
-        row += [r.by or "-"] if who else [r.device or "-"]
-        row += [readable(e.data), r.rule or "-"]
+        row += [r.by or "-"] if who else [r.device or _device_of(r.event)]
+        row += [readable(e.data, zone), r.rule or "-"]
         out.append(row)
     return out
 
 
-def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing) -> list[Flowable]:
+def _device_of(event_type: str) -> str:
+    """The device a record without a device field is about, by its type: shoe.fault -> shoe."""
+    kind = event_type.partition(".")[0]
+    return {"gpio": "sensors", "shoe": "shoe", "shuffler": "shuffler", "link": "link"}.get(
+        kind, "-"
+    )
+
+
+def _story(
+    summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing | None
+) -> list[Flowable]:
     period = manifest.period
     start = datetime.fromisoformat(period.start_local)
     end = datetime.fromisoformat(period.end_local)
@@ -341,24 +469,26 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
     span = manifest.journal
     seqs = f"seq {span.first_seq} to {span.last_seq}" if span.rows else "no rows"
     days = summary.days.values()
+    utc = f"{_utc(period.start_utc)} to {_utc(period.end_utc)} UTC"
     story: list[Flowable] = [
         Paragraph(f"Table records: {_escape(manifest.table)}", TITLE),
         Paragraph(
             _escape(
-                f"{manifest.site} \u00b7 {game} \u00b7 {start:%Y-%m-%d %H:%M} to "
-                f"{end:%Y-%m-%d %H:%M} ({zone.key})"
+                f"{manifest.site} \u00b7 {game} \u00b7 {start:%a %d %b %Y %H:%M} to "
+                f"{end:%a %d %b %Y %H:%M} ({zone.key})"
             ),
             SUBTITLE,
         ),
         Spacer(1, 8),
         Paragraph(
             _escape(
-                f"Period {period.start_utc} to {period.end_utc} UTC (from inclusive, to "
-                f"exclusive); every time below is local time in {zone.key}. Journal {seqs} "
-                f"({span.rows:,} rows; the journal held {span.journal_last_seq:,} rows when "
-                f"read). Generated {manifest.generated_utc} by {manifest.generator}. "
-                f"Signed by the table's key {manifest.key_fingerprint}: check the export "
-                "with `tablectl records verify DIR --public-key TABLE.pub`."
+                f"The period runs from {start:%Y-%m-%d %H:%M} (included) to "
+                f"{end:%Y-%m-%d %H:%M} (not included), {utc}; every time below is local "
+                f"time in {zone.key}. Journal {seqs} ({span.rows:,} rows; the journal held "
+                f"{span.journal_last_seq:,} rows when read). Made "
+                f"{_local(manifest.generated_utc, zone)} by {manifest.generator}. Signed by "
+                f"the table's key {manifest.key_fingerprint}: check the export with "
+                "`tablectl records verify DIR --public-key TABLE.pub`."
             ),
             NOTE,
         ),
@@ -369,14 +499,15 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
                 ("rounds voided", f"{sum(d.rounds_voided for d in days):,}"),
                 ("progressive wagers", f"{sum(d.wagers for d in days):,}"),
                 ("wagered", dollars(sum(d.wagered_cents for d in days))),
+                ("paid on wagers", dollars(sum(d.paid_cents for d in days))),
+                ("Envy Bonuses", dollars(sum(d.envy_cents for d in days))),
                 ("contributed", exact_dollars(sum(d.contributed for d in days))),
-                ("hits", f"{len(summary.hits):,}"),
-                ("paid on hits", dollars(sum(h.amount_cents for h in summary.hits))),
             ]
         ),
         Spacer(1, 4),
         _figures(
             [
+                ("progressive hits", f"{len(summary.hits):,}"),
                 ("device faults and swaps", f"{len(summary.device_events):,}"),
                 ("deck events", f"{len(summary.deck_events):,}"),
                 ("parameter changes", f"{len(summary.parameter_changes):,}"),
@@ -388,7 +519,17 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
             ]
         ),
         Spacer(1, 10),
-        chart,
+        chart
+        if chart is not None
+        else Paragraph(
+            "No meter of the table's own in this period"
+            + (
+                ": its progressive is linked, and the link's meters are its controller's."
+                if summary.link_levels or summary.link_claims
+                else "."
+            ),
+            NOTE,
+        ),
     ]
     meter_rows = [
         [
@@ -408,9 +549,9 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
     ]
     story += _section(
         "Meters",
-        "Per meter (the table's progressive level). Reconciled: every amount the journal "
-        "shows the meter at equals opening + contributions - reversals - payouts + resets, "
-        "to the ten-thousandth of a cent.",
+        "Per meter (the table's progressive level), opening and closing even when nothing "
+        "moved it. Reconciled: every amount the journal shows the meter at equals opening + "
+        "contributions - reversals - payouts + resets, to the ten-thousandth of a cent.",
         _table(
             [
                 "meter",
@@ -433,10 +574,36 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
         ),
     )
     story += _section(
-        "Contributions per day",
-        f"Local days in {zone.key}; each contribution is a row of contributions.csv.",
+        "Money",
+        "Every amount the journal records moving in the period, summed over its records; "
+        "each record is a row of the file named, the amount in the column named. Paid on "
+        "wagers includes the progressive hits; a share of the meter is paid from the meter, "
+        "not the table inventory.",
         _table(
-            ["date", "rounds", "voided", "wagers", "wagered", "contributed", "hits", "paid"],
+            ["movement", "records", "amount", "file: column"],
+            _money_rows(summary),
+            [30, 8, 12, 40],
+            right=(1, 2),
+        ),
+    )
+    story += _section(
+        "Per day",
+        f"Local days in {zone.key}. Wagered: collected at the final count; returned: the "
+        "wagers of voided rounds; paid: on wagers settled, hits included.",
+        _table(
+            [
+                "date",
+                "rounds",
+                "voided",
+                "wagers",
+                "wagered",
+                "returned",
+                "paid",
+                "Envy Bonuses",
+                "contributed",
+                "hits",
+                "hit amount",
+            ],
             [
                 [
                     day,
@@ -444,14 +611,55 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
                     f"{d.rounds_voided:,}",
                     f"{d.wagers:,}",
                     dollars(d.wagered_cents),
+                    dollars(d.returned_cents),
+                    dollars(d.paid_cents),
+                    f"{dollars(d.envy_cents)} ({d.envy_bonuses:,})",
                     exact_dollars(d.contributed),
                     f"{d.hits:,}",
                     dollars(d.hit_cents),
                 ]
                 for day, d in sorted(summary.days.items())
             ],
-            [10, 7, 7, 7, 10, 10, 6, 10],
-            right=range(1, 8),
+            [10, 6, 6, 6, 9, 9, 9, 11, 9, 5, 9],
+            right=range(1, 11),
+        ),
+    )
+    story += _section(
+        "Wagers by outcome",
+        "Each table-system wager's result (wagers.csv): what was staked and what the "
+        "players received.",
+        _table(
+            ["outcome", "wagers", "staked", "paid"],
+            [
+                [outcome, f"{t.wagers:,}", dollars(t.staked_cents), dollars(t.paid_cents)]
+                for outcome, t in sorted(summary.outcomes.items())
+            ],
+            [20, 10, 15, 15],
+            right=(1, 2, 3),
+            total=WIDTH * 0.6,
+        ),
+    )
+    story += _section(
+        "Envy Bonuses",
+        "Paid to a player with a progressive wager for another player's qualifying hand "
+        "(649a.12(e)(5), 653a.12(d)(5)); from the table inventory, not the meter.",
+        _table(
+            ["date", "time", "round", "seat", "for the hand at seat", "hand", "amount", "rule"],
+            [
+                [
+                    e.local_date,
+                    e.local_time,
+                    str(e.round_id),
+                    str(e.seat),
+                    str(e.for_seat),
+                    _words(e.hand),
+                    dollars(e.amount_cents),
+                    e.rule,
+                ]
+                for e in summary.envy_bonuses
+            ],
+            [9, 7, 6, 5, 9, 16, 9, 10],
+            right=(2, 3, 4, 6),
         ),
     )
     story += _section(
@@ -525,7 +733,17 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
         "Every wager of a voided round is returned and its contributions reversed; the "
         "section is the rule that voids it.",
         _table(
-            ["date", "time", "round", "reason", "section", "wagers returned", "reversed", "by"],
+            [
+                "date",
+                "time",
+                "round",
+                "reason",
+                "section",
+                "seats returned",
+                "returned",
+                "reversed",
+                "by",
+            ],
             [
                 [
                     v.local_date,
@@ -534,21 +752,26 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
                     _words(v.reason),
                     v.rule,
                     v.wagers_returned.replace(" ", ", ") or "none",
+                    "not known"
+                    if v.wagers_returned_cents is None
+                    else dollars(v.wagers_returned_cents),
                     exact_dollars(v.contribution_reversed_ten_thousandths_cent),
                     v.by,
                 ]
                 for v in summary.voided
             ],
-            [9, 7, 6, 12, 9, 12, 9, 14],
-            right=(2, 6),
+            [9, 7, 6, 12, 9, 10, 8, 8, 13],
+            right=(2, 6, 7),
         ),
     )
+    if summary.link_levels or summary.link_claims:
+        story += _link_sections(summary, zone)
     story += _section(
         "Device faults and swaps",
         None,
         _table(
             ["date", "time", "event", "device", "detail", "rule"],
-            _events(summary.device_events),
+            _events(summary.device_events, zone),
             [9, 7, 14, 8, 42, 9],
         ),
     )
@@ -557,7 +780,7 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
         None,
         _table(
             ["date", "time", "event", "device", "detail", "rule"],
-            _events(summary.deck_events),
+            _events(summary.deck_events, zone),
             [9, 7, 14, 8, 42, 9],
         ),
     )
@@ -602,7 +825,7 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
     story.append(
         _table(
             ["date", "time", "action", "by", "detail", "rule"],
-            _events(summary.control_actions, who=True),
+            _events(summary.control_actions, zone, who=True),
             [9, 7, 14, 12, 38, 9],
             empty="No other control action in this period.",
         )
@@ -625,12 +848,79 @@ def _story(summary: Summary, manifest: Manifest, zone: ZoneInfo, chart: Drawing)
     return story
 
 
+def _link_sections(summary: Summary, zone: ZoneInfo) -> list[Flowable]:
+    """A linked table's part of its link: what it sent each level, and its claims as the
+    link controller answered them (the link's meters are in the controller's ledger)."""
+    out = _section(
+        "Linked progressive: contributions",
+        "What this table sent each level of its link, and took back with voided rounds "
+        "(link-contributions.csv); the link's meters are in its controller's ledger.",
+        _table(
+            ["link", "level", "rows", "contributed", "reversed"],
+            [
+                [
+                    link,
+                    level,
+                    f"{t.rows:,}",
+                    exact_dollars(t.contributed),
+                    exact_dollars(t.reversed),
+                ]
+                for (link, level), t in sorted(summary.link_levels.items())
+            ],
+            [15, 15, 8, 12, 12],
+            right=(2, 3, 4),
+            total=WIDTH * 0.7,
+        ),
+    )
+    out += _section(
+        "Linked progressive: claims",
+        "Each qualifying hand claimed on the link and the controller's answer: the amount "
+        "paid is the link's (link-claims.csv).",
+        _table(
+            [
+                "date",
+                "time",
+                "claim",
+                "level",
+                "seat",
+                "hand",
+                "share",
+                "answer",
+                "award",
+                "answered",
+                "validated by",
+            ],
+            [
+                [
+                    c.local_date,
+                    c.local_time,
+                    c.claim_id,
+                    c.level_id or "before the period",
+                    "-" if c.seat is None else str(c.seat),
+                    _words(c.hand or "-"),
+                    "-" if c.share_percent is None else f"{c.share_percent}%",
+                    c.status or "not in the period",
+                    "-" if c.award_cents is None else dollars(c.award_cents),
+                    _local(c.answered_ts_utc, zone),
+                    f"{c.validated_by} {_local(c.validated_ts_utc, zone)}"
+                    if c.validated_by
+                    else "not in the period",
+                ]
+                for c in summary.link_claims
+            ],
+            [8, 6, 6, 9, 4, 12, 5, 8, 8, 10, 13],
+            right=(4, 6, 8),
+        ),
+    )
+    return out
+
+
 def _footer(manifest: Manifest, pages: int | None) -> Callable[[Canvas, Any], None]:
     """Draws "site / table · period · page N of M" at the foot of each page."""
     period = manifest.period
     text = (
-        f"{manifest.site} / {manifest.table} \u00b7 records {period.start_local[:16]} to "
-        f"{period.end_local[:16]} ({period.time_zone})"
+        f"{manifest.site} / {manifest.table} \u00b7 records {_minute(period.start_local)} to "
+        f"{_minute(period.end_local)} ({period.time_zone})"
     )
 
     def draw(canvas: Canvas, _doc: Any) -> None:

@@ -7,7 +7,10 @@ whatever its type, with its hashes; `()` means "only there". A type this code do
 (a journal written by a newer version), or a row whose data does not validate against its
 model, goes to `other-events` with its data as journaled, and is counted in the manifest and
 reported on stderr: an auditor's export must not fail for it, nor lose it. A type known to
-`RECORD_TYPES` but missing from ROUTES fails at import (`_check_routes`) and in the tests.
+`RECORD_TYPES` but missing from ROUTES fails at import (`check_record_set`) and in the tests,
+as does an amount of a record (`*_cents`) that MOVEMENTS does not show in a sheet's column
+and NOT_MOVEMENTS does not say why: every money movement the journal records is in a sheet
+and in the summary.
 
 Money stays in integer cents (meter contributions in ten-thousandths of a cent); it is
 formatted as dollars only where a person reads it (the PDF). Times are the journal's UTC
@@ -17,7 +20,7 @@ stamp plus the local date and time in the report's zone.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -34,10 +37,15 @@ class Sheet(StrEnum):
     """The reports of a record set; each is one file per format (`<name>.csv`, ...)."""
 
     METERS = "meters"  # per meter (level): opening, contributed, paid, closing; reconciled
+    WAGER_COUNTS = "wager-counts"  # each round's final count: the wagers collected
+    WAGERS = "wagers"  # each table-system wager's result: won, lost, forfeited, and paid
+    ENVY_BONUSES = "envy-bonuses"
     CONTRIBUTIONS = "contributions"
     HITS = "hits"
     RESETS = "resets"
     VOIDED_ROUNDS = "voided-rounds"
+    LINK_CONTRIBUTIONS = "link-contributions"  # a linked table's, and their reversals
+    LINK_CLAIMS = "link-claims"  # a linked table's claims, with the controller's answers
     DEVICE_EVENTS = "device-events"  # faults and swaps
     DECK_EVENTS = "deck-events"
     PARAMETER_CHANGES = "parameter-changes"
@@ -53,7 +61,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.WagerRejected: (),
     rec.WagerWithdrawn: (),
     rec.RoundLocked: (),
-    rec.WagersCounted: (),
+    rec.WagersCounted: (Sheet.WAGER_COUNTS,),
     rec.MeterContribution: (Sheet.CONTRIBUTIONS,),
     rec.GpioFaultRecord: (Sheet.DEVICE_EVENTS,),
     rec.GpioFaultCleared: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
@@ -87,11 +95,11 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.ShoeFaultCleared: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.ShoeRebootedRecord: (Sheet.DEVICE_EVENTS,),
     rec.ShoeOutOfOrderRecord: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
-    rec.WagerSettled: (),
+    rec.WagerSettled: (Sheet.WAGERS,),
     rec.JackpotHit: (Sheet.HITS,),
     rec.MeterReset: (Sheet.RESETS,),
     rec.MeterSharePaid: (Sheet.RESETS,),
-    rec.EnvyBonusPaid: (),
+    rec.EnvyBonusPaid: (Sheet.ENVY_BONUSES,),
     rec.RoundSettled: (Sheet.CONTROL_ACTIONS,),
     rec.RoundVoided: (Sheet.VOIDED_ROUNDS, Sheet.CONTROL_ACTIONS),
     rec.JackpotValidated: (Sheet.CONTROL_ACTIONS,),
@@ -111,12 +119,12 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.StubCountQuestioned: (Sheet.DECK_EVENTS,),
     rec.IdleProcedureDue: (Sheet.DECK_EVENTS,),
     rec.IdleProcedureDoneRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
-    # A linked progressive: the link's ledger (PostgreSQL) keeps its meters and hits; the
-    # table's own sheets list its link's ups, downs and refused parameters.
-    rec.LinkContribution: (),
-    rec.LinkContributionReversed: (),  # the voided-rounds sheet lists the void itself
-    rec.LinkClaim: (),
-    rec.LinkClaimAnswered: (),
+    # A linked progressive: the link's ledger (PostgreSQL) keeps its meters; the table's
+    # sheets list what it sent the link and what the link paid, and its ups and downs.
+    rec.LinkContribution: (Sheet.LINK_CONTRIBUTIONS,),
+    rec.LinkContributionReversed: (Sheet.LINK_CONTRIBUTIONS,),  # voided-rounds: the void
+    rec.LinkClaim: (Sheet.LINK_CLAIMS,),
+    rec.LinkClaimAnswered: (Sheet.LINK_CLAIMS,),
     rec.LinkParametersAccepted: (),
     rec.LinkParametersRefused: (Sheet.DEVICE_EVENTS,),
     rec.LinkDown: (Sheet.DEVICE_EVENTS,),
@@ -168,8 +176,47 @@ class MeterRow(Row):
     reseeded_cents: int  # the reset amounts the meter restarted at
     closing_cents: int
     closing_carry: int
-    closing_seq: int | None
+    closing_seq: int | None  # the row that left it so (None: none did, it is the initial amount)
     reconciles: bool
+
+
+class WagerCountRow(Stamped):
+    """A round's final count: the wagers collected at "no more bets" (649a.8(b))."""
+
+    SHEET = Sheet.WAGER_COUNTS
+    round_id: int
+    wagers: int
+    seats: str  # space-separated
+    total_wager_cents: int
+    decided_after_lockout: str  # seats, space-separated
+    rule: str
+
+
+class WagerRow(Stamped):
+    """One table-system wager's result; paid_cents is all the player receives (a hit's
+    amount included), the wager having been collected at the count."""
+
+    SHEET = Sheet.WAGERS
+    round_id: int
+    seat: int
+    wager: str
+    wager_cents: int
+    outcome: str  # won, lost, forfeited, returned
+    paid_cents: int
+    hand: str | None
+    rule: str
+
+
+class EnvyBonusRow(Stamped):
+    """An Envy Bonus paid to `seat` for the hand at `for_seat` (649a.12(e)(5), 653a.12(d)(5))."""
+
+    SHEET = Sheet.ENVY_BONUSES
+    round_id: int
+    seat: int
+    for_seat: int
+    hand: str
+    amount_cents: int
+    rule: str
 
 
 class ContributionRow(Stamped):
@@ -222,8 +269,52 @@ class VoidedRoundRow(Stamped):
     reason: str
     rule: str  # the section that voids it
     wagers_returned: str  # seats, space-separated
+    # The wagers of those seats, from the round's wager.accepted rows (the void names the
+    # seats, not the amounts); None when a row of the round is not in the journal read.
+    wagers_returned_cents: int | None
     contribution_reversed_ten_thousandths_cent: int
     by: str
+
+
+class LinkContributionRow(Stamped):
+    """A counted wager's share sent to a level of the link, or taken back (a voided round)."""
+
+    SHEET = Sheet.LINK_CONTRIBUTIONS
+    kind: str  # contribution, reversal
+    link_id: str
+    level_id: str
+    parameters_version: int
+    round_id: int
+    seat: int
+    wager_cents: int
+    rate_bp: int
+    contribution_ten_thousandths_cent: int
+    reason: str | None = None  # a reversal's: the void's reason and section
+    rule: str | None = None
+
+
+class LinkClaimRow(Stamped):
+    """A claim on a level of the link and the controller's answer (the amount paid is its).
+    Stamped with the claim, or with the answer when the claim is before the period (its
+    own fields are then empty)."""
+
+    SHEET = Sheet.LINK_CLAIMS
+    claim_id: str
+    link_id: str
+    level_id: str | None
+    round_id: int | None
+    seat: int | None
+    hand: str | None
+    cards: str | None
+    share_percent: int | None
+    rule: str | None
+    status: str | None  # awarded, refused; None: not answered in the period
+    award_cents: int | None
+    award_version: int | None
+    reason: str | None
+    answered_ts_utc: str | None
+    validated_by: str | None = None
+    validated_ts_utc: str | None = None
 
 
 class EventRow(Stamped):
@@ -269,10 +360,15 @@ class JournalEntryRow(Row):
 
 ROW_MODELS: dict[Sheet, type[Row]] = {
     Sheet.METERS: MeterRow,
+    Sheet.WAGER_COUNTS: WagerCountRow,
+    Sheet.WAGERS: WagerRow,
+    Sheet.ENVY_BONUSES: EnvyBonusRow,
     Sheet.CONTRIBUTIONS: ContributionRow,
     Sheet.HITS: HitRow,
     Sheet.RESETS: ResetRow,
     Sheet.VOIDED_ROUNDS: VoidedRoundRow,
+    Sheet.LINK_CONTRIBUTIONS: LinkContributionRow,
+    Sheet.LINK_CLAIMS: LinkClaimRow,
     Sheet.DEVICE_EVENTS: EventRow,
     Sheet.DECK_EVENTS: EventRow,
     Sheet.PARAMETER_CHANGES: ParameterChangeRow,
@@ -284,10 +380,15 @@ ROW_MODELS: dict[Sheet, type[Row]] = {
 # The sheets whose rows come from one record class each (the rest take any record as an
 # EventRow). Routing a record to one of these needs its row builder in `specific_row`.
 SPECIFIC: dict[Sheet, tuple[type[Record], ...]] = {
+    Sheet.WAGER_COUNTS: (rec.WagersCounted,),
+    Sheet.WAGERS: (rec.WagerSettled,),
+    Sheet.ENVY_BONUSES: (rec.EnvyBonusPaid,),
     Sheet.CONTRIBUTIONS: (rec.MeterContribution,),
     Sheet.HITS: (rec.JackpotHit,),
     Sheet.RESETS: (rec.MeterReset, rec.MeterSharePaid),
     Sheet.VOIDED_ROUNDS: (rec.RoundVoided,),
+    Sheet.LINK_CONTRIBUTIONS: (rec.LinkContribution, rec.LinkContributionReversed),
+    Sheet.LINK_CLAIMS: (rec.LinkClaim, rec.LinkClaimAnswered),
 }
 GENERIC = (Sheet.DEVICE_EVENTS, Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS)
 
@@ -296,20 +397,158 @@ def columns(sheet: Sheet) -> list[str]:
     return list(ROW_MODELS[sheet].model_fields)
 
 
-def _check_routes() -> None:
-    """Every known record type is routed, and only to sheets that can take it."""
-    missing = sorted(t for t, cls in RECORD_TYPES.items() if cls not in ROUTES)
+# --- money: every amount the journal records, and where the record set shows it ----------
+
+
+@dataclass(frozen=True, slots=True)
+class Movement:
+    """Money the journal records moving: a record's amount field, the sheet column that
+    carries it (in the rows whose `kind` is `kind`, on a sheet of several records), and its
+    line in the summary. In cents, or ten-thousandths of a cent (`*_ten_thousandths_cent`)."""
+
+    record: type[Record]
+    amount: str
+    sheet: Sheet
+    column: str
+    label: str
+    kind: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Ten-thousandths of a cent (a meter's contributions), not cents."""
+        return self.amount.endswith(_EXACT)
+
+
+_CENTS, _EXACT = "_cents", "_ten_thousandths_cent"
+
+# Every money amount of every record type: a movement in one sheet and the summary, or in
+# NOT_MOVEMENTS with why not. A record type added with an amount in neither fails at import
+# (`_check_money`) and in the tests, as one missing from ROUTES does.
+MOVEMENTS: tuple[Movement, ...] = (
+    Movement(
+        rec.WagersCounted,
+        "total_wager_cents",
+        Sheet.WAGER_COUNTS,
+        "total_wager_cents",
+        "wagers collected at the final count",
+    ),
+    Movement(rec.WagerSettled, "wager_cents", Sheet.WAGERS, "wager_cents", "wagers settled"),
+    Movement(rec.WagerSettled, "paid_cents", Sheet.WAGERS, "paid_cents", "paid on wagers settled"),
+    Movement(
+        rec.EnvyBonusPaid, "amount_cents", Sheet.ENVY_BONUSES, "amount_cents", "Envy Bonuses paid"
+    ),
+    Movement(rec.JackpotHit, "amount_cents", Sheet.HITS, "amount_cents", "progressive hits"),
+    Movement(
+        rec.MeterContribution,
+        "contribution_ten_thousandths_cent",
+        Sheet.CONTRIBUTIONS,
+        "contribution_ten_thousandths_cent",
+        "contributed to the meter",
+    ),
+    Movement(
+        rec.LinkContribution,
+        "contribution_ten_thousandths_cent",
+        Sheet.LINK_CONTRIBUTIONS,
+        "contribution_ten_thousandths_cent",
+        "contributed to the link",
+        "contribution",
+    ),
+    Movement(
+        rec.RoundVoided,
+        "contribution_reversed_ten_thousandths_cent",
+        Sheet.VOIDED_ROUNDS,
+        "contribution_reversed_ten_thousandths_cent",
+        "contributions reversed with voided rounds (the meter's or the link's)",
+    ),
+    Movement(
+        rec.LinkContributionReversed,
+        "contribution_ten_thousandths_cent",
+        Sheet.LINK_CONTRIBUTIONS,
+        "contribution_ten_thousandths_cent",
+        "of which the link's (each level's)",
+        "reversal",
+    ),
+    Movement(
+        rec.MeterReset,
+        "paid_cents",
+        Sheet.RESETS,
+        "paid_cents",
+        "paid from the meter (100%)",
+        "reset",
+    ),
+    Movement(
+        rec.MeterSharePaid,
+        "paid_cents",
+        Sheet.RESETS,
+        "paid_cents",
+        "paid from the meter (a share)",
+        "share",
+    ),
+    Movement(rec.MeterReset, "reset_cents", Sheet.RESETS, "reset_cents", "meter reset to", "reset"),
+    Movement(
+        rec.LinkClaimAnswered,
+        "amount_cents",
+        Sheet.LINK_CLAIMS,
+        "award_cents",
+        "awarded by the link",
+    ),
+)
+
+# Amounts that are not a movement of their own, and why.
+NOT_MOVEMENTS: dict[tuple[type[Record], str], str] = {
+    (rec.WagerAccepted, "wager_cents"): "a chip recognised on its sensor: collected at the "
+    "final count (wagers.counted), or withdrawn",
+    (rec.MeterContribution, "wager_cents"): "the wager the contribution is a share of",
+    (rec.LinkContribution, "wager_cents"): "the wager the contribution is a share of",
+    (rec.LinkContributionReversed, "wager_cents"): "the wager the contribution was a share of",
+    (rec.JackpotHit, "meter_before_cents"): "the meter's reading when it was hit",
+    (rec.RoundSettled, "paid_cents"): "the round's total: its wager.settled paid_cents and "
+    "envy.bonus amount_cents",
+}
+
+
+def money_fields(cls: type[Record]) -> list[str]:
+    """A record's amounts: its whole-number fields in cents or ten-thousandths of a cent."""
+    return [
+        name
+        for name, info in cls.model_fields.items()
+        if name.endswith((_CENTS, _EXACT)) and info.annotation is int
+    ]
+
+
+def check_record_set(
+    record_types: Mapping[str, type[Record]] = RECORD_TYPES,
+    routes: Mapping[type[Record], tuple[Sheet, ...]] = ROUTES,
+    movements: Sequence[Movement] = MOVEMENTS,
+) -> None:
+    """Every known record type is routed, and only to sheets that can take it; every amount
+    is a movement shown in a sheet's column, or says why it is not one (run at import)."""
+    missing = sorted(t for t, cls in record_types.items() if cls not in routes)
     if missing:
         raise RuntimeError(f"records/sheets.py ROUTES has no line for {missing}")
-    for cls, sheets in ROUTES.items():
+    for cls, sheets in routes.items():
         for sheet in sheets:
             if sheet in SPECIFIC and cls not in SPECIFIC[sheet]:
                 raise RuntimeError(f"{cls.TYPE} is routed to {sheet} but has no row builder")
             if sheet not in SPECIFIC and sheet not in GENERIC:
                 raise RuntimeError(f"{cls.TYPE} cannot be routed to {sheet}")
+    moved = {(m.record, m.amount) for m in movements}
+    for cls in record_types.values():
+        for name in money_fields(cls):
+            if ((cls, name) in moved) == ((cls, name) in NOT_MOVEMENTS):
+                raise RuntimeError(
+                    f"{cls.TYPE}.{name}: an amount the record set must show; records/sheets.py "
+                    "MOVEMENTS (its sheet and column) or NOT_MOVEMENTS (why not) needs a line"
+                )
+    for m in movements:
+        fields = ROW_MODELS[m.sheet].model_fields
+        if m.sheet not in routes.get(m.record, ()) or m.column not in fields:
+            raise RuntimeError(f"{m.record.TYPE}.{m.amount} has no column {m.sheet}.{m.column}")
+        if m.amount not in m.record.model_fields or (m.kind is not None) != ("kind" in fields):
+            raise RuntimeError(f"{m.record.TYPE}.{m.amount}: no such amount, or kind {m.kind}")
 
 
-_check_routes()
+check_record_set()
 
 
 # --- turning journal rows into sheet rows -----------------------------------------------
@@ -341,9 +580,62 @@ def parse_record(type_: str, data: dict[str, Any]) -> Record | None:
         return None
 
 
+def _seats(seats: list[int]) -> str:
+    return " ".join(map(str, seats))
+
+
 def specific_row(record: Record, sheet: Sheet, stamp: dict[str, Any], table: str) -> Row:
-    """The row of a one-record-type sheet."""
+    """The row of a sheet of one kind of record (hits, voided rounds and link claims are
+    written by the builder, which joins what comes later: validation, answers, amounts)."""
     match record:
+        case rec.WagersCounted():
+            return WagerCountRow(
+                **stamp,
+                round_id=record.round_id,
+                wagers=record.accepted_wagers,
+                seats=_seats(record.seats),
+                total_wager_cents=record.total_wager_cents,
+                decided_after_lockout=_seats(record.decided_after_lockout),
+                rule=record.rule,
+            )
+        case rec.WagerSettled():
+            return WagerRow(
+                **stamp,
+                round_id=record.round_id,
+                seat=record.seat,
+                wager=record.wager,
+                wager_cents=record.wager_cents,
+                outcome=record.outcome.value,
+                paid_cents=record.paid_cents,
+                hand=record.hand,
+                rule=record.rule,
+            )
+        case rec.EnvyBonusPaid():
+            return EnvyBonusRow(
+                **stamp,
+                round_id=record.round_id,
+                seat=record.seat,
+                for_seat=record.for_seat,
+                hand=record.hand,
+                amount_cents=record.amount_cents,
+                rule=record.rule,
+            )
+        case rec.LinkContribution() | rec.LinkContributionReversed():
+            reversal = isinstance(record, rec.LinkContributionReversed)
+            return LinkContributionRow(
+                **stamp,
+                kind="reversal" if reversal else "contribution",
+                link_id=record.link_id,
+                level_id=record.level_id,
+                parameters_version=record.parameters_version,
+                round_id=record.round_id,
+                seat=record.seat,
+                wager_cents=record.wager_cents,
+                rate_bp=record.rate_bp,
+                contribution_ten_thousandths_cent=record.contribution_ten_thousandths_cent,
+                reason=record.reason if isinstance(record, rec.LinkContributionReversed) else None,
+                rule=record.rule if isinstance(record, rec.LinkContributionReversed) else None,
+            )
         case rec.MeterContribution():
             return ContributionRow(
                 **stamp,
@@ -384,19 +676,56 @@ def specific_row(record: Record, sheet: Sheet, stamp: dict[str, Any], table: str
                 meter_cents=record.meter.meter_cents,
                 meter_carry=record.meter.meter_carry,
             )
-        case rec.RoundVoided():
-            return VoidedRoundRow(
-                **stamp,
-                round_id=record.round_id,
-                reason=record.reason,
-                rule=record.rule,
-                wagers_returned=" ".join(map(str, record.wagers_returned)),
-                contribution_reversed_ten_thousandths_cent=(
-                    record.contribution_reversed_ten_thousandths_cent
-                ),
-                by=record.by,
-            )
     raise TypeError(f"no {sheet} row for {type(record).__name__}")
+
+
+def voided_round_row(
+    record: rec.RoundVoided, stamp: dict[str, Any], returned_cents: int | None
+) -> VoidedRoundRow:
+    return VoidedRoundRow(
+        **stamp,
+        round_id=record.round_id,
+        reason=record.reason,
+        rule=record.rule,
+        wagers_returned=_seats(record.wagers_returned),
+        wagers_returned_cents=returned_cents,
+        contribution_reversed_ten_thousandths_cent=(
+            record.contribution_reversed_ten_thousandths_cent
+        ),
+        by=record.by,
+    )
+
+
+def link_claim_row(
+    claim: rec.LinkClaim | None,
+    answer: tuple[rec.LinkClaimAnswered, str] | None,
+    stamp: dict[str, Any],
+    validated: Signed | None,
+) -> LinkClaimRow:
+    """A claim with its answer (and when it came) and its validation, each when in the
+    period; one of claim and answer at least."""
+    answered, answered_ts = answer if answer is not None else (None, None)
+    claim_id = claim.claim_id if claim is not None else answered.claim_id if answered else ""
+    link_id = claim.link_id if claim is not None else answered.link_id if answered else ""
+    return LinkClaimRow(
+        **stamp,
+        claim_id=claim_id,
+        link_id=link_id,
+        level_id=claim.level_id if claim else None,
+        round_id=claim.round_id if claim else None,
+        seat=claim.seat if claim else None,
+        hand=claim.hand if claim else None,
+        cards=claim.cards if claim else None,
+        share_percent=claim.share_percent if claim else None,
+        rule=claim.rule if claim else None,
+        status=answered.status if answered else None,
+        award_cents=answered.amount_cents if answered else None,
+        award_version=answered.award_version if answered else None,
+        reason=answered.reason if answered else None,
+        answered_ts_utc=answered_ts,
+        validated_by=validated.by if validated else None,
+        validated_ts_utc=validated.ts_utc if validated else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,17 @@ class JournalSnapshot:
                 int(hash_v),
             )
 
+    def open_round(self, ts: str) -> Iterator[Entry]:
+        """The rows before ts of the last round opened before it, from its opening: a round
+        open when a period starts, whose wagers a void in the period returns."""
+        found = self._db.execute(
+            "SELECT seq, ts FROM journal WHERE type = 'round.opened' AND ts < ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (ts,),
+        ).fetchone()
+        if found is not None:
+            yield from (e for e in self.entries(found[1], ts) if e.seq >= found[0])
+
     def rows_after(
         self, after_seq: int, start_ts: str, end_ts: str, types: Collection[str]
     ) -> list[EventRow]:
