@@ -1,0 +1,303 @@
+"""The shuffle-integrity monitor: each deck use's statistics against the deck's history.
+
+Fed one `DeckUse` per deal a shoe read (the cards in dealing order, the deck they came
+from); answers each test's figure and p-value and whether it alarms. Pure and
+deterministic: no clock, no randomness, no I/O; the service keeps it off the hot path
+(service/shuffle_monitor.py). Card identities stay inside: a `Finding` says how many, never
+which (no card order may leave the table PC).
+
+The tests (docs/shuffle-integrity.md says why these, and their power):
+- order: the previous use's cards, listed as they went back into the shuffler (the game's
+  pickup, the order dealt, its reverse) or the factory order, still in that order here:
+  ascents of their new positions, i.e. rising sequences (Bayer & Diaconis): Eulerian, exact;
+- order-window: the same summed over the deck's last uses (Chernoff bound);
+- repeat: neighbouring cards, and cards at the same position, shared with one of the last
+  deals of either deck (binomial-moment bounds);
+- overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
+  two-sided), and its sum over the deck's last uses (Chernoff);
+- position: one card at one deal position over the last rounds (binomial, union bound);
+- runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from tablectl.core.shuffle_integrity import nulls
+from tablectl.core.shuffle_integrity.thresholds import ALPHA
+from tablectl.rules.cards import SUITS, Card
+
+DECK = nulls.DECK
+WINDOW_USES = 24  # a deck's uses the windowed tests sum over
+POSITION_ROUNDS = 100  # rounds the position test counts over
+RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
+FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
+
+
+def card_index(card: Card) -> int:
+    """0..51 in the factory order (full_deck: clubs, diamonds, hearts, spades; 2 to ace)."""
+    return SUITS.index(card.suit) * 13 + card.rank - 2
+
+
+@dataclass(frozen=True, slots=True)
+class DeckUse:
+    """One deal read by the shoe from one deck: what the monitor is fed."""
+
+    deck: str  # the deck's id (core/decks.py), or the slot the table alternates
+    round_id: int
+    cards: tuple[int, ...]  # card_index of each card, in dealing order
+    # positions into `cards` as the game's pickup puts them back, top first (pickup.py)
+    collected: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One test on one deck use: its figure (counts only, never a card), p-value, level."""
+
+    test: str
+    figure: str
+    p_value: float
+    alpha: float
+
+    @property
+    def alarm(self) -> bool:
+        return self.p_value <= self.alpha
+
+
+@dataclass(frozen=True, slots=True)
+class UseReport:
+    deck: str
+    round_id: int
+    cards: int  # how many were dealt (a count, not the cards)
+    findings: tuple[Finding, ...]
+
+    @property
+    def alarms(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.alarm)
+
+    @property
+    def worst(self) -> Finding | None:
+        """The alarming finding furthest below its level, if any."""
+        alarms = self.alarms
+        return min(alarms, key=lambda f: f.p_value / f.alpha) if alarms else None
+
+
+@dataclass(slots=True)
+class _Window:
+    """A deck's last uses: per reference order, (cards compared, ascents); the overlaps."""
+
+    ascents: deque[dict[str, tuple[int, int]]] = field(
+        default_factory=lambda: deque(maxlen=WINDOW_USES)
+    )
+    overlaps: deque[tuple[int, int, int]] = field(
+        default_factory=lambda: deque(maxlen=WINDOW_USES)
+    )  # (drawn, marked, seen)
+
+
+def _ascents(positions: dict[int, int], reference: tuple[int, ...]) -> tuple[int, int]:
+    """Of the reference's cards dealt now: how many, and how many neighbours in the
+    reference are still in order (the new position of the next is later)."""
+    seq = [positions[c] for c in reference if c in positions]
+    return len(seq), sum(1 for a, b in zip(seq, seq[1:], strict=False) if b > a)
+
+
+def _kept_neighbours(earlier: tuple[int, ...], positions: dict[int, int]) -> int:
+    kept = 0
+    for a, b in zip(earlier, earlier[1:], strict=False):
+        pa, pb = positions.get(a), positions.get(b)
+        if pa is not None and pb is not None and abs(pa - pb) == 1:
+            kept += 1
+    return kept
+
+
+class ShuffleMonitor:
+    """The history the tests need, and the tests. One per table."""
+
+    def __init__(self, alpha: dict[str, float] | None = None) -> None:
+        self.alpha = dict(ALPHA if alpha is None else alpha)
+        self.last: dict[str, DeckUse] = {}
+        self.windows: dict[str, _Window] = {}
+        self.recent: deque[DeckUse] = deque(maxlen=RECENT_DEALS)
+        self.position_rounds: deque[tuple[int, ...]] = deque()
+        self.position_counts: dict[tuple[int, int], int] = {}
+        self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
+
+    def forget(self, deck: str) -> None:
+        """A deck left the table: its history goes (a new deck starts afresh)."""
+        self.last.pop(deck, None)
+        self.windows.pop(deck, None)
+
+    def observe(self, use: DeckUse) -> UseReport:
+        positions = {card: i for i, card in enumerate(use.cards)}
+        findings: list[Finding] = []
+        previous = self.last.get(use.deck)
+        window = self.windows.setdefault(use.deck, _Window())
+        findings += self._order(use, positions, previous, window)
+        findings.append(self._repeat(use, positions))
+        findings += self._overlap(use, positions, previous, window)
+        findings.append(self._position(use))
+        findings.append(self._runs(use))
+        self.last[use.deck] = use
+        self.recent.append(use)
+        return UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
+
+    # --- the tests ----------------------------------------------------------------------
+
+    def _finding(self, test: str, figure: str, p: float) -> Finding:
+        return Finding(test, figure, min(1.0, p), self.alpha[test])
+
+    def _order(
+        self,
+        use: DeckUse,
+        positions: dict[int, int],
+        previous: DeckUse | None,
+        window: _Window,
+    ) -> list[Finding]:
+        references: dict[str, tuple[int, ...]] = {"factory order": FACTORY}
+        if previous is not None:
+            dealt = previous.cards
+            references["pickup"] = tuple(dealt[i] for i in previous.collected)
+            references["order dealt"] = dealt
+            references["reverse of the order dealt"] = dealt[::-1]
+        now = {name: _ascents(positions, ref) for name, ref in references.items()}
+        tails = {
+            name: nulls.ascents_upper_tail(n, a) for name, (n, a) in now.items() if n >= 2
+        }
+        out: list[Finding] = []
+        if tails:
+            name = min(tails, key=lambda k: tails[k])
+            n, a = now[name]
+            out.append(
+                self._finding(
+                    "order",
+                    f"{a} of {n - 1} neighbours of the {name} still in order",
+                    tails[name] * len(references),
+                )
+            )
+        else:
+            out.append(self._finding("order", "fewer than 2 cards to compare", 1.0))
+        window.ascents.append(now)
+        out.append(self._order_window(window))
+        return out
+
+    def _order_window(self, window: _Window) -> Finding:
+        names = {name for entry in window.ascents for name in entry}
+        best: tuple[float, str] | None = None
+        for name in sorted(names):
+            counts: dict[int, int] = {}
+            total = 0
+            compared = 0
+            for entry in window.ascents:
+                if name in entry and entry[name][0] >= 2:
+                    n, a = entry[name]
+                    counts[n] = counts.get(n, 0) + 1
+                    total += a
+                    compared += n - 1
+            if not counts:
+                continue
+            pmfs = [(nulls.ascents_pmf(n), c) for n, c in counts.items()]
+            p = nulls.chernoff_upper(pmfs, total) * len(names)
+            uses = sum(counts.values())
+            figure = f"{total} of {compared} neighbours of the {name} in order over {uses} uses"
+            if best is None or p < best[0]:
+                best = (p, figure)
+        if best is None:
+            return self._finding("order-window", "no use to compare yet", 1.0)
+        return self._finding("order-window", best[1], best[0])
+
+    def _repeat(self, use: DeckUse, positions: dict[int, int]) -> Finding:
+        if not self.recent:
+            return self._finding("repeat", "no earlier deal to compare", 1.0)
+        tests = 2 * len(self.recent)
+        best: tuple[float, str] | None = None
+        for back, earlier in enumerate(reversed(self.recent), start=1):
+            kept = _kept_neighbours(earlier.cards, positions)
+            pairs = len(earlier.cards) - 1
+            p_kept = nulls.kept_neighbours_tail(pairs, len(use.cards), kept)
+            same = sum(1 for a, b in zip(earlier.cards, use.cards, strict=False) if a == b)
+            length = min(len(earlier.cards), len(use.cards))
+            p_same = nulls.position_matches_tail(length, same)
+            ago = f"the deal {back} before"
+            for p, figure in (
+                (p_kept, f"{kept} of {pairs} neighbouring pairs of {ago} neighbours again"),
+                (p_same, f"{same} of {length} positions hold the card of {ago}"),
+            ):
+                if best is None or p < best[0]:
+                    best = (p, figure)
+        assert best is not None
+        return self._finding("repeat", best[1], best[0] * tests)
+
+    def _overlap(
+        self,
+        use: DeckUse,
+        positions: dict[int, int],
+        previous: DeckUse | None,
+        window: _Window,
+    ) -> list[Finding]:
+        if previous is None:
+            return [
+                self._finding("overlap", "the deck's first use", 1.0),
+                self._overlap_window(window),
+            ]
+        drawn, marked = len(use.cards), len(previous.cards)
+        seen = sum(1 for c in previous.cards if c in positions)
+        window.overlaps.append((drawn, marked, seen))
+        p = nulls.hypergeometric_two_sided(drawn, marked, seen)
+        mean = drawn * marked / DECK
+        figure = f"{seen} of {drawn} cards dealt last use (fair: {mean:.1f} on average)"
+        return [self._finding("overlap", figure, p), self._overlap_window(window)]
+
+    def _overlap_window(self, window: _Window) -> Finding:
+        if len(window.overlaps) < 2:
+            return self._finding("overlap-window", "fewer than 2 uses to sum", 1.0)
+        counts: dict[tuple[int, int], int] = {}
+        seen = 0
+        for drawn, marked, s in window.overlaps:
+            counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
+            seen += s
+        pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in counts.items()]
+        mean = sum(c * d * m / DECK for (d, m), c in counts.items())
+        bound = nulls.chernoff_upper if seen >= mean else nulls.chernoff_lower
+        p = 2 * bound(pmfs, seen)
+        uses = len(window.overlaps)
+        figure = f"{seen} cards dealt again over {uses} uses (fair: {mean:.1f} on average)"
+        return self._finding("overlap-window", figure, p)
+
+    def _position(self, use: DeckUse) -> Finding:
+        rounds = self.position_rounds
+        counts = self.position_counts
+        if len(rounds) == POSITION_ROUNDS:
+            for p, card in enumerate(rounds.popleft()):
+                counts[card, p] -= 1
+                self.dealt_beyond[p] -= 1
+        rounds.append(use.cards)
+        worst = (1.0, 0, 0, 0)  # tail, position, count, rounds
+        for p, card in enumerate(use.cards):
+            self.dealt_beyond[p] += 1
+            n = counts[card, p] = counts.get((card, p), 0) + 1
+            if n >= 3:
+                trials = self.dealt_beyond[p]
+                tail = nulls.binomial_upper_tail(trials, n)
+                if tail < worst[0]:
+                    worst = (tail, p, n, trials)
+        tail, p, n, trials = worst
+        if n == 0:
+            return self._finding("position", "no card twice at one position", 1.0)
+        figure = f"one card at deal position {p + 1} in {n} of the last {trials} rounds"
+        return self._finding("position", figure, tail * DECK * DECK)
+
+    def _runs(self, use: DeckUse) -> Finding:
+        best: tuple[float, str] | None = None
+        for name, key, size in (("suit", lambda c: c // 13, 4), ("rank", lambda c: c % 13, 13)):
+            labels = [key(c) for c in use.cards]
+            sizes = [0] * size
+            for label in labels:
+                sizes[label] += 1
+            runs = sum(1 for a, b in zip(labels, labels[1:], strict=False) if a == b)
+            p = nulls.adjacencies_upper_tail(tuple(sorted(sizes)), runs)
+            figure = f"{runs} neighbours of one {name} among {len(use.cards)} cards"
+            if best is None or p < best[0]:
+                best = (p, figure)
+        assert best is not None
+        return self._finding("runs", best[1], best[0] * 2)
