@@ -10,11 +10,12 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
 - order: the previous use's cards, listed as they went back into the shuffler (the game's
   pickup, the order dealt, its reverse) or the factory order, still in that order here:
   ascents of their new positions, i.e. rising sequences (Bayer & Diaconis): Eulerian, exact;
-- order-window: the same summed over the deck's last uses (Chernoff bound);
+- order-window: the same summed over the last uses of both decks (Chernoff bound, exact
+  convolution near a level);
 - repeat: neighbouring cards, and cards at the same position, shared with one of the last
   deals of either deck (binomial-moment bounds);
 - overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
-  two-sided), and its sum over the deck's last uses (Chernoff);
+  two-sided), and its sum over the last uses of both decks (as order-window);
 - position: one card at one deal position over the last rounds (binomial, union bound);
 - runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion).
 """
@@ -29,7 +30,11 @@ from tablectl.core.shuffle_integrity.thresholds import ALPHA
 from tablectl.rules.cards import SUITS, Card
 
 DECK = nulls.DECK
-WINDOW_USES = 24  # a deck's uses the windowed tests sum over
+WINDOW_USES = 32  # the table's last deck uses (both decks) the windowed tests sum over
+# The windowed tests look back over the last 4, 12 and 32 uses (a scan, Bonferroni x3): a
+# shuffler that failed lately is not diluted by the fair uses before it.
+SPANS = (4, 12, 32)
+SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound worked out
 POSITION_ROUNDS = 100  # rounds the position test counts over
 RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
 FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
@@ -85,7 +90,8 @@ class UseReport:
 
 @dataclass(slots=True)
 class _Window:
-    """A deck's last uses: per reference order, (cards compared, ascents); the overlaps."""
+    """The table's last deck uses: per reference order, (cards compared, ascents); the
+    overlaps with each deck's use before."""
 
     ascents: deque[dict[str, tuple[int, int]]] = field(
         default_factory=lambda: deque(maxlen=WINDOW_USES)
@@ -117,7 +123,7 @@ class ShuffleMonitor:
     def __init__(self, alpha: dict[str, float] | None = None) -> None:
         self.alpha = dict(ALPHA if alpha is None else alpha)
         self.last: dict[str, DeckUse] = {}
-        self.windows: dict[str, _Window] = {}
+        self.window = _Window()
         self.recent: deque[DeckUse] = deque(maxlen=RECENT_DEALS)
         self.position_rounds: deque[tuple[int, ...]] = deque()
         self.position_counts: dict[tuple[int, int], int] = {}
@@ -126,13 +132,12 @@ class ShuffleMonitor:
     def forget(self, deck: str) -> None:
         """A deck left the table: its history goes (a new deck starts afresh)."""
         self.last.pop(deck, None)
-        self.windows.pop(deck, None)
 
     def observe(self, use: DeckUse) -> UseReport:
         positions = {card: i for i, card in enumerate(use.cards)}
         findings: list[Finding] = []
         previous = self.last.get(use.deck)
-        window = self.windows.setdefault(use.deck, _Window())
+        window = self.window
         findings += self._order(use, positions, previous, window)
         findings.append(self._repeat(use, positions))
         findings += self._overlap(use, positions, previous, window)
@@ -182,28 +187,39 @@ class ShuffleMonitor:
         return out
 
     def _order_window(self, window: _Window) -> Finding:
-        names = {name for entry in window.ascents for name in entry}
+        entries = list(window.ascents)
+        names = sorted({name for entry in entries for name in entry})
+        spans = [span for span in SPANS if span <= max(len(entries), SPANS[0])]
+        sums: list[tuple[float, dict[int, int], int, int, str]] = []
+        for span in spans:
+            for name in names:
+                counts: dict[int, int] = {}
+                total = compared = 0
+                for entry in entries[-span:]:
+                    if name in entry and entry[name][0] >= 2:
+                        n, a = entry[name]
+                        counts[n] = counts.get(n, 0) + 1
+                        total += a
+                        compared += n - 1
+                if counts and 2 * total > compared:
+                    # Ascents of n cards: mean (n-1)/2, variance (n+1)/12.
+                    var = sum(c * (n + 1) / 12 for n, c in counts.items())
+                    sums.append(((total - compared / 2) / var**0.5, counts, total, compared, name))
+        if not sums:
+            return self._finding("order-window", "no more in order than by chance", 1.0)
+        # The bound is worked out where it can be small: the sums furthest above their mean.
+        sums.sort(key=lambda x: x[0], reverse=True)
         best: tuple[float, str] | None = None
-        for name in sorted(names):
-            counts: dict[int, int] = {}
-            total = 0
-            compared = 0
-            for entry in window.ascents:
-                if name in entry and entry[name][0] >= 2:
-                    n, a = entry[name]
-                    counts[n] = counts.get(n, 0) + 1
-                    total += a
-                    compared += n - 1
-            if not counts:
-                continue
+        for z, counts, total, compared, name in sums:
+            if best is not None and z < SCAN_Z:
+                break
             pmfs = [(nulls.ascents_pmf(n), c) for n, c in counts.items()]
-            p = nulls.chernoff_upper(pmfs, total) * len(names)
+            p = nulls.sum_upper(pmfs, total) * len(names) * len(SPANS)
             uses = sum(counts.values())
             figure = f"{total} of {compared} neighbours of the {name} in order over {uses} uses"
             if best is None or p < best[0]:
                 best = (p, figure)
-        if best is None:
-            return self._finding("order-window", "no use to compare yet", 1.0)
+        assert best is not None
         return self._finding("order-window", best[1], best[0])
 
     def _repeat(self, use: DeckUse, positions: dict[int, int]) -> Finding:
@@ -249,20 +265,26 @@ class ShuffleMonitor:
         return [self._finding("overlap", figure, p), self._overlap_window(window)]
 
     def _overlap_window(self, window: _Window) -> Finding:
-        if len(window.overlaps) < 2:
+        entries = list(window.overlaps)
+        if len(entries) < 2:
             return self._finding("overlap-window", "fewer than 2 uses to sum", 1.0)
-        counts: dict[tuple[int, int], int] = {}
-        seen = 0
-        for drawn, marked, s in window.overlaps:
-            counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
-            seen += s
-        pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in counts.items()]
-        mean = sum(c * d * m / DECK for (d, m), c in counts.items())
-        bound = nulls.chernoff_upper if seen >= mean else nulls.chernoff_lower
-        p = 2 * bound(pmfs, seen)
-        uses = len(window.overlaps)
-        figure = f"{seen} cards dealt again over {uses} uses (fair: {mean:.1f} on average)"
-        return self._finding("overlap-window", figure, p)
+        best: tuple[float, str] | None = None
+        for span in (span for span in SPANS if span <= max(len(entries), SPANS[0])):
+            counts: dict[tuple[int, int], int] = {}
+            seen = 0
+            for drawn, marked, s in entries[-span:]:
+                counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
+                seen += s
+            pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in counts.items()]
+            mean = sum(c * d * m / DECK for (d, m), c in counts.items())
+            bound = nulls.sum_upper if seen >= mean else nulls.sum_lower
+            p = 2 * bound(pmfs, seen) * len(SPANS)
+            uses = sum(counts.values())
+            figure = f"{seen} cards dealt again over {uses} uses (fair: {mean:.1f} on average)"
+            if best is None or p < best[0]:
+                best = (p, figure)
+        assert best is not None
+        return self._finding("overlap-window", best[1], best[0])
 
     def _position(self, use: DeckUse) -> Finding:
         rounds = self.position_rounds

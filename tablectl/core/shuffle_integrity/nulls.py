@@ -216,3 +216,34 @@ def chernoff_lower(pmfs: Sequence[tuple[tuple[float, ...], int]], total: float) 
     mirrored = [(tuple(reversed(pmf)), c) for pmf, c in pmfs]
     top = sum(c * (len(pmf) - 1) for pmf, c in pmfs)
     return chernoff_upper(mirrored, top - total)
+
+
+def convolved_upper(pmfs: Sequence[tuple[tuple[float, ...], int]], total: int) -> float:
+    """P(sum >= total) exactly, by convolving the pmfs (slower than the Chernoff bound: the
+    monitor asks only when that bound comes near a level)."""
+    dist = [1.0]
+    for pmf, count in pmfs:
+        for _ in range(count):
+            out = [0.0] * (len(dist) + len(pmf) - 1)
+            for i, a in enumerate(dist):
+                if a:
+                    for j, b in enumerate(pmf):
+                        out[i + j] += a * b
+            dist = out
+    return min(1.0, sum(dist[max(0, total) :]))
+
+
+def sum_upper(pmfs: Sequence[tuple[tuple[float, ...], int]], total: int) -> float:
+    """P(sum >= total): the Chernoff bound, made exact once it is small enough to matter."""
+    bound = chernoff_upper(pmfs, total)
+    return bound if bound > EXACT_BELOW else min(bound, convolved_upper(pmfs, total))
+
+
+def sum_lower(pmfs: Sequence[tuple[tuple[float, ...], int]], total: int) -> float:
+    """P(sum <= total), as sum_upper on the mirrored variables."""
+    mirrored = [(tuple(reversed(pmf)), c) for pmf, c in pmfs]
+    top = sum(c * (len(pmf) - 1) for pmf, c in pmfs)
+    return sum_upper(mirrored, top - total)
+
+
+EXACT_BELOW = 1e-4  # a Chernoff bound under this is replaced by the exact tail
