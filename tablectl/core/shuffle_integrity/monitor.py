@@ -22,7 +22,9 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
 
 from __future__ import annotations
 
+import functools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tablectl.core.shuffle_integrity import nulls
@@ -93,7 +95,7 @@ class _Window:
     """The table's last deck uses: per reference order, (cards compared, ascents); the
     overlaps with each deck's use before."""
 
-    ascents: deque[dict[str, tuple[int, int]]] = field(
+    ascents: deque[dict[tuple[str, str], tuple[int, int]]] = field(
         default_factory=lambda: deque(maxlen=WINDOW_USES)
     )
     overlaps: deque[tuple[int, int, int]] = field(
@@ -101,11 +103,49 @@ class _Window:
     )  # (drawn, marked, seen)
 
 
-def _ascents(positions: dict[int, int], reference: tuple[int, ...]) -> tuple[int, int]:
-    """Of the reference's cards dealt now: how many, and how many neighbours in the
-    reference are still in order (the new position of the next is later)."""
-    seq = [positions[c] for c in reference if c in positions]
-    return len(seq), sum(1 for a, b in zip(seq, seq[1:], strict=False) if b > a)
+def _ascents(seq: list[int]) -> int:
+    return sum(1 for a, b in zip(seq, seq[1:], strict=False) if b > a)
+
+
+def _alternating_runs(seq: list[int]) -> int:
+    runs, direction = 0, 0
+    for a, b in zip(seq, seq[1:], strict=False):
+        now = 1 if b > a else -1
+        if now != direction:
+            runs, direction = runs + 1, now
+    return runs
+
+
+def _measures(positions: dict[int, int], reference: tuple[int, ...]) -> dict[str, tuple[int, int]]:
+    """Of the reference's cards dealt now (n of them), each kind's value (see KINDS)."""
+    rank = {card: r for r, card in enumerate(reference) if card in positions}
+    by_reference = [positions[c] for c in reference if c in positions]
+    by_deal = sorted(rank, key=positions.__getitem__)
+    ranks = [rank[c] for c in by_deal]
+    n = len(by_reference)
+    return {
+        "rising": (n, _ascents(by_reference)),
+        "ascending": (n, _ascents(ranks)),
+        "turns": (n, _alternating_runs(ranks)),
+    }
+
+
+# kind -> (the null's pmf for n cards, which tail is suspect, what the figure says). Each is
+# a function of the dealt cards' relative order alone: uniform under a fair shuffle.
+KINDS: dict[str, tuple[Callable[[int], tuple[float, ...]], str, str]] = {
+    # rising sequences (Bayer & Diaconis): each next card of the reference dealt later
+    "rising": (nulls.ascents_pmf, "upper", "{v} of {m} neighbours of the {ref} still in order"),
+    # read in dealing order, the reference's order keeps rising (piles, interleaves)
+    "ascending": (nulls.ascents_pmf, "upper", "{v} of {m} cards dealt after one earlier in the {ref}"),
+    # few up-and-down runs: long monotone stretches (a shelf shuffler's piles)
+    "turns": (nulls.alternating_runs_pmf, "lower", "{v} up-and-down runs in {m} steps of the {ref}"),
+}
+
+
+def _tail(kind: str, n: int, value: int) -> float:
+    if kind == "turns":
+        return nulls.alternating_runs_lower_tail(n, value)
+    return nulls.ascents_upper_tail(n, value)
 
 
 def _kept_neighbours(earlier: tuple[int, ...], positions: dict[int, int]) -> int:
@@ -115,6 +155,12 @@ def _kept_neighbours(earlier: tuple[int, ...], positions: dict[int, int]) -> int
         if pa is not None and pb is not None and abs(pa - pb) == 1:
             kept += 1
     return kept
+
+
+@functools.cache
+def _moments(pmf: tuple[float, ...]) -> tuple[float, float]:
+    mean = sum(k * p for k, p in enumerate(pmf))
+    return mean, sum((k - mean) ** 2 * p for k, p in enumerate(pmf))
 
 
 class ShuffleMonitor:
@@ -165,58 +211,66 @@ class ShuffleMonitor:
             references["pickup"] = tuple(dealt[i] for i in previous.collected)
             references["order dealt"] = dealt
             references["reverse of the order dealt"] = dealt[::-1]
-        now = {name: _ascents(positions, ref) for name, ref in references.items()}
-        tails = {
-            name: nulls.ascents_upper_tail(n, a) for name, (n, a) in now.items() if n >= 2
+        now = {
+            (ref, kind): value
+            for ref, order in references.items()
+            for kind, value in _measures(positions, order).items()
         }
-        out: list[Finding] = []
-        if tails:
-            name = min(tails, key=lambda k: tails[k])
-            n, a = now[name]
-            out.append(
-                self._finding(
-                    "order",
-                    f"{a} of {n - 1} neighbours of the {name} still in order",
-                    tails[name] * len(references),
-                )
-            )
-        else:
-            out.append(self._finding("order", "fewer than 2 cards to compare", 1.0))
+        tests = len(references) * len(KINDS)
+        best: tuple[float, str] | None = None
+        for (ref, kind), (n, value) in now.items():
+            if n >= 3:
+                p = _tail(kind, n, value) * tests
+                if best is None or p < best[0]:
+                    best = (p, KINDS[kind][2].format(v=value, m=n - 1, ref=ref))
         window.ascents.append(now)
+        out = [
+            self._finding("order", best[1], best[0])
+            if best is not None
+            else self._finding("order", "fewer than 3 cards to compare", 1.0)
+        ]
         out.append(self._order_window(window))
         return out
 
     def _order_window(self, window: _Window) -> Finding:
         entries = list(window.ascents)
-        names = sorted({name for entry in entries for name in entry})
+        keys = sorted({key for entry in entries for key in entry})
         spans = [span for span in SPANS if span <= max(len(entries), SPANS[0])]
-        sums: list[tuple[float, dict[int, int], int, int, str]] = []
+        sums: list[tuple[float, dict[int, int], int, int, tuple[str, str]]] = []
         for span in spans:
-            for name in names:
+            for key in keys:
+                kind = key[1]
+                pmf_of, side, _ = KINDS[kind]
                 counts: dict[int, int] = {}
-                total = compared = 0
+                total = steps = 0
+                mean = var = 0.0
                 for entry in entries[-span:]:
-                    if name in entry and entry[name][0] >= 2:
-                        n, a = entry[name]
+                    if key in entry and entry[key][0] >= 3:
+                        n, value = entry[key]
                         counts[n] = counts.get(n, 0) + 1
-                        total += a
-                        compared += n - 1
-                if counts and 2 * total > compared:
-                    # Ascents of n cards: mean (n-1)/2, variance (n+1)/12.
-                    var = sum(c * (n + 1) / 12 for n, c in counts.items())
-                    sums.append(((total - compared / 2) / var**0.5, counts, total, compared, name))
+                        total += value
+                        steps += n - 1
+                        m, v = _moments(pmf_of(n))
+                        mean += m
+                        var += v
+                if counts:
+                    z = (total - mean) / var**0.5
+                    sums.append((z if side == "upper" else -z, counts, total, steps, key))
         if not sums:
-            return self._finding("order-window", "no more in order than by chance", 1.0)
-        # The bound is worked out where it can be small: the sums furthest above their mean.
+            return self._finding("order-window", "no use to compare yet", 1.0)
+        # The bound is worked out where it can be small: the sums furthest out on their side.
         sums.sort(key=lambda x: x[0], reverse=True)
+        tests = len(keys) * len(SPANS)
         best: tuple[float, str] | None = None
-        for z, counts, total, compared, name in sums:
+        for z, counts, total, steps, (ref, kind) in sums:
             if best is not None and z < SCAN_Z:
                 break
-            pmfs = [(nulls.ascents_pmf(n), c) for n, c in counts.items()]
-            p = nulls.sum_upper(pmfs, total) * len(names) * len(SPANS)
-            uses = sum(counts.values())
-            figure = f"{total} of {compared} neighbours of the {name} in order over {uses} uses"
+            pmf_of, side, template = KINDS[kind]
+            pmfs = [(pmf_of(n), c) for n, c in counts.items()]
+            bound = nulls.sum_upper if side == "upper" else nulls.sum_lower
+            p = bound(pmfs, total) * tests
+            figure = template.format(v=total, m=steps, ref=ref)
+            figure += f" over {sum(counts.values())} uses"
             if best is None or p < best[0]:
                 best = (p, figure)
         assert best is not None

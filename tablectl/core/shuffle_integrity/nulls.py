@@ -53,6 +53,42 @@ def ascents_upper_tail(n: int, k: int) -> float:
     return sum(row[k:]) / math.factorial(n)
 
 
+# --- alternating runs (up-down runs) of a uniform random permutation --------------------
+
+
+@functools.cache
+def _alternating_runs_row(n: int) -> tuple[int, ...]:
+    """R(n, k), k = 0..n-1: permutations of n (n >= 2) with exactly k alternating runs
+    (maximal monotone stretches); R(n,k) = k R(n-1,k) + 2 R(n-1,k-1) + (n-k) R(n-1,k-2)
+    (David & Barton, Combinatorial Chance, 1962)."""
+    row = [0, 2]  # n = 2: one run, either way
+    for m in range(3, n + 1):
+        nxt = [0] * m
+        for k in range(1, m):
+            a = k * row[k] if k < len(row) else 0
+            b = 2 * row[k - 1] if 1 <= k - 1 < len(row) else 0
+            c = (m - k) * row[k - 2] if 1 <= k - 2 < len(row) else 0
+            nxt[k] = a + b + c
+        row = nxt
+    return tuple(row)
+
+
+@functools.cache
+def alternating_runs_pmf(n: int) -> tuple[float, ...]:
+    """P(a uniform permutation of n >= 2 has k alternating runs), k = 0..n-1."""
+    total = math.factorial(n)
+    return tuple(r / total for r in _alternating_runs_row(n))
+
+
+@functools.cache
+def alternating_runs_lower_tail(n: int, k: int) -> float:
+    """P(at most k alternating runs): few runs, long monotone stretches (a shelf shuffler's
+    rising and falling piles). Exact."""
+    if n < 3 or k >= n - 1:
+        return 1.0
+    return sum(_alternating_runs_row(n)[: k + 1]) / math.factorial(n)
+
+
 # --- the hypergeometric: how many of this use's cards were dealt last use ---------------
 
 
