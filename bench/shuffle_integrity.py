@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 
 from figures import percentile, spread
+from tablectl.simulators.shuffle_play import play
+from tablectl.simulators.shuffler import Mixing
 
 from tablectl.config import load_config
 from tablectl.core.games.base import TableGame
 from tablectl.core.shuffle_integrity.monitor import DeckUse, ShuffleMonitor, UseReport
 from tablectl.core.shuffle_integrity.thresholds import ALPHA, TABLE_ALPHA
-from tablectl.simulators.shuffle_play import play
-from tablectl.simulators.shuffler import Mixing
 
 ROOT = Path(__file__).resolve().parent.parent
 GAMES = ("three-card-poker", "ultimate-texas-holdem", "let-it-ride")

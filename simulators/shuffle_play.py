@@ -12,12 +12,13 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tablectl.simulators.card_flow import CardFlow
+from tablectl.simulators.shuffler import Mixing
+
 from tablectl.core.games.base import DealPlan, Procedure, TableGame
 from tablectl.core.shuffle_integrity.monitor import DeckUse, ShuffleMonitor, UseReport, card_index
 from tablectl.core.shuffle_integrity.pickup import collected_order
 from tablectl.rules.cards import Card
-from tablectl.simulators.card_flow import CardFlow
-from tablectl.simulators.shuffler import Mixing
 
 
 def shoe_plan(plan: DealPlan) -> tuple[DealPlan, tuple[int, ...]]:

@@ -108,6 +108,7 @@ class Mixing:
         self.last = list(out)
         return out
 
+
 IDENTITY = Identity("tablectl-sim-shuffler", "SHF-0001", "1.0")
 DECK_SIZE = len(full_deck())  # what a count expects (the deck built once, not at every poll)
 

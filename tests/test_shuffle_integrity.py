@@ -173,7 +173,10 @@ def test_a_riffle_keeps_each_half_in_order() -> None:
     [
         (["unshuffled"], lambda before, after, last: after == before),
         (["repeat"], lambda before, after, last: after == last),
-        (["cut"], lambda before, after, last: after in [before[k:] + before[:k] for k in range(52)]),
+        (
+            ["cut"],
+            lambda before, after, last: after in [before[k:] + before[:k] for k in range(52)],
+        ),
         (["place", "As", "1"], lambda before, after, last: after[0] == Card.parse("As")),
     ],
 )

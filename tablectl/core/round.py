@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
-from tablectl.core import decks
+from tablectl.core import decks, shuffle_fault
 from tablectl.core import effects as rec
 from tablectl.core.compat import later
 from tablectl.core.decks import DeckLife
@@ -76,11 +76,13 @@ from tablectl.core.events import (
     ShoeOutOfOrder,
     ShoeRebooted,
     ShoeStackDealt,
+    ShuffleAcknowledged,
     ShuffleCompleted,
     ShuffleRequestFailed,
     ShufflerFault,
     ShufflerRebooted,
     ShuffleStarted,
+    ShuffleSuspected,
     StubCounted,
     TableRules,
     ValidateHit,
@@ -354,6 +356,8 @@ class TableState(BaseModel):
     # were refused (None: not refused). Either locks out the progressive (5321.18(c)).
     link_silent: str | None = later(None)
     link_refused: str | None = later(None)
+    # SHUFFLE SUSPECT and a shuffler out of service (core/shuffle_fault.py).
+    shuffle: shuffle_fault.ShuffleFault = later(shuffle_fault.ShuffleFault())
 
     @property
     def accepting_wagers(self) -> bool:
@@ -425,6 +429,7 @@ class TableStateUpdate(TypedDict, total=False):
     deck: DeckLife
     link_silent: str | None
     link_refused: str | None
+    shuffle: shuffle_fault.ShuffleFault
 
 
 def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
@@ -861,6 +866,25 @@ def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context)
     return s
 
 
+@_apply.register
+def _on_shuffle_suspected(event: ShuffleSuspected, s: TableState, ctx: _Context) -> TableState:
+    fault, records = shuffle_fault.suspected(s.shuffle, event, _chapter(ctx.game))
+    ctx.fx.extend(records)
+    return s.replace(shuffle=fault)
+
+
+@_apply.register
+def _on_shuffle_acknowledged(
+    event: ShuffleAcknowledged, s: TableState, ctx: _Context
+) -> TableState:
+    try:
+        fault, records = shuffle_fault.acknowledged(s.shuffle, event)
+    except shuffle_fault.NotNow as exc:
+        raise Rejected(str(exc)) from None
+    ctx.fx.extend(records)
+    return s.replace(shuffle=fault)
+
+
 # Each input type's handler, as registered above, looked up once per step: singledispatch's
 # own lookup goes through a WeakKeyDictionary (a weak reference made at every call).
 _HANDLERS: dict[type, Callable[[Any, TableState, _Context], TableState]] = dict(_apply.registry)
@@ -890,6 +914,7 @@ def _shuffler_usable(s: TableState) -> bool:
         and s.shuffler_fault is None
         and not s.devices_pending
         and "shuffler" not in s.events_refused
+        and not s.shuffle.out_of_service
     )
 
 
@@ -904,7 +929,14 @@ def _table_ready(rules: TableRules, s: TableState) -> bool:
     # No round opens while the lock-out button is down: it could not lock that round out.
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
-    return shoe_ok and sensors_ok and not s.hits_pending and _deck_block(rules, s) is None
+    shuffle_ok = not s.shuffle.holds_rounds  # [shuffle_integrity] on_alarm = "block"
+    return (
+        shoe_ok
+        and sensors_ok
+        and shuffle_ok
+        and not s.hits_pending
+        and _deck_block(rules, s) is None
+    )
 
 
 def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:

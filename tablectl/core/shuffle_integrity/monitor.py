@@ -23,6 +23,7 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
 from __future__ import annotations
 
 import functools
+import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,12 +105,12 @@ class _Window:
 
 
 def _ascents(seq: list[int]) -> int:
-    return sum(1 for a, b in zip(seq, seq[1:], strict=False) if b > a)
+    return sum(1 for a, b in itertools.pairwise(seq) if b > a)
 
 
 def _alternating_runs(seq: list[int]) -> int:
     runs, direction = 0, 0
-    for a, b in zip(seq, seq[1:], strict=False):
+    for a, b in itertools.pairwise(seq):
         now = 1 if b > a else -1
         if now != direction:
             runs, direction = runs + 1, now
@@ -136,9 +137,17 @@ KINDS: dict[str, tuple[Callable[[int], tuple[float, ...]], str, str]] = {
     # rising sequences (Bayer & Diaconis): each next card of the reference dealt later
     "rising": (nulls.ascents_pmf, "upper", "{v} of {m} neighbours of the {ref} still in order"),
     # read in dealing order, the reference's order keeps rising (piles, interleaves)
-    "ascending": (nulls.ascents_pmf, "upper", "{v} of {m} cards dealt after one earlier in the {ref}"),
+    "ascending": (
+        nulls.ascents_pmf,
+        "upper",
+        "{v} of {m} cards dealt after one earlier in the {ref}",
+    ),
     # few up-and-down runs: long monotone stretches (a shelf shuffler's piles)
-    "turns": (nulls.alternating_runs_pmf, "lower", "{v} up-and-down runs in {m} steps of the {ref}"),
+    "turns": (
+        nulls.alternating_runs_pmf,
+        "lower",
+        "{v} up-and-down runs in {m} steps of the {ref}",
+    ),
 }
 
 
@@ -150,7 +159,7 @@ def _tail(kind: str, n: int, value: int) -> float:
 
 def _kept_neighbours(earlier: tuple[int, ...], positions: dict[int, int]) -> int:
     kept = 0
-    for a, b in zip(earlier, earlier[1:], strict=False):
+    for a, b in itertools.pairwise(earlier):
         pa, pb = positions.get(a), positions.get(b)
         if pa is not None and pb is not None and abs(pa - pb) == 1:
             kept += 1
@@ -370,7 +379,7 @@ class ShuffleMonitor:
             sizes = [0] * size
             for label in labels:
                 sizes[label] += 1
-            runs = sum(1 for a, b in zip(labels, labels[1:], strict=False) if a == b)
+            runs = sum(1 for a, b in itertools.pairwise(labels) if a == b)
             p = nulls.adjacencies_upper_tail(tuple(sorted(sizes)), runs)
             figure = f"{runs} neighbours of one {name} among {len(use.cards)} cards"
             if best is None or p < best[0]:

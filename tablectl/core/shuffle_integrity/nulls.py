@@ -121,9 +121,7 @@ def binomial_upper_tail(trials: int, k: int, p_num: int = 1, p_den: int = DECK) 
     if k > trials:
         return 0.0
     q_num = p_den - p_num
-    num = sum(
-        math.comb(trials, j) * p_num**j * q_num ** (trials - j) for j in range(k, trials + 1)
-    )
+    num = sum(math.comb(trials, j) * p_num**j * q_num ** (trials - j) for j in range(k, trials + 1))
     return num / p_den**trials
 
 
