@@ -23,7 +23,7 @@ from tablectl.rules.cards import Card
 
 def shoe_plan(plan: DealPlan) -> tuple[DealPlan, tuple[int, ...]]:
     """The steps the shoe deals and reads, and where its cards are in the whole plan's order."""
-    at, read = 0, []
+    at, read = 0, list[int]()
     for step in plan.steps:
         if step.by_shoe:
             read += range(at, at + step.cards)

@@ -374,8 +374,8 @@ class ShuffleMonitor:
 
     def _runs(self, use: DeckUse) -> Finding:
         best: tuple[float, str] | None = None
-        for name, key, size in (("suit", lambda c: c // 13, 4), ("rank", lambda c: c % 13, 13)):
-            labels = [key(c) for c in use.cards]
+        for name, divide, size in (("suit", True, 4), ("rank", False, 13)):
+            labels = [c // 13 if divide else c % 13 for c in use.cards]
             sizes = [0] * size
             for label in labels:
                 sizes[label] += 1

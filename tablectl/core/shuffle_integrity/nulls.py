@@ -121,8 +121,11 @@ def binomial_upper_tail(trials: int, k: int, p_num: int = 1, p_den: int = DECK) 
     if k > trials:
         return 0.0
     q_num = p_den - p_num
-    num = sum(math.comb(trials, j) * p_num**j * q_num ** (trials - j) for j in range(k, trials + 1))
-    return num / p_den**trials
+    num: int = sum(
+        math.comb(trials, j) * p_num**j * q_num ** (trials - j) for j in range(k, trials + 1)
+    )
+    den: int = p_den**trials
+    return num / den
 
 
 # --- runs: cards of one class (a suit, a rank) next to each other in a deal -------------
@@ -162,8 +165,9 @@ def adjacencies_upper_tail(classes: tuple[int, ...], k: int) -> float:
         if c and big_j:
             forced[n - big_j] += c * math.factorial(big_j)
     # exactly[t] = sum_r (-1)^(r-t) C(r, t) forced[r]
-    exactly = [
-        sum((-1) ** (r - t) * math.comb(r, t) * forced[r] for r in range(t, n)) for t in range(n)
+    exactly: list[int] = [
+        sum((-1 if (r - t) % 2 else 1) * math.comb(r, t) * forced[r] for r in range(t, n))
+        for t in range(n)
     ]
     return sum(exactly[k:]) / math.factorial(n)
 
