@@ -76,6 +76,7 @@ class ShoeSimulator(SimulatedDevice):
         self.card_ms = card_ms
         # Fed by a shuffler (card_flow.py): each deal is dealt from the deck it shuffled.
         self.flow = flow
+        self.arranged: list[Card] = []  # stack(): the next deal's first cards
         self.knobs = DealFaults()
         # A shoe fed from a shuffler (`simulate table`): a new shuffled deck is loaded when a
         # deal asks for more cards than are left, instead of running empty.
@@ -101,6 +102,16 @@ class ShoeSimulator(SimulatedDevice):
     def load(self, cards: Sequence[Card]) -> None:
         """Put a deck (in dealing order) into the shoe."""
         self.shoe: list[Card] = list(cards)
+
+    def stack(self, top: Sequence[Card]) -> None:
+        """The next deal's first cards, arranged (a trainer's or a test's): with a flow, on
+        top of the deck the shuffler sends; else on top of a shuffled rest."""
+        self.arranged = list(top)
+        if self.flow is None:
+            rest = [card for card in full_deck() if card not in top]
+            self.rng.shuffle(rest)
+            self.load([*top, *rest])
+            self.arranged = []
 
     def fail(self, code: ShoeFaultCode, *, as_event: bool = True) -> None:
         self.state, self.fault = ShoeState.FAULT, code
@@ -131,7 +142,10 @@ class ShoeSimulator(SimulatedDevice):
             if self.state is ShoeState.FAULT:
                 return self.nak(request, NakReason.ILLEGAL_IN_STATE)
             deck = None if self.flow is None else self.flow.deck_for_deal(stacks)
-            if deck is not None:
+            if deck is not None and self.flow is not None:
+                if self.arranged:
+                    deck = [*self.arranged, *(c for c in deck if c not in self.arranged)]
+                    self.flow.in_shoe, self.arranged = list(deck), []
                 self.load(deck)
             elif self.refill and len(self.shoe) < sum(stacks):
                 self.load(self._shuffled())

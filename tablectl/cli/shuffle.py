@@ -54,19 +54,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     action = ack.add_mutually_exclusive_group()
     action.add_argument(
         "--out-of-service",
-        dest="action",
-        action="store_const",
-        const="out-of-service",
+        action="store_true",
         help="take the shuffler out of service: no deck is shuffled until --in-service",
     )
     action.add_argument(
         "--in-service",
-        dest="action",
-        action="store_const",
-        const="in-service",
+        action="store_true",
         help="the shuffler was repaired or replaced: it shuffles again",
     )
-    ack.set_defaults(action="acknowledge")
     ack.add_argument("--by", required=True, type=person, help="the floor supervisor")
     socket_args(ack, sends=("shuffle-acknowledge",))
     ack.set_defaults(handler=send_command)
@@ -77,7 +72,7 @@ def _report(args: argparse.Namespace) -> int:
     try:
         since = point_in_time(args.since)
     except argparse.ArgumentTypeError as exc:
-        return fail(args, str(exc), EXIT_BAD_INPUT)
+        return fail(args, f"--since: {exc}", EXIT_BAD_INPUT)
     path = database(config.storage.data_dir)
     if not path.exists():
         return fail(
