@@ -15,7 +15,7 @@ import contextlib
 import json
 import random
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -323,9 +323,16 @@ async def play(
 
 
 async def run_demo(
-    config: TableConfig, *, rounds: int, keep: Path | None, as_json: bool, seed: int = 7
+    config: TableConfig,
+    *,
+    rounds: int,
+    keep: Path | None,
+    as_json: bool,
+    seed: int = 7,
+    spy: Callable[[str, int], Coroutine[Any, Any, None]] | None = None,
 ) -> DemoRun:
-    """Play the rounds; what happened, and what the backend received."""
+    """Play the rounds; what happened, and what the backend received. spy(host, port): a
+    task of the caller's on the private broker for the whole run (a test's subscriber)."""
     rng = random.Random(seed)
     tally = Tally(config.game.name)
     say: Callable[..., None] = (lambda *a, **k: None) if as_json else print
@@ -366,6 +373,7 @@ async def run_demo(
             flush=True,
         )
         async with asyncio.TaskGroup() as tasks:
+            spying = None if spy is None else tasks.create_task(spy(broker.host, broker.port))
             daemon_task = tasks.create_task(daemon.run(), name="daemon")
             backend_task = tasks.create_task(backend.run(), name="backend")
             await daemon.ready.wait()
@@ -384,6 +392,8 @@ async def run_demo(
                     break
             daemon_task.cancel()
             backend_task.cancel()
+            if spying is not None:
+                spying.cancel()
         sim.close()
         shoe.close()
         with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:

@@ -23,7 +23,11 @@ from tablectl.simulators.shuffle_play import play
 from tablectl.simulators.shuffler import Mixing, riffle
 
 from tablectl.config import load_config
+from tablectl.core import effects as rec
+from tablectl.core.effects import RequestShuffle
+from tablectl.core.events import PowerUp, ShuffleAcknowledged, ShuffleSuspected
 from tablectl.core.games.base import DealPlan, Procedure, TableGame
+from tablectl.core.round import Rejected, TableState, step
 from tablectl.core.shuffle_integrity import nulls
 from tablectl.core.shuffle_integrity.monitor import (
     DeckUse,
@@ -297,3 +301,46 @@ def test_a_deck_use_is_in_card_indices_of_the_factory_order() -> None:
     assert [card_index(c) for c in full_deck()] == list(range(52))
     plan = DealPlan(Procedure.AUTOMATED_SHOE, "", ())
     assert collected_order(plan) == ()
+
+
+# --- SHUFFLE SUSPECT in the core ----------------------------------------------------
+
+
+def _suspected(block: bool) -> ShuffleSuspected:
+    return ShuffleSuspected(
+        deck="D1",
+        round_id=4,
+        test="repeat",
+        figure="20 of 20 neighbouring pairs of the deal 1 before neighbours again",
+        p_value=1e-20,
+        alpha=1e-7,
+        block=block,
+    )
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_a_suspect_is_journaled_and_holds_rounds_only_when_the_config_says(block: bool) -> None:
+    """649a.5(a): SHUFFLE SUSPECT is a journaled fault; on_alarm = "block" stops rounds until
+    a floor supervisor acknowledges it (default: alarm only)."""
+    rules = load_config(REPO / "config" / "three-card-poker.toml").rules()
+    s, _ = step(rules, TableState.initial(rules), PowerUp(rules=rules))
+    s, fx = step(rules, s, _suspected(block))
+    records = [e for e in fx if isinstance(e, rec.ShuffleSuspect)]
+    assert records and records[0].rule == "649a.5(a)" and records[0].p_value == 1e-20
+    assert s.shuffle.suspect is not None and s.shuffle.holds_rounds is block
+    s, fx = step(rules, s, ShuffleAcknowledged(by="F42"))
+    assert s.shuffle.suspect is None and not s.shuffle.holds_rounds
+    assert any(isinstance(e, rec.ShuffleSuspectCleared) and e.by == "F42" for e in fx)
+    with pytest.raises(Rejected, match="nothing to acknowledge"):
+        step(rules, s, ShuffleAcknowledged(by="F42"))
+
+
+def test_a_shuffler_out_of_service_is_asked_for_no_shuffle() -> None:
+    rules = load_config(REPO / "config" / "three-card-poker.toml").rules()
+    s, _ = step(rules, TableState.initial(rules), PowerUp(rules=rules))
+    s, _ = step(rules, s, _suspected(False))
+    s = s.replace(shuffle_requested=False)
+    s, fx = step(rules, s, ShuffleAcknowledged(action="out-of-service", by="F42"))
+    assert s.shuffle.out_of_service and not any(isinstance(e, RequestShuffle) for e in fx)
+    s, fx = step(rules, s, ShuffleAcknowledged(action="in-service", by="F42"))
+    assert not s.shuffle.out_of_service and any(isinstance(e, RequestShuffle) for e in fx)
