@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tablectl.core import effects as rec
 from tablectl.core.events import ShuffleAcknowledged, ShuffleSuspected
+from tablectl.util.frozen import trusted
 
 
 class Suspect(BaseModel):
@@ -59,7 +60,8 @@ def suspected(
         alpha=event.alpha,
         blocks=event.block,
     )
-    record = rec.ShuffleSuspect(
+    record = trusted(
+        rec.ShuffleSuspect,
         deck=event.deck,
         round_id=event.round_id,
         test=event.test,
@@ -69,7 +71,7 @@ def suspected(
         blocks=event.block,
         rule=f"{chapter}.5(a)",
     )
-    return fault.model_copy(update={"suspect": suspect}), [record]
+    return ShuffleFault(suspect=suspect, out_of_service=fault.out_of_service), [record]
 
 
 def acknowledged(
@@ -79,9 +81,9 @@ def acknowledged(
     if event.action == "in-service":
         if not fault.out_of_service:
             raise NotNow("the shuffler is in service already")
-        after = fault.model_copy(update={"out_of_service": False})
+        after = ShuffleFault(suspect=fault.suspect, out_of_service=False)
     elif fault.suspect is None:
         raise NotNow("no SHUFFLE SUSPECT stands: nothing to acknowledge")
     else:
         after = ShuffleFault(out_of_service=event.action == "out-of-service")
-    return after, [rec.ShuffleSuspectCleared(action=event.action, test=test, by=event.by)]
+    return after, [trusted(rec.ShuffleSuspectCleared, action=event.action, test=test, by=event.by)]
