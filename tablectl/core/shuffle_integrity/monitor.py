@@ -93,10 +93,10 @@ class UseReport:
 
 @dataclass(slots=True)
 class _Window:
-    """The table's last deck uses: per reference order, (cards compared, ascents); the
-    overlaps with each deck's use before."""
+    """The table's last deck uses: per (reference order, kind), (cards compared, value,
+    null mean, null variance); the overlaps with each deck's use before."""
 
-    ascents: deque[dict[tuple[str, str], tuple[int, int]]] = field(
+    ascents: deque[dict[tuple[str, str], tuple[int, int, float, float]]] = field(
         default_factory=lambda: deque(maxlen=WINDOW_USES)
     )
     overlaps: deque[tuple[int, int, int]] = field(
@@ -166,6 +166,11 @@ def _kept_neighbours(earlier: tuple[int, ...], positions: dict[int, int]) -> int
     return kept
 
 
+def _cantelli(z: float) -> float:
+    """P(X - mean >= z sd) <= 1 / (1 + z^2) for any distribution (Cantelli's inequality)."""
+    return 1.0 if z <= 0 else 1.0 / (1.0 + z * z)
+
+
 @functools.cache
 def _moments(pmf: tuple[float, ...]) -> tuple[float, float]:
     mean = sum(k * p for k, p in enumerate(pmf))
@@ -232,7 +237,14 @@ class ShuffleMonitor:
                 p = _tail(kind, n, value) * tests
                 if best is None or p < best[0]:
                     best = (p, KINDS[kind][2].format(v=value, m=n - 1, ref=ref))
-        window.ascents.append(now)
+        # Kept with each value: its null mean and variance (the window's scan reads them).
+        window.ascents.append(
+            {
+                (ref, kind): (n, value, *_moments(KINDS[kind][0](n)))
+                for (ref, kind), (n, value) in now.items()
+                if n >= 3
+            }
+        )
         out = [
             self._finding("order", best[1], best[0])
             if best is not None
@@ -242,46 +254,48 @@ class ShuffleMonitor:
         return out
 
     def _order_window(self, window: _Window) -> Finding:
-        entries = list(window.ascents)
+        entries = window.ascents
         keys = sorted({key for entry in entries for key in entry})
-        spans = [span for span in SPANS if span <= max(len(entries), SPANS[0])]
-        sums: list[tuple[float, dict[int, int], int, int, tuple[str, str]]] = []
-        for span in spans:
-            for key in keys:
-                kind = key[1]
-                pmf_of, side, _ = KINDS[kind]
-                counts: dict[int, int] = {}
-                total = steps = 0
-                mean = var = 0.0
-                for entry in entries[-span:]:
-                    if key in entry and entry[key][0] >= 3:
-                        n, value = entry[key]
-                        counts[n] = counts.get(n, 0) + 1
-                        total += value
-                        steps += n - 1
-                        m, v = _moments(pmf_of(n))
-                        mean += m
-                        var += v
-                if counts:
+        ends = sorted({min(span, len(entries)) for span in SPANS})
+        sums: list[tuple[float, float, dict[int, int], int, int, tuple[str, str]]] = []
+        for key in keys:
+            side = KINDS[key[1]][1]
+            counts: dict[int, int] = {}
+            total = steps = 0
+            mean = var = 0.0
+            # One pass from the newest use back, a sum kept at each span's end.
+            for i, entry in enumerate(reversed(entries), start=1):
+                got = entry.get(key)
+                if got is not None:
+                    n, value, m, v = got
+                    counts[n] = counts.get(n, 0) + 1
+                    total += value
+                    steps += n - 1
+                    mean += m
+                    var += v
+                if i in ends and counts:
                     z = (total - mean) / var**0.5
-                    sums.append((z if side == "upper" else -z, counts, total, steps, key))
+                    z = z if side == "upper" else -z
+                    sums.append((z, var, dict(counts), total, steps, key))
         if not sums:
             return self._finding("order-window", "no use to compare yet", 1.0)
-        # The bound is worked out where it can be small: the sums furthest out on their side.
-        sums.sort(key=lambda x: x[0], reverse=True)
         tests = len(keys) * len(SPANS)
+        sums.sort(key=lambda x: x[0], reverse=True)
         best: tuple[float, str] | None = None
-        for z, counts, total, steps, (ref, kind) in sums:
+        for z, _, counts, total, steps, (ref, kind) in sums:
             if best is not None and z < SCAN_Z:
                 break
             pmf_of, side, template = KINDS[kind]
-            pmfs = [(pmf_of(n), c) for n, c in counts.items()]
-            bound = nulls.sum_upper if side == "upper" else nulls.sum_lower
-            p = bound(pmfs, total) * tests
+            if z < SCAN_Z:
+                p = _cantelli(z)  # far from any level: the cheap bound says as much
+            else:
+                pmfs = [(pmf_of(n), c) for n, c in counts.items()]
+                bound = nulls.sum_upper if side == "upper" else nulls.sum_lower
+                p = bound(pmfs, total)
             figure = template.format(v=total, m=steps, ref=ref)
             figure += f" over {sum(counts.values())} uses"
-            if best is None or p < best[0]:
-                best = (p, figure)
+            if best is None or p * tests < best[0]:
+                best = (p * tests, figure)
         assert best is not None
         return self._finding("order-window", best[1], best[0])
 
@@ -328,22 +342,39 @@ class ShuffleMonitor:
         return [self._finding("overlap", figure, p), self._overlap_window(window)]
 
     def _overlap_window(self, window: _Window) -> Finding:
-        entries = list(window.overlaps)
+        entries = window.overlaps
         if len(entries) < 2:
             return self._finding("overlap-window", "fewer than 2 uses to sum", 1.0)
+        ends = sorted({min(span, len(entries)) for span in SPANS})
+        sums: list[tuple[float, dict[tuple[int, int], int], int, float]] = []
+        counts: dict[tuple[int, int], int] = {}
+        seen = 0
+        mean = var = 0.0
+        for i, (drawn, marked, s) in enumerate(reversed(entries), start=1):
+            counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
+            seen += s
+            m, v = _moments(nulls.hypergeometric_pmf(drawn, marked))
+            mean += m
+            var += v
+            if i in ends:
+                z = abs(seen - mean) / var**0.5 if var else 0.0
+                sums.append((z, dict(counts), seen, mean))
+        sums.sort(key=lambda x: x[0], reverse=True)
         best: tuple[float, str] | None = None
-        for span in (span for span in SPANS if span <= max(len(entries), SPANS[0])):
-            counts: dict[tuple[int, int], int] = {}
-            seen = 0
-            for drawn, marked, s in entries[-span:]:
-                counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
-                seen += s
-            pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in counts.items()]
-            mean = sum(c * d * m / DECK for (d, m), c in counts.items())
-            bound = nulls.sum_upper if seen >= mean else nulls.sum_lower
-            p = 2 * bound(pmfs, seen) * len(SPANS)
-            uses = sum(counts.values())
-            figure = f"{seen} cards dealt again over {uses} uses (fair: {mean:.1f} on average)"
+        for z, span_counts, span_seen, span_mean in sums:
+            if best is not None and z < SCAN_Z:
+                break
+            if z < SCAN_Z:
+                p = _cantelli(z)
+            else:
+                pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in span_counts.items()]
+                bound = nulls.sum_upper if span_seen >= span_mean else nulls.sum_lower
+                p = bound(pmfs, span_seen)
+            p *= 2 * len(SPANS)
+            uses = sum(span_counts.values())
+            figure = (
+                f"{span_seen} cards dealt again over {uses} uses (fair: {span_mean:.1f} on average)"
+            )
             if best is None or p < best[0]:
                 best = (p, figure)
         assert best is not None
