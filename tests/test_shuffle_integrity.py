@@ -344,3 +344,22 @@ def test_a_shuffler_out_of_service_is_asked_for_no_shuffle() -> None:
     assert s.shuffle.out_of_service and not any(isinstance(e, RequestShuffle) for e in fx)
     s, fx = step(rules, s, ShuffleAcknowledged(action="in-service", by="F42"))
     assert not s.shuffle.out_of_service and any(isinstance(e, RequestShuffle) for e in fx)
+
+
+def test_status_shows_the_suspect_with_its_test_p_value_and_command() -> None:
+    """The fault as `status` and `devices` show it: the statistic that fired, its p-value,
+    and the command a floor supervisor uses."""
+    from tablectl.service.shuffle_monitor import faults
+    from tablectl.status import Stops
+
+    rules = load_config(REPO / "config" / "three-card-poker.toml").rules()
+    s, _ = step(rules, TableState.initial(rules), PowerUp(rules=rules))
+    assert faults(s) == []
+    s, _ = step(rules, s, _suspected(True))
+    (view,) = faults(s)
+    assert view.title == "SHUFFLE SUSPECT" and view.stops is Stops.ROUNDS
+    assert "repeat test" in view.cause and "p = 1e-20" in view.cause
+    assert view.command == "tablectl shuffle acknowledge --by ID [--out-of-service]"
+    s, _ = step(rules, s, ShuffleAcknowledged(action="out-of-service", by="F42"))
+    (view,) = faults(s)
+    assert view.what == "shuffler-out-of-service" and view.stops is Stops.SHUFFLING

@@ -524,7 +524,7 @@ class Daemon:
             journal=self.reader.last_row,
             awaited=self.supervisor.recovery.awaited(),
         )
-        found += shuffle_faults(self.state)
+        found += shuffle_faults(self.state, self.reader.last_row)
         if self.rules.deck is None:
             return found
         deck_rules, now = self.rules.deck, self.wall_clock_ms()

@@ -18,9 +18,10 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -206,35 +207,61 @@ class ShuffleWatch:
         return report
 
 
-def faults(state: TableState) -> list[FaultView]:
-    """SHUFFLE SUSPECT and a shuffler out of service, as status and devices show them."""
-    found = []
+# The last journal row of these types whose data holds these values: (seq, ts, data).
+JournalLookup = Callable[
+    [tuple[str, ...], Mapping[str, Any]], tuple[int, str, dict[str, Any]] | None
+]
+
+
+def faults(state: TableState, journal: JournalLookup | None = None) -> list[FaultView]:
+    """SHUFFLE SUSPECT and a shuffler out of service, as status and devices show them,
+    dated by the journal row that recorded them."""
+    return [_dated(f, kind, journal) for f, kind in _faults(state)]
+
+
+def _dated(fault: FaultView, kind: Mapping[str, Any], journal: JournalLookup | None) -> FaultView:
+    row = None if journal is None else journal(("shuffle.suspect", "shuffle.acknowledged"), kind)
+    if row is None:
+        return fault
+    seq, ts, data = row
+    rule = data.get("rule") if isinstance(data.get("rule"), str) else None
+    return fault.model_copy(update={"since": ts, "seq": seq, "rule": rule})
+
+
+def _faults(state: TableState) -> list[tuple[FaultView, Mapping[str, Any]]]:
+    found: list[tuple[FaultView, Mapping[str, Any]]] = []
     fault = state.shuffle
     if fault.suspect is not None:
         s = fault.suspect
         found.append(
-            FaultView(
-                what="shuffle-suspect",
-                device="shuffler",
-                cause=f"deck {s.deck}, round {s.round_id}: the {s.test} test fired ({s.figure}; "
-                f"p = {s.p_value:.2g}, level {s.alpha:g}): the cards may not be randomly "
-                "intermixed",
-                stops=Stops.ROUNDS if s.blocks else Stops.NOTHING,
-                remedy="look at the shuffler and `tablectl shuffle report`; acknowledge to play "
-                "on with it, or take it out of service",
-                command="tablectl shuffle acknowledge --by ID [--out-of-service]",
+            (
+                FaultView(
+                    what="shuffle-suspect",
+                    device="shuffler",
+                    cause=f"deck {s.deck}, round {s.round_id}: the {s.test} test fired "
+                    f"({s.figure}; p = {s.p_value:.2g}, level {s.alpha:g}): the cards may not "
+                    "be randomly intermixed",
+                    stops=Stops.ROUNDS if s.blocks else Stops.NOTHING,
+                    remedy="look at the shuffler and `tablectl shuffle report`; acknowledge "
+                    "to play on with it, or take it out of service",
+                    command="tablectl shuffle acknowledge --by ID [--out-of-service]",
+                ),
+                {"round_id": s.round_id, "test": s.test},
             )
         )
     if fault.out_of_service:
         found.append(
-            FaultView(
-                what="shuffler-out-of-service",
-                device="shuffler",
-                cause="a floor supervisor took the shuffler out of service after a SHUFFLE "
-                "SUSPECT: no deck is shuffled",
-                stops=Stops.SHUFFLING,
-                remedy="repair or replace the shuffler, then put it back in service",
-                command="tablectl shuffle acknowledge --in-service --by ID",
+            (
+                FaultView(
+                    what="shuffler-out-of-service",
+                    device="shuffler",
+                    cause="a floor supervisor took the shuffler out of service after a SHUFFLE "
+                    "SUSPECT: no deck is shuffled",
+                    stops=Stops.SHUFFLING,
+                    remedy="repair or replace the shuffler, then put it back in service",
+                    command="tablectl shuffle acknowledge --in-service --by ID",
+                ),
+                {"action": "out-of-service"},
             )
         )
     return found
