@@ -29,4 +29,38 @@ TABLE_ALPHA = sum(ALPHA.values())
 
 # Written by the calibration run: game -> rounds, and test -> fraction of rounds with
 # p <= 1e-2, 1e-3, 1e-4 (each must not exceed its level beyond sampling error).
-MEASURED: dict[str, dict[str, object]] = {}
+MEASURED: dict[str, dict[str, object]] = {
+    "three-card-poker": {
+        "rounds": 20000,
+        "alarms": 0,
+        "order": [0.0006, 0.0001, 0.0],
+        "order-window": [0.0005, 0.0001, 0.0],
+        "repeat": [0.00195, 0.0001, 0.0],
+        "overlap": [0.00295, 0.00025, 0.0],
+        "overlap-window": [0.00095, 0.0, 0.0],
+        "position": [0.0003, 5e-05, 0.0],
+        "runs": [0.0031, 0.0005, 5e-05],
+    },
+    "ultimate-texas-holdem": {
+        "rounds": 20000,
+        "alarms": 0,
+        "order": [0.0002, 0.0, 0.0],
+        "order-window": [0.0002, 5e-05, 0.0],
+        "repeat": [0.0014, 0.0001, 0.0],
+        "overlap": [0.00255, 5e-05, 0.0],
+        "overlap-window": [0.00065, 0.0, 0.0],
+        "position": [0.0001, 0.0, 0.0],
+        "runs": [0.0015, 0.0001, 0.0],
+    },
+    "let-it-ride": {
+        "rounds": 20000,
+        "alarms": 0,
+        "order": [0.0004, 0.0, 0.0],
+        "order-window": [0.0008, 0.00015, 5e-05],
+        "repeat": [0.00195, 5e-05, 0.0],
+        "overlap": [0.0022, 0.0004, 5e-05],
+        "overlap-window": [0.001, 5e-05, 0.0],
+        "position": [0.00015, 0.0, 0.0],
+        "runs": [0.00385, 0.00035, 0.0],
+    },
+}
