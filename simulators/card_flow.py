@@ -41,9 +41,16 @@ class CardFlow:
         self.plan_for = plan_for
 
     def next_to_shuffle(self) -> list[Card]:
-        """The deck the shuffler takes now: the shoe's last deck is collected first."""
+        """The deck the shuffler takes now: the shoe's last deck is collected first. Asked
+        again while every deck is shuffled and waiting (the table did not take a shuffle: a
+        deck introduced meanwhile is shuffled before a round is dealt from it), the deck due
+        next goes back in: the decks at the table stay the same decks."""
         self.collect_shoe()
-        return self.to_shuffle.popleft() if self.to_shuffle else list(full_deck())
+        if self.to_shuffle:
+            return self.to_shuffle.popleft()
+        if self.shuffled:
+            return self.shuffled.popleft()
+        return list(full_deck())
 
     def back_in_shuffler(self, deck: list[Card]) -> None:
         """A shuffle that did not finish (a jam, a miscount): the deck stays in it."""

@@ -363,3 +363,16 @@ def test_status_shows_the_suspect_with_its_test_p_value_and_command() -> None:
     s, _ = step(rules, s, ShuffleAcknowledged(action="out-of-service", by="F42"))
     (view,) = faults(s)
     assert view.what == "shuffler-out-of-service" and view.stops is Stops.SHUFFLING
+
+
+def test_a_shuffle_asked_again_reshuffles_a_waiting_deck_not_a_new_one() -> None:
+    """Two decks at the table stay two decks: a shuffle asked while both wait shuffled
+    (a deck introduced between rounds is shuffled before a round, docs/decks.md) takes the
+    one due next, so the deck a round deals is the one shuffled for it."""
+    flow = CardFlow(decks=2)
+    rng = random.Random(8)
+    for _ in range(3):
+        flow.done(Mixing().mix(flow.next_to_shuffle(), rng))
+    assert len(flow.shuffled) == 2 and not flow.to_shuffle
+    last = flow.shuffled[-1]
+    assert flow.deck_for_deal((3, 3)) != last and flow.deck_for_deal((3, 3)) == last

@@ -25,7 +25,6 @@ from tablectl.cli.common import (
 from tablectl.cli.control import send_command
 from tablectl.cli.journal import point_in_time
 from tablectl.config import load_config
-from tablectl.service.shuffle_monitor import database, report
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,6 +67,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _report(args: argparse.Namespace) -> int:
+    # The service's modules are loaded by the verbs that use them: every other verb starts
+    # without them.
+    from tablectl.service.shuffle_monitor import database, report
+
     config = load_config(config_path(args))
     try:
         since = point_in_time(args.since)
