@@ -10,6 +10,7 @@ and as super-uniform p-values on fair rounds of every game.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from collections import Counter
@@ -376,3 +377,37 @@ def test_a_shuffle_asked_again_reshuffles_a_waiting_deck_not_a_new_one() -> None
     assert len(flow.shuffled) == 2 and not flow.to_shuffle
     last = flow.shuffled[-1]
     assert flow.deck_for_deal((3, 3)) != last and flow.deck_for_deal((3, 3)) == last
+
+
+def test_the_report_reads_what_the_monitor_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tablectl shuffle report --json`: per deck and shuffler, each test's smallest p-value
+    and a verdict, from the file the daemon's monitor writes (no card in it)."""
+    from tablectl import cli
+    from tablectl.service.shuffle_monitor import ShuffleWatch, _Pending
+
+    config_file = tmp_path / "table.toml"
+    config_file.write_text(
+        (REPO / "config" / "three-card-poker.toml")
+        .read_text()
+        .replace('"/var/lib/tablectl"', f'"{tmp_path}"')
+    )
+    config = load_config(config_file)
+    watch = ShuffleWatch(config, game("three-card-poker"), lambda event: None, lambda: None)
+    watch._open()
+    # The same nine cards in the same order, deal after deal: a repeated order.
+    for round_id in range(1, 5):
+        use = DeckUse(f"D{round_id % 2 + 1}", round_id, tuple(range(9)), (0, 1, 2))
+        watch._observe(_Pending(use, "SHF-0001", 1_700_000_000_000 + round_id))
+    assert (
+        cli.main(
+            ["shuffle", "report", "--config", str(config_file), "--since", "2000-01-01", "--json"]
+        )
+        == 0
+    )
+    decks = json.loads(capsys.readouterr().out)["decks"]
+    assert {d["shuffler"] for d in decks} == {"SHF-0001"}
+    assert any(d["alarms"] and d["verdict"].startswith("SUSPECT") for d in decks)
+    tests = {t["test"] for d in decks for t in d["tests"]}
+    assert tests == set(ALPHA)
