@@ -184,7 +184,7 @@ class DemoTable:
     async def shuffle_alarm(self, tally: Tally) -> None:
         """The monitor's alarm comes after the deal it judged (off the hot path): the floor
         supervisor looks, then acknowledges it (`tablectl shuffle acknowledge --by ID`)."""
-        await self.until(lambda s: s.shuffle.suspect is not None)
+        await self.until(lambda s: s.shuffle.suspect is not None, timeout_s=60)
         await self.command({"cmd": "shuffle-acknowledge", "by": FLOORPERSON})
         tally.shuffle_alarms_expected += 1
 
