@@ -15,20 +15,22 @@ import contextlib
 import json
 import random
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
-from tablectl.simulators.dealer import Wanted, as_request, by_shoe, deal_round, stacked_deal
+from tablectl.simulators.card_flow import CardFlow
+from tablectl.simulators.dealer import Wanted, as_request, deal_round, stacked_deal
 from tablectl.simulators.shoe import PRODUCT_ID, VENDOR_ID, ShoeSimulator, VirtualUsbBackend
-from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.shuffler import Mixing, ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import DeckSection, ShoeSection, TableConfig
 from tablectl.control import client
+from tablectl.core.games.base import DealPlan, TableGame, form_hands
 from tablectl.core.round import Phase, TableState
 from tablectl.service.api import Daemon, replay
 from tablectl.status import Status
@@ -82,6 +84,9 @@ DECKS = {"D1": "red", "D2": "blue"}  # the demo's decks: id -> back colour (649a
 EDGE_ROUND = 1  # a chip lands just before the lock-out and finishes resting after it
 VOID_ROUND = 3  # the shoe jams mid-deal: the round is void, every wager returned (649a.13(f))
 MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
+# The shuffle for the last round gives the order of the shuffle before it again: the
+# shuffle-integrity monitor raises SHUFFLE SUSPECT (649a.5(a)) and a floorperson acknowledges
+# it (docs/shuffle-integrity.md). Demos of at least 4 rounds.
 FLOORPERSON = "floor-0042"
 DEALER = "dealer-0117"
 
@@ -95,6 +100,7 @@ class Tally:
     voided_rounds_expected: int = 0
     shoe_jams: int = 0
     hits_validated: int = 0
+    shuffle_alarms_expected: int = 0
 
 
 def _print_event(evt: dict[str, Any]) -> None:
@@ -175,6 +181,13 @@ class DemoTable:
         self.players.remove_chip(seat)
         await asyncio.sleep(self.rest_s)  # lifted for good before the next round
 
+    async def shuffle_alarm(self, tally: Tally) -> None:
+        """The monitor's alarm comes after the deal it judged (off the hot path): the floor
+        supervisor looks, then acknowledges it (`tablectl shuffle acknowledge --by ID`)."""
+        await self.until(lambda s: s.shuffle.suspect is not None, timeout_s=60)
+        await self.command({"cmd": "shuffle-acknowledge", "by": FLOORPERSON})
+        tally.shuffle_alarms_expected += 1
+
     async def floor_workflow(self, tally: Tally) -> None:
         """649a.11(c)(5)(iii)-(iv): validate every hit; document meter-share payouts."""
         for hit in self.state.hits_pending:
@@ -187,17 +200,20 @@ class DemoTable:
 async def _deal(
     table: DemoTable, shoe: ShoeSimulator, seats: list[int], wanted: Wanted
 ) -> dict[str, Any]:
-    """The shoe deals the round's plan from a deck arranged for the script; the dealer deals
-    any community cards from the hand. Returns the dealer's settle request."""
+    """The shoe deals the round's plan from the deck the shuffler sent (a scripted round's
+    cards arranged on top); the dealer deals any community cards from the hand: the cards
+    that follow in the deck. Returns the dealer's settle request."""
     game = table.daemon.game
     plan = game.deal_plan(seats)
-    shoe_cards, by_hand = by_shoe(plan, stacked_deal(plan, wanted, table.rng))
-    shoe.load(shoe_cards)
+    if wanted:
+        shoe.stack(stacked_deal(plan, wanted, table.rng))
     extra = [seat for seat in seats if seat not in table.state.wagers]
     await table.command({"cmd": "deal", "seats": extra, "by": DEALER})
     await table.until(
         lambda s: s.phase is not Phase.LOCKED or (s.deal is not None and s.deal.complete)
     )
+    hand_plan = DealPlan(plan.procedure, plan.rule, tuple(s for s in plan.steps if not s.by_shoe))
+    by_hand = form_hands(hand_plan, shoe.shoe[: hand_plan.cards])
     return {"cmd": "settle", "community": "".join(map(str, by_hand.community))}
 
 
@@ -229,6 +245,11 @@ async def _play_rounds(
         tally.late_chips_placed += 1
         if round_no == MISCOUNT_ROUND:
             sim.remove_card()
+        if shoe is not None and rounds >= 4 and round_no == rounds - 2:
+            # The shuffle for the next round is done; the one after (for the last round,
+            # asked when the next opens) gives the order of its last shuffle again.
+            await table.until(lambda s: s.deck_ready or not s.shuffle_requested)
+            sim.mixing = Mixing("repeat", last=sim.mixing.last)
         in_play = sorted(seats | {table.free_seat(seats)})  # a player without the wager
         if shoe is None:
             if round_no == VOID_ROUND:
@@ -253,11 +274,22 @@ async def _play_rounds(
                 shoe.clear()
                 await table.clear_shoe()
         tally.rounds += 1
+        if shoe is not None and rounds >= 4 and round_no == rounds:
+            await table.shuffle_alarm(tally)
         if round_no == MISCOUNT_ROUND:
             # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.
             await table.until(lambda s: s.blocked is not None)
             sim.load_full_deck()
             await table.replace_deck()
+
+
+def _plan_for(game: TableGame, stacks: tuple[int, ...]) -> DealPlan | None:
+    """The round's plan from the shoe's stacks (the pickup needs only the players' order)."""
+    for players in range(1, 8):
+        plan = game.deal_plan(list(range(1, players + 1)))
+        if tuple(s.cards for s in plan.steps if s.by_shoe) == stacks:
+            return plan
+    return None
 
 
 @contextlib.contextmanager
@@ -291,16 +323,27 @@ async def play(
 
 
 async def run_demo(
-    config: TableConfig, *, rounds: int, keep: Path | None, as_json: bool, seed: int = 7
+    config: TableConfig,
+    *,
+    rounds: int,
+    keep: Path | None,
+    as_json: bool,
+    seed: int = 7,
+    spy: Callable[[str, int], Coroutine[Any, Any, None]] | None = None,
 ) -> DemoRun:
-    """Play the rounds; what happened, and what the backend received."""
+    """Play the rounds; what happened, and what the backend received. spy(host, port): a
+    task of the caller's on the private broker for the whole run (a test's subscriber)."""
     rng = random.Random(seed)
     tally = Tally(config.game.name)
     say: Callable[..., None] = (lambda *a, **k: None) if as_json else print
     with PrivateBroker() as broker, _data_dir(keep) as data_dir:
-        sim = ShufflerSimulator(shuffle_ms=100, rng=random.Random(seed))
+        # The cards go round: the shuffler mixes the deck the dealer collected, the shoe
+        # deals what it produced (card_flow.py).
+        game = config.game.table_game()
+        flow = CardFlow(config.shuffler.decks, plan_for=lambda stacks: _plan_for(game, stacks))
+        sim = ShufflerSimulator(shuffle_ms=100, rng=random.Random(seed), flow=flow)
         # The shoe on a virtual USB bus: the daemon runs pyusb's real code path.
-        shoe = ShoeSimulator(card_ms=2, rng=random.Random(seed))
+        shoe = ShoeSimulator(card_ms=2, rng=random.Random(seed), flow=flow)
         usb_bus = VirtualUsbBackend()
         usb_bus.plug(shoe, asyncio.get_running_loop())
         cfg = simulated_config(
@@ -330,6 +373,7 @@ async def run_demo(
             flush=True,
         )
         async with asyncio.TaskGroup() as tasks:
+            spying = None if spy is None else tasks.create_task(spy(broker.host, broker.port))
             daemon_task = tasks.create_task(daemon.run(), name="daemon")
             backend_task = tasks.create_task(backend.run(), name="backend")
             await daemon.ready.wait()
@@ -348,6 +392,8 @@ async def run_demo(
                     break
             daemon_task.cancel()
             backend_task.cancel()
+            if spying is not None:
+                spying.cancel()
         sim.close()
         shoe.close()
         with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:
@@ -382,6 +428,8 @@ def _summary(
         "hits_validated": len(of("jackpot.validated")),
         "envy_bonuses": len(of("envy.bonus")),
         "voided_rounds": len(of("round.voided")),
+        "shuffle_alarms": len(of("shuffle.suspect")),
+        "shuffle_alarms_acknowledged": len(of("shuffle.acknowledged")),
         "decks_introduced": len(of("deck.introduced")),
         "hands_read_by_shoe": sum(d["hands_read_by_shoe"] for d in of("round.settled")),
         "hands_settled": sum(
@@ -407,6 +455,8 @@ def _summary(
         and out["shoe_faults"]["voided_rounds"] == tally.shoe_jams
         and 0 < out["hands_read_by_shoe"] == out["hands_settled"]
         and out["hits_validated"] == out["jackpot_hits"]
+        and out["shuffle_alarms"] == out["shuffle_alarms_acknowledged"]
+        and out["shuffle_alarms"] == tally.shuffle_alarms_expected
         and replay_identical
     )
     return out

@@ -39,6 +39,7 @@ from tablectl.drivers.reference.shoe_codec import (
     card_byte,
     decode_deal,
 )
+from tablectl.simulators.card_flow import CardFlow
 from tablectl.simulators.device import SimulatedDevice
 
 from tablectl.rules.cards import Card, full_deck
@@ -70,8 +71,12 @@ class ShoeSimulator(SimulatedDevice):
         rng: random.Random | None = None,
         address: int = 1,
         identity: Identity = IDENTITY,
+        flow: CardFlow | None = None,
     ) -> None:
         self.card_ms = card_ms
+        # Fed by a shuffler (card_flow.py): each deal is dealt from the deck it shuffled.
+        self.flow = flow
+        self.arranged: list[Card] = []  # stack(): the next deal's first cards
         self.knobs = DealFaults()
         # A shoe fed from a shuffler (`simulate table`): a new shuffled deck is loaded when a
         # deal asks for more cards than are left, instead of running empty.
@@ -98,14 +103,27 @@ class ShoeSimulator(SimulatedDevice):
         """Put a deck (in dealing order) into the shoe."""
         self.shoe: list[Card] = list(cards)
 
+    def stack(self, top: Sequence[Card]) -> None:
+        """The next deal's first cards, arranged (a trainer's or a test's): with a flow, on
+        top of the deck the shuffler sends; else on top of a shuffled rest."""
+        self.arranged = list(top)
+        if self.flow is None:
+            rest = [card for card in full_deck() if card not in top]
+            self.rng.shuffle(rest)
+            self.load([*top, *rest])
+            self.arranged = []
+
     def fail(self, code: ShoeFaultCode, *, as_event: bool = True) -> None:
         self.state, self.fault = ShoeState.FAULT, code
         if as_event:
             self.event(ShoeEventKind.FAULT, code)
 
     def clear(self) -> None:
-        """The dealer cleared the shoe: idle again, a fresh shuffled deck inside."""
+        """The dealer cleared the shoe: idle again, a fresh shuffled deck inside (with a flow:
+        its cards go back to the shuffler; the next deal brings the next deck shuffled)."""
         self.state, self.fault = ShoeState.IDLE, ShoeFaultCode.NONE
+        if self.flow is not None:
+            self.flow.collect_shoe()
         self.load(self._shuffled())
 
     # --- the protocol -------------------------------------------------------------------
@@ -123,7 +141,13 @@ class ShoeSimulator(SimulatedDevice):
                 return self.nak(request, NakReason.BUSY)
             if self.state is ShoeState.FAULT:
                 return self.nak(request, NakReason.ILLEGAL_IN_STATE)
-            if self.refill and len(self.shoe) < sum(stacks):
+            deck = None if self.flow is None else self.flow.deck_for_deal(stacks)
+            if deck is not None and self.flow is not None:
+                if self.arranged:
+                    deck = [*self.arranged, *(c for c in deck if c not in self.arranged)]
+                    self.flow.in_shoe, self.arranged = list(deck), []
+                self.load(deck)
+            elif self.refill and len(self.shoe) < sum(stacks):
                 self.load(self._shuffled())
             self.state, self.dealt, self.expected = ShoeState.DEALING, 0, sum(stacks)
             self.deals += 1

@@ -3,14 +3,16 @@
 It shuffles a real 52-card deck, counts it, and speaks the production codec (in-process, on a
 pseudo-terminal or over TCP). Knobs provoke every case: jams and incomplete cycles, a missing
 card, a fault already showing at connect, reboots, and the line and protocol faults of
-simulators/faults.py.
+simulators/faults.py. How it mixes is a knob too (`Mixing`): fairly, or as a worn, misset or
+tampered machine would (docs/shuffle-integrity.md); with a `CardFlow` it shuffles the deck
+the dealer collected and hands its order to the simulated shoe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tablectl.drivers.reference.framing import Frame
 from tablectl.drivers.reference.messages import (
@@ -23,9 +25,89 @@ from tablectl.drivers.reference.messages import (
     encode_self_tested,
 )
 from tablectl.drivers.reference.shuffler_codec import EventKind, FaultCode, ShufflerState
+from tablectl.simulators.card_flow import CardFlow
 from tablectl.simulators.device import SimulatedDevice
 
 from tablectl.rules.cards import Card, full_deck
+
+MIXINGS = (
+    "fair: every order equally likely",
+    "riffle M: M riffle shuffles (Gilbert-Shannon-Reeds) of the deck as collected",
+    "unshuffled: the deck comes out as it went in",
+    "repeat: the same order as its last shuffle, whatever went in",
+    "cut: only cut, once, about the middle",
+    "place CARD POSITION: fair, then CARD moved to POSITION (1 = first dealt) every time",
+)
+
+
+def riffle(deck: list[Card], rng: random.Random) -> list[Card]:
+    """One GSR riffle: a binomial cut, then cards drop from each half with probability
+    proportional to its size (Bayer & Diaconis 1992)."""
+    cut = sum(1 for _ in deck if rng.random() < 0.5)
+    left, right = deck[:cut], deck[cut:]
+    out: list[Card] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        a, b = len(left) - i, len(right) - j
+        if rng.random() * (a + b) < a:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    return out
+
+
+@dataclass
+class Mixing:
+    """How the shuffler mixes a deck; `fair` unless a test or a trainer says otherwise."""
+
+    kind: str = "fair"
+    riffles: int = 7
+    card: Card | None = None
+    position: int = 0  # 0 = the first card dealt
+    last: list[Card] | None = field(default=None, repr=False)  # its last output
+
+    @classmethod
+    def parse(cls, words: list[str]) -> Mixing:
+        """`fair`, `riffle 3`, `unshuffled`, `repeat`, `cut`, `place As 1` (ValueError)."""
+        kind, args = (words[0].lower(), words[1:]) if words else ("fair", [])
+        if kind == "riffle" and len(args) == 1 and args[0].isdigit() and 1 <= int(args[0]) <= 20:
+            return cls(kind, riffles=int(args[0]))
+        if kind == "place" and len(args) == 2 and args[1].isdigit() and 1 <= int(args[1]) <= 52:
+            return cls(kind, card=Card.parse(args[0]), position=int(args[1]) - 1)
+        if kind in ("fair", "unshuffled", "repeat", "cut") and not args:
+            return cls(kind)
+        raise ValueError("a mixing is one of: " + "; ".join(MIXINGS))
+
+    def __str__(self) -> str:
+        if self.kind == "riffle":
+            return f"riffle {self.riffles}"
+        if self.kind == "place":
+            return f"place {self.card} {self.position + 1}"
+        return self.kind
+
+    def mix(self, deck: list[Card], rng: random.Random) -> list[Card]:
+        out = list(deck)
+        match self.kind:
+            case "riffle":
+                for _ in range(self.riffles):
+                    out = riffle(out, rng)
+            case "unshuffled":
+                pass
+            case "repeat" if self.last is not None and sorted(self.last) == sorted(out):
+                out = list(self.last)
+            case "cut":
+                cut = max(1, min(len(out) - 1, sum(1 for _ in out if rng.random() < 0.5)))
+                out = out[cut:] + out[:cut]
+            case _:
+                rng.shuffle(out)
+                if self.kind == "place" and self.card in out:
+                    out.remove(self.card)
+                    out.insert(self.position, self.card)
+        self.last = list(out)
+        return out
+
 
 IDENTITY = Identity("tablectl-sim-shuffler", "SHF-0001", "1.0")
 DECK_SIZE = len(full_deck())  # what a count expects (the deck built once, not at every poll)
@@ -46,9 +128,14 @@ class ShufflerSimulator(SimulatedDevice):
         rng: random.Random | None = None,
         address: int = 1,
         identity: Identity = IDENTITY,
+        flow: CardFlow | None = None,
     ) -> None:
         self.shuffle_ms = shuffle_ms
         self.knobs = ShuffleFaults()
+        self.mixing = Mixing()
+        # With a flow, the deck shuffled is the one the dealer collected (card_flow.py).
+        self.flow = flow
+        self.lost: Card | None = None  # falls on the floor from the next deck taken in
         self.deck: list[Card] = list(full_deck())
         self.shuffles = 0
         # Set to a report to make the self-test fail with it (a dirty sensor, say).
@@ -69,10 +156,19 @@ class ShufflerSimulator(SimulatedDevice):
 
     def remove_card(self) -> Card:
         """Lose a card from the deck (it fell on the floor): the next count is 51."""
+        if self.flow is not None:
+            self.lost = full_deck()[self.rng.randrange(DECK_SIZE)]
+            return self.lost
         return self.deck.pop(self.rng.randrange(len(self.deck)))
 
     def load_full_deck(self) -> None:
         self.deck = list(full_deck())
+        flow = self.flow
+        if flow is not None:
+            # The short deck leaves the shuffler; a new one takes its place.
+            if flow.to_shuffle and len(flow.to_shuffle[0]) != DECK_SIZE:
+                flow.to_shuffle.popleft()
+            flow.back_in_shuffler(list(full_deck()))
 
     def fail(self, code: FaultCode, *, as_event: bool = True) -> None:
         """Go into fault now (as_event False: the fault only shows in STATUS)."""
@@ -123,10 +219,21 @@ class ShufflerSimulator(SimulatedDevice):
             else None
         )
         if code is not None:
+            # The deck stays in the shuffler, to be shuffled again (649a.13(e)).
             self.knobs = ShuffleFaults()
             self.fail(code)
             return
-        self.rng.shuffle(self.deck)
+        if self.flow is not None:
+            self.deck = self.flow.next_to_shuffle()
+            if self.lost in self.deck:
+                self.deck.remove(self.lost)
+            self.lost = None
+        self.deck = self.mixing.mix(self.deck, self.rng)
+        if self.flow is not None:
+            if len(self.deck) == DECK_SIZE:
+                self.flow.done(self.deck)
+            else:
+                self.flow.back_in_shuffler(self.deck)  # a miscounted deck stays in it
         if self.decks:
             self.loaded = self.decks[self.shuffles % len(self.decks)]  # 649a.3(b)(3)
         self.shuffles += 1

@@ -22,13 +22,15 @@ from pathlib import Path
 from tablectl.drivers.reference.messages import Identity
 from tablectl.drivers.reference.shoe_codec import ShoeFaultCode
 from tablectl.drivers.reference.shuffler_codec import FaultCode
+from tablectl.simulators.card_flow import CardFlow
 from tablectl.simulators.device import SimulatedDevice
 from tablectl.simulators.shoe import ShoeSimulator
-from tablectl.simulators.shuffler import ShufflerSimulator
+from tablectl.simulators.shuffler import MIXINGS, Mixing, ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import DeviceSection, TableConfig
-from tablectl.rules.cards import full_deck, parse_cards
+from tablectl.core.games.base import DealPlan
+from tablectl.rules.cards import parse_cards
 from tablectl.util.instance_lock import OwnedPath
 
 UNPLUGGED_REPLIES = 1 << 30  # a device whose cable is pulled answers nothing
@@ -54,7 +56,14 @@ class SimulatedTable:
 
     def __post_init__(self) -> None:
         self.inputs = SimulatedTableInputs(self.config.table.seats)
-        self.shuffler = ShufflerSimulator(shuffle_ms=self.shuffle_ms, rng=self.rng)
+        # With a shoe, the cards go round: the shuffler mixes the deck the dealer collected,
+        # the shoe deals the order it produced (card_flow.py).
+        self.flow = (
+            None
+            if self.config.shoe is None
+            else CardFlow(self.config.shuffler.decks, plan_for=self.plan_for)
+        )
+        self.shuffler = ShufflerSimulator(shuffle_ms=self.shuffle_ms, rng=self.rng, flow=self.flow)
         self.shoe: ShoeSimulator | None = None
         if self.config.shoe is not None:
             if self.config.shoe.port.startswith("usb:"):
@@ -63,10 +72,20 @@ class SimulatedTable:
                     'for a daemon in another process; write shoe.port = "socket://HOST:PORT" '
                     "or a path for a pseudo-terminal (the CDC-ACM variant)"
                 )
-            self.shoe = ShoeSimulator(card_ms=40, rng=self.rng)
+            self.shoe = ShoeSimulator(card_ms=40, rng=self.rng, flow=self.flow)
             self.shoe.refill = True  # the shuffler feeds it: it never runs empty by itself
         self._servers: list[asyncio.Server] = []
         self._made: list[OwnedPath] = []  # removed on close, unless another has replaced them
+
+    def plan_for(self, stacks: tuple[int, ...]) -> DealPlan | None:
+        """The round's whole plan from the stacks the shoe was asked for: the players are
+        seats 1 to N (the pickup needs only their order), N the one whose stacks match."""
+        game = self.config.game.table_game()
+        for players in range(1, self.config.table.seats + 1):
+            plan = game.deal_plan(list(range(1, players + 1)))
+            if tuple(s.cards for s in plan.steps if s.by_shoe) == stacks:
+                return plan
+        return None
 
     def _devices(self) -> dict[str, tuple[SimulatedDevice, DeviceSection]]:
         found: dict[str, tuple[SimulatedDevice, DeviceSection]] = {
@@ -136,6 +155,10 @@ class SimulatedTable:
             "stop": ("stop", self._stop),
             "door": ("door", self._door),
             "miscount": ("miscount", self._miscount),
+            "mixing": (
+                "mixing HOW, HOW one of:\n    " + "\n    ".join(MIXINGS),
+                self._mixing,
+            ),
             "full-deck": ("full-deck", self._full_deck),
             "drop-edges": ("drop-edges N", self._drop_edges),
             "shoe": (
@@ -207,7 +230,12 @@ class SimulatedTable:
 
     def _miscount(self) -> str:
         card = self.shuffler.remove_card()
-        return f"{card} fell on the floor: the next count is {len(self.shuffler.deck)}"
+        left = len(self.shuffler.deck) - (self.shuffler.lost is not None)
+        return f"{card} fell on the floor: the next count is {left}"
+
+    def _mixing(self, *words: str) -> str:
+        self.shuffler.mixing = Mixing.parse(list(words))
+        return f"the shuffler mixes from its next shuffle: {self.shuffler.mixing}"
 
     def _full_deck(self) -> str:
         self.shuffler.load_full_deck()
@@ -320,9 +348,7 @@ class SimulatedTable:
             raise ValueError(f"deck: {exc}") from None
         if len(set(top)) != len(top):
             raise ValueError("deck: a card is named twice")
-        rest = [card for card in full_deck() if card not in top]
-        self.rng.shuffle(rest)
-        shoe.load([*top, *rest])
+        shoe.stack(top)
         return f"the shoe deals next: {' '.join(str(c) for c in top)}, then a shuffled rest"
 
 

@@ -576,6 +576,17 @@ class DeckSection(Strict):
         return rounds
 
 
+class ShuffleIntegritySection(Strict):
+    """The shuffle-integrity monitor (docs/shuffle-integrity.md): each deck use the shoe reads
+    is tested for the order a fair shuffle would leave (649a.5(a), 653a.5(a), 643a.5(a))."""
+
+    # Off: no test is run (a table without a shoe never has any to run).
+    enabled: bool = True
+    # What a SHUFFLE SUSPECT does: "alarm" journals and shows it, play goes on; "block" also
+    # stops rounds until a floor supervisor acknowledges it.
+    on_alarm: Literal["alarm", "block"] = "alarm"
+
+
 def deck_problems(deck: DeckSection, game: GameConfig, decks: int) -> list[str]:
     """The deck section against the game's dealing and the shuffler's decks."""
     problems = []
@@ -629,6 +640,7 @@ class TableConfig(Strict):
     access: AccessSection = AccessSection()
     records: RecordsSection = RecordsSection()
     deck: DeckSection | None = None
+    shuffle_integrity: ShuffleIntegritySection = ShuffleIntegritySection()
 
     @model_validator(mode="after")
     def _deck_within_the_text(self) -> Self:

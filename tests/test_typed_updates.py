@@ -162,6 +162,7 @@ def _sample(annotation: Any) -> Any:
         int: 7,
         str: "x",
         bool: True,
+        float: 2.5e-9,
         list[int]: [3, 1],
         list[str]: ["a", "b"],
         int | None: 5,

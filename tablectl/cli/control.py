@@ -176,6 +176,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _request(args: argparse.Namespace) -> dict[str, Any]:
     by = {"by": args.by} if getattr(args, "by", None) else {}
+    if args.verb == "shuffle":
+        action = (
+            "out-of-service"
+            if args.out_of_service
+            else "in-service"
+            if args.in_service
+            else "acknowledge"
+        )
+        return {"cmd": "shuffle-acknowledge", "action": action, **by}
     if args.verb == "floor":
         return {"cmd": args.floor_verb, "hit_id": args.hit_id, **by}
     if args.verb == "devices" and args.devices_verb == "reset-link":

@@ -30,6 +30,7 @@ from tablectl.util.instance_lock import InstanceLocked
 
 if TYPE_CHECKING:
     from tablectl.simulators.device import SimulatedDevice
+    from tablectl.simulators.shuffler import Mixing
     from tablectl.simulators.table import SimulatedTable as SimulatedTableLike
 
 
@@ -83,6 +84,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             help=f"the simulated {device}'s serial number (default {default}); another than "
             f"the one the daemon accepted is a swapped {device} (`tablectl devices accept`)",
         )
+    table.add_argument(
+        "--mixing",
+        type=_mixing,
+        default=None,
+        metavar="'HOW'",
+        help="how the simulated shuffler mixes (docs/shuffle-integrity.md): 'fair' (default), "
+        "'riffle M', 'unshuffled', 'repeat', 'cut', 'place CARD POSITION'; the shoe deals what "
+        "it produced",
+    )
     table.set_defaults(handler=_table, quiet_logs=True)
 
     floor = sim_sub.add_parser(
@@ -179,6 +189,8 @@ def _table(args: argparse.Namespace) -> int:
 
     try:
         table = SimulatedTable(config, shuffle_ms=args.shuffle_ms)
+        if args.mixing is not None:
+            table.shuffler.mixing = args.mixing
         for device, serial in (("shuffler", args.shuffler_serial), ("shoe", args.shoe_serial)):
             if serial:
                 table.set_serial(device, serial)
@@ -190,6 +202,15 @@ def _table(args: argparse.Namespace) -> int:
         return fail(args, str(exc), EXIT_REFUSED)
     except (OSError, ValueError) as exc:
         return fail(args, f"cannot start the simulated table: {exc}", EXIT_REFUSED)
+
+
+def _mixing(text: str) -> Mixing:
+    from tablectl.simulators.shuffler import Mixing
+
+    try:
+        return Mixing.parse(text.split())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def serial_number(text: str) -> str:

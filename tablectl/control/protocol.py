@@ -40,6 +40,7 @@ from tablectl.core.events import (
     Settle,
     ShoeCleared,
     ShoeOutOfOrder,
+    ShuffleAcknowledged,
     StubCounted,
     ValidateHit,
     VoidRound,
@@ -275,6 +276,16 @@ class TestEndRequest(_Request):
     cmd: Literal["test-end"]
 
 
+class ShuffleAckRequest(_Request):
+    """A floor supervisor acknowledges a SHUFFLE SUSPECT (play goes on with the shuffler), or
+    takes the shuffler out of service, or puts it back (docs/shuffle-integrity.md)."""
+
+    ROLES = frozenset({Role.FLOORPERSON})
+    cmd: Literal["shuffle-acknowledge"]
+    action: Literal["acknowledge", "out-of-service", "in-service"] = "acknowledge"
+    by: str = Field(min_length=1, max_length=64)  # the floor supervisor, always named
+
+
 AnyRequest = (
     StatusRequest
     | DevicesRequest
@@ -299,6 +310,7 @@ AnyRequest = (
     | ResetLinkRequest
     | AcceptDeviceRequest
     | HitRequest
+    | ShuffleAckRequest
 )
 Request = Annotated[AnyRequest, Field(discriminator="cmd")]
 # The steps of a technician's walk test (tablectl.service.walk_test runs them).
@@ -401,6 +413,8 @@ def to_input(request: _Request, peer: str, *, now_ms: int = 0) -> Event:
                 return ValidateHit(hit_id=request.hit_id, by=by)
             case HitRequest():
                 return ConfirmDocumentation(hit_id=request.hit_id, by=by)
+            case ShuffleAckRequest():
+                return ShuffleAcknowledged(action=request.action, by=by)
     except ValueError as exc:
         raise RequestError(str(exc)) from None
     raise RequestError(f"{type(request).__name__} does not change the table")

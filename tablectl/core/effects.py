@@ -372,6 +372,31 @@ class ShoeFaultCleared(Record):
     by: str
 
 
+class ShuffleSuspect(Record):
+    """SHUFFLE SUSPECT: a deck's order fails a shuffle-integrity test (649a.5(a)). Figures and
+    p-values only (docs/shuffle-integrity.md): the card order never leaves the table PC."""
+
+    TYPE = "shuffle.suspect"
+    deck: str
+    round_id: int
+    test: str
+    figure: str
+    p_value: float
+    alpha: float
+    blocks: bool
+    rule: str
+
+
+class ShuffleSuspectCleared(Record):
+    """A floor supervisor acknowledged the SHUFFLE SUSPECT, or took the shuffler out of (or
+    back into) service."""
+
+    TYPE = "shuffle.acknowledged"
+    action: str
+    test: str | None
+    by: str
+
+
 class ShoeRebootedRecord(Record):
     TYPE = "shoe.rebooted"
 
@@ -870,6 +895,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         LinkDown,
         LinkUp,
         LinkClaimAnswered,
+        ShuffleSuspect,
+        ShuffleSuspectCleared,
     )
 }
 

@@ -471,6 +471,30 @@ class Command(Input):
     by: str = "unknown"
 
 
+class ShuffleSuspected(Input):
+    """The shuffle-integrity monitor (service/shuffle_monitor.py) found a deck use whose order
+    a fair shuffle gives less often than its test's level (649a.5(a): "randomly intermixed").
+    Figures and p-values only: never a card. block: the config stops rounds on it."""
+
+    TYPE = "shuffle_suspected"
+    deck: str
+    round_id: int
+    test: str
+    figure: str
+    p_value: float
+    alpha: float
+    block: bool = False
+
+
+class ShuffleAcknowledged(Command):
+    """A floor supervisor looked at a SHUFFLE SUSPECT: play goes on with the shuffler, or it
+    is taken out of service (out_of_service: no shuffle is asked of it until another is
+    accepted or it is put back with `tablectl shuffle acknowledge --in-service`)."""
+
+    TYPE = "shuffle_acknowledged"
+    action: Literal["acknowledge", "out-of-service", "in-service"] = "acknowledge"
+
+
 class Settle(Command):
     """The cards shown at the end of the round (entered, or read by a shoe) and the folds."""
 
@@ -718,6 +742,8 @@ Event = (
     | LinkLost
     | LinkRestored
     | LinkClaimAnswer
+    | ShuffleSuspected
+    | ShuffleAcknowledged
 )
 
 INPUT_TYPES: dict[str, type[Event]] = {
@@ -776,6 +802,8 @@ INPUT_TYPES: dict[str, type[Event]] = {
         LinkLost,
         LinkRestored,
         LinkClaimAnswer,
+        ShuffleSuspected,
+        ShuffleAcknowledged,
     )
 }
 

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
-from tablectl.core import decks, stalls
+from tablectl.core import decks, shuffle_fault, stalls
 from tablectl.core import effects as rec
 from tablectl.core.compat import later
 from tablectl.core.decks import DeckLife
@@ -81,11 +81,13 @@ from tablectl.core.events import (
     ShoeOutOfOrder,
     ShoeRebooted,
     ShoeStackDealt,
+    ShuffleAcknowledged,
     ShuffleCompleted,
     ShuffleRequestFailed,
     ShufflerFault,
     ShufflerRebooted,
     ShuffleStarted,
+    ShuffleSuspected,
     StubCounted,
     TableIdle,
     TableRules,
@@ -372,6 +374,8 @@ class TableState(BaseModel):
     rolled_back: RolledBack | None = later(None)
     chain_pending: int | None = later(None)
     chain_broken: str | None = later(None)
+    # SHUFFLE SUSPECT and a shuffler out of service (core/shuffle_fault.py).
+    shuffle: shuffle_fault.ShuffleFault = later(shuffle_fault.ShuffleFault())
 
     @property
     def accepting_wagers(self) -> bool:
@@ -447,6 +451,7 @@ class TableStateUpdate(TypedDict, total=False):
     rolled_back: RolledBack | None
     chain_pending: int | None
     chain_broken: str | None
+    shuffle: shuffle_fault.ShuffleFault
 
 
 def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
@@ -950,6 +955,25 @@ def _on_chain_checked(event: JournalChainChecked, s: TableState, ctx: _Context) 
     return s.replace(chain_pending=None, chain_broken=event.broken)
 
 
+@_apply.register
+def _on_shuffle_suspected(event: ShuffleSuspected, s: TableState, ctx: _Context) -> TableState:
+    fault, records = shuffle_fault.suspected(s.shuffle, event, _chapter(ctx.game))
+    ctx.fx.extend(records)
+    return s.replace(shuffle=fault)
+
+
+@_apply.register
+def _on_shuffle_acknowledged(
+    event: ShuffleAcknowledged, s: TableState, ctx: _Context
+) -> TableState:
+    try:
+        fault, records = shuffle_fault.acknowledged(s.shuffle, event)
+    except shuffle_fault.NotNow as exc:
+        raise Rejected(str(exc)) from None
+    ctx.fx.extend(records)
+    return s.replace(shuffle=fault)
+
+
 # Each input type's handler, as registered above, looked up once per step: singledispatch's
 # own lookup goes through a WeakKeyDictionary (a weak reference made at every call).
 _HANDLERS: dict[type, Callable[[Any, TableState, _Context], TableState]] = dict(_apply.registry)
@@ -979,6 +1003,7 @@ def _shuffler_usable(s: TableState) -> bool:
         and s.shuffler_fault is None
         and not s.devices_pending
         and "shuffler" not in s.events_refused
+        and not s.shuffle.out_of_service
     )
 
 
@@ -995,10 +1020,12 @@ def _table_ready(rules: TableRules, s: TableState) -> bool:
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
     # A journal rolled back, or not yet (or not) shown whole: no round is played on it.
     journal_ok = s.rolled_back is None and s.chain_pending is None and s.chain_broken is None
+    shuffle_ok = not s.shuffle.holds_rounds  # [shuffle_integrity] on_alarm = "block"
     return (
         shoe_ok
         and sensors_ok
         and journal_ok
+        and shuffle_ok
         and not s.hits_pending
         and _deck_block(rules, s) is None
     )

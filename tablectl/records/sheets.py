@@ -95,6 +95,9 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.ShoeFaultCleared: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.ShoeRebootedRecord: (Sheet.DEVICE_EVENTS,),
     rec.ShoeOutOfOrderRecord: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
+    # 649a.5(a): the shuffle-integrity monitor's alarm (figures and p-values) and its answer
+    rec.ShuffleSuspect: (Sheet.DEVICE_EVENTS,),
+    rec.ShuffleSuspectCleared: (Sheet.DEVICE_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.WagerSettled: (Sheet.WAGERS,),
     rec.JackpotHit: (Sheet.HITS,),
     rec.MeterReset: (Sheet.RESETS,),

@@ -56,6 +56,8 @@ from tablectl.service.devices import DeviceSupervisor
 from tablectl.service.dispatcher import Dispatcher, StepObserver, Stepped
 from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
+from tablectl.service.shuffle_monitor import ShuffleWatch
+from tablectl.service.shuffle_monitor import faults as shuffle_faults
 from tablectl.service.shutdown import Stopper
 from tablectl.service.watch import Hub
 from tablectl.status import (
@@ -151,6 +153,8 @@ class Daemon:
         self.store: Store | None = None
         self.reader: JournalReader | None = None
         self.pace: PaceReporter | None = None  # game pace, from the journal once a minute
+        # The shuffle-integrity monitor, off the hot path (service/shuffle_monitor.py).
+        self.shuffle_watch = ShuffleWatch(self.config, self.game, self.post, lambda: self.state)
         self._owns_process = False  # serve(): the process is the daemon's (freeze_start_up)
         self._idle_told_ms: int | None = None  # the core was last told of an idle table
         # A rollback found (a backend acknowledged past the journal's end): nothing past this
@@ -369,6 +373,7 @@ class Daemon:
                 tasks.create_task(self._watchdog(), name="watchdog")
                 tasks.create_task(self._deck_clock(), name="deck-clock")
                 tasks.create_task(self._watch_waits(), name="device-waits")
+                tasks.create_task(self.shuffle_watch.run(), name="shuffle-integrity")
                 if self._owns_process:
                     freeze_start_up()
                 # Ready once the journal is open and commands are taken; devices and the
@@ -557,6 +562,7 @@ class Daemon:
         if isinstance(event, ShuffleCompleted) and not event.stale:
             self.supervisor.shuffled(opened=any(row.type == "round.opened" for row in rows))
         item.sub.followup = self._execute(item.effects)
+        self.shuffle_watch.committed(item.state, rows)
         item.sub.answer([{"seq": r.seq, "type": r.type, "data": r.data} for r in rows])
 
     def _execute(self, effects: list[Effect]) -> asyncio.Task[str | None] | None:
@@ -654,6 +660,7 @@ class Daemon:
             journal=self.reader.last_row,
             awaited=self.supervisor.recovery.awaited(),
         )
+        found += shuffle_faults(self.state, self.reader.last_row)
         if self.rules.deck is None:
             return found
         deck_rules, now = self.rules.deck, self.wall_clock_ms()
@@ -739,7 +746,7 @@ class Daemon:
                 commits=self.store.commits,
                 steps_committed=self.store.steps_committed,
             ),
-            shuffler=self._device_status("shuffler", s.shuffler_fault),
+            shuffler=self._device_status("shuffler", s.shuffler_fault or self._shuffle_suspect()),
             shoe=self._device_status("shoe", s.shoe_fault),
             mqtt=self.relay.stats(),
             faults=self.faults(),
@@ -750,6 +757,13 @@ class Daemon:
             pace=self._pace_status(),
             link=None if self.link is None else self.link.view(s),
         )
+
+    def _shuffle_suspect(self) -> str | None:
+        """The SHUFFLE SUSPECT standing, as the shuffler's last fault in `devices`."""
+        suspect = None if self.state is None else self.state.shuffle.suspect
+        if suspect is None:
+            return None
+        return f"shuffle-suspect ({suspect.test}, p = {suspect.p_value:.2g})"
 
     def _pace_status(self) -> PaceStatus | None:
         """The rolling period and the shift now running, as last computed (service/pace.py)."""

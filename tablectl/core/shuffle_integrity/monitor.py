@@ -1,0 +1,419 @@
+"""The shuffle-integrity monitor: each deck use's statistics against the deck's history.
+
+Fed one `DeckUse` per deal a shoe read (the cards in dealing order, the deck they came
+from); answers each test's figure and p-value and whether it alarms. Pure and
+deterministic: no clock, no randomness, no I/O; the service keeps it off the hot path
+(service/shuffle_monitor.py). Card identities stay inside: a `Finding` says how many, never
+which (no card order may leave the table PC).
+
+The tests (docs/shuffle-integrity.md says why these, and their power):
+- order: the previous use's cards, listed as they went back into the shuffler (the game's
+  pickup, the order dealt, its reverse) or the factory order, still in that order here:
+  ascents of their new positions, i.e. rising sequences (Bayer & Diaconis): Eulerian, exact;
+- order-window: the same summed over the last uses of both decks (Chernoff bound, exact
+  convolution near a level);
+- repeat: neighbouring cards, and cards at the same position, shared with one of the last
+  deals of either deck (binomial-moment bounds);
+- overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
+  two-sided), and its sum over the last uses of both decks (as order-window);
+- position: one card at one deal position over the last rounds (binomial, union bound);
+- runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tablectl.core.shuffle_integrity import nulls
+from tablectl.core.shuffle_integrity.thresholds import ALPHA
+from tablectl.rules.cards import SUITS, Card
+
+DECK = nulls.DECK
+WINDOW_USES = 32  # the table's last deck uses (both decks) the windowed tests sum over
+# The windowed tests look back over the last 4, 12 and 32 uses (a scan, Bonferroni x3): a
+# shuffler that failed lately is not diluted by the fair uses before it.
+SPANS = (4, 12, 32)
+SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound worked out
+POSITION_ROUNDS = 100  # rounds the position test counts over
+RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
+FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
+
+
+def card_index(card: Card) -> int:
+    """0..51 in the factory order (full_deck: clubs, diamonds, hearts, spades; 2 to ace)."""
+    return SUITS.index(card.suit) * 13 + card.rank - 2
+
+
+@dataclass(frozen=True, slots=True)
+class DeckUse:
+    """One deal read by the shoe from one deck: what the monitor is fed."""
+
+    deck: str  # the deck's id (core/decks.py), or the slot the table alternates
+    round_id: int
+    cards: tuple[int, ...]  # card_index of each card, in dealing order
+    # positions into `cards` as the game's pickup puts them back, top first (pickup.py)
+    collected: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One test on one deck use: its figure (counts only, never a card), p-value, level."""
+
+    test: str
+    figure: str
+    p_value: float
+    alpha: float
+
+    @property
+    def alarm(self) -> bool:
+        return self.p_value <= self.alpha
+
+
+@dataclass(frozen=True, slots=True)
+class UseReport:
+    deck: str
+    round_id: int
+    cards: int  # how many were dealt (a count, not the cards)
+    findings: tuple[Finding, ...]
+
+    @property
+    def alarms(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.alarm)
+
+    @property
+    def worst(self) -> Finding | None:
+        """The alarming finding furthest below its level, if any."""
+        alarms = self.alarms
+        return min(alarms, key=lambda f: f.p_value / f.alpha) if alarms else None
+
+
+@dataclass(slots=True)
+class _Window:
+    """The table's last deck uses: per (reference order, kind), (cards compared, value,
+    null mean, null variance); the overlaps with each deck's use before."""
+
+    ascents: deque[dict[tuple[str, str], tuple[int, int, float, float]]] = field(
+        default_factory=lambda: deque(maxlen=WINDOW_USES)
+    )
+    overlaps: deque[tuple[int, int, int]] = field(
+        default_factory=lambda: deque(maxlen=WINDOW_USES)
+    )  # (drawn, marked, seen)
+
+
+def _ascents(seq: list[int]) -> int:
+    return sum(1 for a, b in itertools.pairwise(seq) if b > a)
+
+
+def _alternating_runs(seq: list[int]) -> int:
+    runs, direction = 0, 0
+    for a, b in itertools.pairwise(seq):
+        now = 1 if b > a else -1
+        if now != direction:
+            runs, direction = runs + 1, now
+    return runs
+
+
+def _measures(positions: dict[int, int], reference: tuple[int, ...]) -> dict[str, tuple[int, int]]:
+    """Of the reference's cards dealt now (n of them), each kind's value (see KINDS)."""
+    rank = {card: r for r, card in enumerate(reference) if card in positions}
+    by_reference = [positions[c] for c in reference if c in positions]
+    by_deal = sorted(rank, key=positions.__getitem__)
+    ranks = [rank[c] for c in by_deal]
+    n = len(by_reference)
+    return {
+        "rising": (n, _ascents(by_reference)),
+        "ascending": (n, _ascents(ranks)),
+        "turns": (n, _alternating_runs(ranks)),
+    }
+
+
+# kind -> (the null's pmf for n cards, which tail is suspect, what the figure says). Each is
+# a function of the dealt cards' relative order alone: uniform under a fair shuffle.
+KINDS: dict[str, tuple[Callable[[int], tuple[float, ...]], str, str]] = {
+    # rising sequences (Bayer & Diaconis): each next card of the reference dealt later
+    "rising": (nulls.ascents_pmf, "upper", "{v} of {m} neighbours of the {ref} still in order"),
+    # read in dealing order, the reference's order keeps rising (piles, interleaves)
+    "ascending": (
+        nulls.ascents_pmf,
+        "upper",
+        "{v} of {m} cards dealt after one earlier in the {ref}",
+    ),
+    # few up-and-down runs: long monotone stretches (a shelf shuffler's piles)
+    "turns": (
+        nulls.alternating_runs_pmf,
+        "lower",
+        "{v} up-and-down runs in {m} steps of the {ref}",
+    ),
+}
+
+
+def _tail(kind: str, n: int, value: int) -> float:
+    if kind == "turns":
+        return nulls.alternating_runs_lower_tail(n, value)
+    return nulls.ascents_upper_tail(n, value)
+
+
+def _kept_neighbours(earlier: tuple[int, ...], positions: dict[int, int]) -> int:
+    kept = 0
+    for a, b in itertools.pairwise(earlier):
+        pa, pb = positions.get(a), positions.get(b)
+        if pa is not None and pb is not None and abs(pa - pb) == 1:
+            kept += 1
+    return kept
+
+
+def _cantelli(z: float) -> float:
+    """P(X - mean >= z sd) <= 1 / (1 + z^2) for any distribution (Cantelli's inequality)."""
+    return 1.0 if z <= 0 else 1.0 / (1.0 + z * z)
+
+
+@functools.cache
+def _moments(pmf: tuple[float, ...]) -> tuple[float, float]:
+    mean = sum(k * p for k, p in enumerate(pmf))
+    return mean, sum((k - mean) ** 2 * p for k, p in enumerate(pmf))
+
+
+class ShuffleMonitor:
+    """The history the tests need, and the tests. One per table."""
+
+    def __init__(self, alpha: dict[str, float] | None = None) -> None:
+        self.alpha = dict(ALPHA if alpha is None else alpha)
+        self.last: dict[str, DeckUse] = {}
+        self.window = _Window()
+        self.recent: deque[DeckUse] = deque(maxlen=RECENT_DEALS)
+        self.position_rounds: deque[tuple[int, ...]] = deque()
+        self.position_counts: dict[tuple[int, int], int] = {}
+        self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
+
+    def forget(self, deck: str) -> None:
+        """A deck left the table: its history goes (a new deck starts afresh)."""
+        self.last.pop(deck, None)
+
+    def observe(self, use: DeckUse) -> UseReport:
+        positions = {card: i for i, card in enumerate(use.cards)}
+        findings: list[Finding] = []
+        previous = self.last.get(use.deck)
+        window = self.window
+        findings += self._order(use, positions, previous, window)
+        findings.append(self._repeat(use, positions))
+        findings += self._overlap(use, positions, previous, window)
+        findings.append(self._position(use))
+        findings.append(self._runs(use))
+        self.last[use.deck] = use
+        self.recent.append(use)
+        return UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
+
+    # --- the tests ----------------------------------------------------------------------
+
+    def _finding(self, test: str, figure: str, p: float) -> Finding:
+        return Finding(test, figure, min(1.0, p), self.alpha[test])
+
+    def _order(
+        self,
+        use: DeckUse,
+        positions: dict[int, int],
+        previous: DeckUse | None,
+        window: _Window,
+    ) -> list[Finding]:
+        references: dict[str, tuple[int, ...]] = {"factory order": FACTORY}
+        if previous is not None:
+            dealt = previous.cards
+            references["pickup"] = tuple(dealt[i] for i in previous.collected)
+            references["order dealt"] = dealt
+            references["reverse of the order dealt"] = dealt[::-1]
+        now = {
+            (ref, kind): value
+            for ref, order in references.items()
+            for kind, value in _measures(positions, order).items()
+        }
+        tests = len(references) * len(KINDS)
+        best: tuple[float, str] | None = None
+        for (ref, kind), (n, value) in now.items():
+            if n >= 3:
+                p = _tail(kind, n, value) * tests
+                if best is None or p < best[0]:
+                    best = (p, KINDS[kind][2].format(v=value, m=n - 1, ref=ref))
+        # Kept with each value: its null mean and variance (the window's scan reads them).
+        window.ascents.append(
+            {
+                (ref, kind): (n, value, *_moments(KINDS[kind][0](n)))
+                for (ref, kind), (n, value) in now.items()
+                if n >= 3
+            }
+        )
+        out = [
+            self._finding("order", best[1], best[0])
+            if best is not None
+            else self._finding("order", "fewer than 3 cards to compare", 1.0)
+        ]
+        out.append(self._order_window(window))
+        return out
+
+    def _order_window(self, window: _Window) -> Finding:
+        entries = window.ascents
+        keys = sorted({key for entry in entries for key in entry})
+        ends = sorted({min(span, len(entries)) for span in SPANS})
+        sums: list[tuple[float, float, dict[int, int], int, int, tuple[str, str]]] = []
+        for key in keys:
+            side = KINDS[key[1]][1]
+            counts: dict[int, int] = {}
+            total = steps = 0
+            mean = var = 0.0
+            # One pass from the newest use back, a sum kept at each span's end.
+            for i, entry in enumerate(reversed(entries), start=1):
+                got = entry.get(key)
+                if got is not None:
+                    n, value, m, v = got
+                    counts[n] = counts.get(n, 0) + 1
+                    total += value
+                    steps += n - 1
+                    mean += m
+                    var += v
+                if i in ends and counts:
+                    z = (total - mean) / var**0.5
+                    z = z if side == "upper" else -z
+                    sums.append((z, var, dict(counts), total, steps, key))
+        if not sums:
+            return self._finding("order-window", "no use to compare yet", 1.0)
+        tests = len(keys) * len(SPANS)
+        sums.sort(key=lambda x: x[0], reverse=True)
+        best: tuple[float, str] | None = None
+        for z, _, counts, total, steps, (ref, kind) in sums:
+            if best is not None and z < SCAN_Z:
+                break
+            pmf_of, side, template = KINDS[kind]
+            if z < SCAN_Z:
+                p = _cantelli(z)  # far from any level: the cheap bound says as much
+            else:
+                pmfs = [(pmf_of(n), c) for n, c in counts.items()]
+                bound = nulls.sum_upper if side == "upper" else nulls.sum_lower
+                p = bound(pmfs, total)
+            figure = template.format(v=total, m=steps, ref=ref)
+            figure += f" over {sum(counts.values())} uses"
+            if best is None or p * tests < best[0]:
+                best = (p * tests, figure)
+        assert best is not None
+        return self._finding("order-window", best[1], best[0])
+
+    def _repeat(self, use: DeckUse, positions: dict[int, int]) -> Finding:
+        if not self.recent:
+            return self._finding("repeat", "no earlier deal to compare", 1.0)
+        tests = 2 * len(self.recent)
+        best: tuple[float, str] | None = None
+        for back, earlier in enumerate(reversed(self.recent), start=1):
+            kept = _kept_neighbours(earlier.cards, positions)
+            pairs = len(earlier.cards) - 1
+            p_kept = nulls.kept_neighbours_tail(pairs, len(use.cards), kept)
+            same = sum(1 for a, b in zip(earlier.cards, use.cards, strict=False) if a == b)
+            length = min(len(earlier.cards), len(use.cards))
+            p_same = nulls.position_matches_tail(length, same)
+            ago = f"the deal {back} before"
+            for p, figure in (
+                (p_kept, f"{kept} of {pairs} neighbouring pairs of {ago} neighbours again"),
+                (p_same, f"{same} of {length} positions hold the card of {ago}"),
+            ):
+                if best is None or p < best[0]:
+                    best = (p, figure)
+        assert best is not None
+        return self._finding("repeat", best[1], best[0] * tests)
+
+    def _overlap(
+        self,
+        use: DeckUse,
+        positions: dict[int, int],
+        previous: DeckUse | None,
+        window: _Window,
+    ) -> list[Finding]:
+        if previous is None:
+            return [
+                self._finding("overlap", "the deck's first use", 1.0),
+                self._overlap_window(window),
+            ]
+        drawn, marked = len(use.cards), len(previous.cards)
+        seen = sum(1 for c in previous.cards if c in positions)
+        window.overlaps.append((drawn, marked, seen))
+        p = nulls.hypergeometric_two_sided(drawn, marked, seen)
+        mean = drawn * marked / DECK
+        figure = f"{seen} of {drawn} cards dealt last use (fair: {mean:.1f} on average)"
+        return [self._finding("overlap", figure, p), self._overlap_window(window)]
+
+    def _overlap_window(self, window: _Window) -> Finding:
+        entries = window.overlaps
+        if len(entries) < 2:
+            return self._finding("overlap-window", "fewer than 2 uses to sum", 1.0)
+        ends = sorted({min(span, len(entries)) for span in SPANS})
+        sums: list[tuple[float, dict[tuple[int, int], int], int, float]] = []
+        counts: dict[tuple[int, int], int] = {}
+        seen = 0
+        mean = var = 0.0
+        for i, (drawn, marked, s) in enumerate(reversed(entries), start=1):
+            counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
+            seen += s
+            m, v = _moments(nulls.hypergeometric_pmf(drawn, marked))
+            mean += m
+            var += v
+            if i in ends:
+                z = abs(seen - mean) / var**0.5 if var else 0.0
+                sums.append((z, dict(counts), seen, mean))
+        sums.sort(key=lambda x: x[0], reverse=True)
+        best: tuple[float, str] | None = None
+        for z, span_counts, span_seen, span_mean in sums:
+            if best is not None and z < SCAN_Z:
+                break
+            if z < SCAN_Z:
+                p = _cantelli(z)
+            else:
+                pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in span_counts.items()]
+                bound = nulls.sum_upper if span_seen >= span_mean else nulls.sum_lower
+                p = bound(pmfs, span_seen)
+            p *= 2 * len(SPANS)
+            uses = sum(span_counts.values())
+            figure = (
+                f"{span_seen} cards dealt again over {uses} uses (fair: {span_mean:.1f} on average)"
+            )
+            if best is None or p < best[0]:
+                best = (p, figure)
+        assert best is not None
+        return self._finding("overlap-window", best[1], best[0])
+
+    def _position(self, use: DeckUse) -> Finding:
+        rounds = self.position_rounds
+        counts = self.position_counts
+        if len(rounds) == POSITION_ROUNDS:
+            for p, card in enumerate(rounds.popleft()):
+                counts[card, p] -= 1
+                self.dealt_beyond[p] -= 1
+        rounds.append(use.cards)
+        worst = (1.0, 0, 0, 0)  # tail, position, count, rounds
+        for p, card in enumerate(use.cards):
+            self.dealt_beyond[p] += 1
+            n = counts[card, p] = counts.get((card, p), 0) + 1
+            if n >= 3:
+                trials = self.dealt_beyond[p]
+                tail = nulls.binomial_upper_tail(trials, n)
+                if tail < worst[0]:
+                    worst = (tail, p, n, trials)
+        tail, p, n, trials = worst
+        if n == 0:
+            return self._finding("position", "no card twice at one position", 1.0)
+        figure = f"one card at deal position {p + 1} in {n} of the last {trials} rounds"
+        return self._finding("position", figure, tail * DECK * DECK)
+
+    def _runs(self, use: DeckUse) -> Finding:
+        best: tuple[float, str] | None = None
+        for name, divide, size in (("suit", True, 4), ("rank", False, 13)):
+            labels = [c // 13 if divide else c % 13 for c in use.cards]
+            sizes = [0] * size
+            for label in labels:
+                sizes[label] += 1
+            runs = sum(1 for a, b in itertools.pairwise(labels) if a == b)
+            p = nulls.adjacencies_upper_tail(tuple(sorted(sizes)), runs)
+            figure = f"{runs} neighbours of one {name} among {len(use.cards)} cards"
+            if best is None or p < best[0]:
+                best = (p, figure)
+        assert best is not None
+        return self._finding("runs", best[1], best[0] * 2)
