@@ -166,7 +166,8 @@ class Switch:
 
 
 def _http(url: str, *, method: str = "GET", timeout_s: float = 2.0) -> Any:
-    request = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None)
+    body = b"{}" if method == "POST" else None
+    request = urllib.request.Request(url, method=method, data=body)  # noqa: S310 - http://
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as reply:  # noqa: S310 - our own
             return json.loads(reply.read() or b"null")
@@ -300,7 +301,7 @@ class PatroniCluster:
         return config
 
     def _patroni_config(self, node: PatroniNode) -> dict[str, Any]:
-        config = json.loads(json.dumps(self._patroni_shipped))
+        config: dict[str, Any] = json.loads(json.dumps(self._patroni_shipped))
         run = node.data_dir.parent / "run"
         config["scope"] = self.scope
         config["name"] = node.name
