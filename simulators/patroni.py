@@ -31,6 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -234,6 +235,7 @@ class PatroniCluster:
 
     nodes_count: int = 3
     namespaces: bool = False
+    fsync: bool = False  # tests kill processes, never the machine; a bench wants it on
     scope: str = "tablectl-ledger"
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tablectl-patroni-")))
     etcd: list[EtcdMember] = field(default_factory=list)
@@ -338,9 +340,9 @@ class PatroniCluster:
             **{k: v for k, v in pg.get("parameters", {}).items() if not k.startswith("ssl")},
             "unix_socket_directories": str(run),
             "ssl": "off",
-            # A test kills processes, never the machine: fsync buys nothing here.
-            "fsync": "off",
-            "full_page_writes": "off",
+            # Off unless asked: a test kills processes, never the machine. full_page_writes
+            # stays on: pg_rewind needs it to bring an old primary back.
+            "fsync": "on" if self.fsync else "off",
             "shared_buffers": "32MB",
             "log_min_messages": "warning",
         }
@@ -560,6 +562,19 @@ class PatroniCluster:
             raise ClusterError("isolation needs network namespaces (namespaces=True)")
         self.switch.set_node_link(node.index, not isolated)
 
+    def heal(self) -> None:
+        """Every cable plugged, every etcd member and Patroni running again (what a test
+        broke and did not mend, it mends here)."""
+        if self.switch is not None:
+            for node in self.nodes:
+                self.switch.set_node_link(node.index, True)
+        for member in self.etcd:
+            if not member.running:
+                self.start_etcd(member)
+        for node in self.nodes:
+            if not node.running:
+                self.start_node(node)
+
     def orphan_postmasters(self) -> list[int]:
         """Postmasters still running whose Patroni is gone (after kill_patroni)."""
         return [
@@ -606,6 +621,83 @@ class PatroniCluster:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# --- the faults a floor meets, for tests and benches -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What to break (given the primary) and how to mend it (given what brake returned); both
+    block, so callers on a loop run them in a thread."""
+
+    name: str
+    brake: Callable[[PatroniCluster, PatroniNode], Any]
+    mend: Callable[[PatroniCluster, Any], None]
+    fails_over: bool  # the primary changes
+    needs_namespaces: bool = False
+
+
+def _kill_postmaster(c: PatroniCluster, primary: PatroniNode) -> None:
+    c.kill_postmaster(primary)
+
+
+def _new_leader(c: PatroniCluster, old: PatroniNode) -> None:
+    c.wait(lambda: (leader := c.leader()) is not None and leader is not old, "a new leader")
+
+
+def _kill_patroni(c: PatroniCluster, primary: PatroniNode) -> PatroniNode:
+    # Its PostgreSQL runs on, a primary to anyone who asks it, until its Patroni is back
+    # (a floor has the watchdog for that: config/patroni.yml); the others fail over meanwhile.
+    c.kill_patroni(primary)
+    _new_leader(c, primary)
+    return primary
+
+
+def _restart_patroni(c: PatroniCluster, node: PatroniNode) -> None:
+    c.start_node(node)
+
+
+def _stop_etcd_leader(c: PatroniCluster, primary: PatroniNode) -> EtcdMember:
+    member = c.etcd_leader()
+    c.stop_etcd(member)
+    return member
+
+
+def _start_etcd(c: PatroniCluster, member: EtcdMember) -> None:
+    c.start_etcd(member)
+
+
+def _isolate(c: PatroniCluster, primary: PatroniNode) -> PatroniNode:
+    c.isolate(primary)
+    _new_leader(c, primary)
+    return primary
+
+
+def _plug_back(c: PatroniCluster, node: PatroniNode) -> None:
+    c.isolate(node, isolated=False)
+
+
+def _restart_replica(c: PatroniCluster, primary: PatroniNode) -> None:
+    replica = c.sync_standby() or next(n for n in c.nodes if n is not primary)
+    c.stop_node(replica)
+    c.start_node(replica)
+
+
+def _nothing(c: PatroniCluster, _: object) -> None:
+    pass
+
+
+FAULTS = {
+    f.name: f
+    for f in (
+        Fault("kill-postmaster", _kill_postmaster, _nothing, fails_over=True),
+        Fault("kill-patroni", _kill_patroni, _restart_patroni, fails_over=True),
+        Fault("stop-etcd-leader", _stop_etcd_leader, _start_etcd, fails_over=False),
+        Fault("isolate-primary", _isolate, _plug_back, fails_over=True, needs_namespaces=True),
+        Fault("restart-replica", _restart_replica, _nothing, fails_over=False),
+    )
+}
 
 
 def _alive(pid: int) -> bool:

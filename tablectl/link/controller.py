@@ -534,6 +534,7 @@ class Controller:
     async def _broadcast_loop(self) -> None:
         backoff = Backoff(initial_s=0.2, max_s=5.0)
         conn: Connection | None = None
+        server: ledger.Server | None = None
         while True:
             interval = (
                 min((lk.broadcast_interval_ms for lk in self.config.link), default=500) / 1000
@@ -543,6 +544,7 @@ class Controller:
                 async with asyncio.timeout(self.config.database.commit_timeout_ms / 1000):
                     if conn is None:
                         conn = await self._connect_ledger("broadcast")
+                        server = ledger.server_of(conn)
                     snapshots = await ledger.snapshots(conn, self.link_ids)
                     # `up` says the ledger takes writes: a replica, a primary cut off from its
                     # standby or one being demoted reads fine and writes nothing.
@@ -558,7 +560,8 @@ class Controller:
                 backoff.reset()
             except (psycopg.Error, OSError, LedgerError, TimeoutError) as exc:
                 if conn is not None:
-                    self._suspect = ledger.server_of(conn)
+                    # Read when connected: a connection psycopg gave up on says nothing now.
+                    self._suspect = server
                     with contextlib.suppress(Exception):
                         await conn.close()
                     conn = None
