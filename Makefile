@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
-SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
+SOURCES := $(shell find tablectl drivers simulators -name '*.py' -o -name '*.sql' 2>/dev/null)
 
 .PHONY: demo test check lint typecheck imports bench bench-tables bench-link bench-failover \
 	mosquitto postgresql patroni chromium debian-tools deb docs test-install clean

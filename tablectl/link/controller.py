@@ -459,7 +459,7 @@ class Controller:
                 }
                 # Read after our COMMIT: they may name another controller's commit, so they
                 # go out once the standby is known to have it too (an answer is paid on).
-                await ledger.confirm_replicated(conn)
+                await ledger.confirm_replicated(conn, by=self.id)
             for state in states:
                 self._publish_state(state)
             for (link_id, ref), found in answers.items():
@@ -485,7 +485,7 @@ class Controller:
             # What was just read may be a commit whose wait for the standby was cut short (on
             # a primary about to be lost): it is acknowledged only once a replicated COMMIT
             # after it returns here, which the standby confirms only with all before it.
-            await ledger.confirm_replicated(conn)
+            await ledger.confirm_replicated(conn, by=self.id)
         self._writable_at = time.monotonic()
         self.links = {lk: found[lk] for lk in self.link_ids}
         self._rows.clear()
@@ -548,7 +548,7 @@ class Controller:
                     snapshots = await ledger.snapshots(conn, self.link_ids)
                     # `up` says the ledger takes writes: a replica, a primary cut off from its
                     # standby or one being demoted reads fine and writes nothing.
-                    await ledger.confirm_replicated(conn)
+                    await ledger.confirm_replicated(conn, by=self.id)
                 self._writable_at = time.monotonic()
                 for snapshot in snapshots:
                     known = self.links.get(snapshot.row.link_id)

@@ -283,13 +283,20 @@ async def replicated_transaction(conn: Connection) -> AsyncIterator[None]:
             )
 
 
-async def confirm_replicated(conn: Connection) -> None:
+async def confirm_replicated(conn: Connection, *, by: str) -> None:
     """A COMMIT that waits for the synchronous standby: once it returns, everything this
     server committed before it is on the standby too (WAL is one sequence), so what was read
     on this connection may be acknowledged. On a server that cannot write (a replica, a
-    demoted primary) it fails at once (psycopg.errors.ReadOnlySqlTransaction)."""
+    demoted primary) it fails at once (psycopg.errors.ReadOnlySqlTransaction).
+
+    It writes the controller's row in link_controller: PostgreSQL makes a COMMIT that wrote
+    nothing wait for no standby (migration 0003)."""
     async with replicated_transaction(conn):
-        await conn.execute("SELECT txid_current()")  # an xid: its commit is WAL to wait for
+        await conn.execute(
+            "INSERT INTO link_controller (controller_id, confirmed_at) VALUES (%s, now())"
+            " ON CONFLICT (controller_id) DO UPDATE SET confirmed_at = EXCLUDED.confirmed_at",
+            (by,),
+        )
 
 
 @contextlib.asynccontextmanager
