@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' -o -name '*.sql' 2>/dev/null)
 
 .PHONY: demo test check lint typecheck imports bench bench-tables bench-link bench-failover \
-	mosquitto postgresql patroni chromium debian-tools deb docs test-install clean
+	bench-soak mosquitto postgresql patroni chromium debian-tools deb docs test-install clean
 
 $(STAMP): pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -132,6 +132,11 @@ bench: $(STAMP) mosquitto
 	$(BIN)/python bench/mqtt_delivery.py
 	$(BIN)/python bench/journal_mark.py
 	$(BIN)/python bench/records_export.py
+
+# Hours: one daemon per game plays 21,000 rounds in compressed time: its memory, the journal's
+# growth, game pace's cost (bench/soak.py; `--quick` for minutes).
+bench-soak: $(STAMP) mosquitto
+	$(BIN)/python bench/soak.py
 
 # Minutes: N table daemons as processes (N = 1, 10, 50, 100, 200) on one broker.
 bench-tables: $(STAMP) mosquitto
