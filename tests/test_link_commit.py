@@ -114,7 +114,8 @@ async def test_a_commit_whose_wait_for_the_standby_is_cut_short_is_an_unknown_ou
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(1):
                     await ledger.confirm_replicated(other, by="test")
-        await ledger.confirm_replicated(other, by="test")  # the standby is back (not required): it returns
+        # No standby is asked for any more: a COMMIT returns again.
+        await ledger.confirm_replicated(other, by="test")
     finally:
         await writer.close()
         await other.close()

@@ -311,9 +311,7 @@ def print_status(status: Status) -> None:
             )
             print(f"    broker {broker}, {heard}{said}")
             if link.amounts_as_of:
-                print(
-                    f"    the amount is the last broadcast ({link.amounts_as_of}), not the link's now"
-                )
+                print(f"    the amount is the last broadcast's ({link.amounts_as_of})")
         for pending in link.jackpot_pending:
             print(
                 f"  JACKPOT PENDING at {pending.table} seat {pending.seat}: "
