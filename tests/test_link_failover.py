@@ -58,8 +58,8 @@ REAL_TABLE = "pa-demo-casino/tcp-07"
 FLOOR_TABLES = 10
 LINK_TIMEOUT_MS = 3000
 # What a table's LINK DOWN may last beyond the failover and its timeout: its watch is asked
-# every 0.2 s and a controller broadcasts every 0.2 s; a hang guard for a loaded CI box.
-DOWN_SLACK_S = 3.0
+# every 0.2 s, a controller broadcasts every 0.2 s, and a loaded CI box delays either.
+DOWN_SLACK_S = 5.0
 LOSING_HANDS = {2: "2d7c9s", 5: "5h9c3d"}  # win nothing on the progressive
 
 

@@ -446,23 +446,11 @@ class Controller:
             if stream.replay_due(time.monotonic(), limit):
                 self._ask_replay(stream)
         if result.answers_changed:
-            # A hit or a validation: every table hears it now, not at the next tick.
-            async with asyncio.timeout(self.config.database.commit_timeout_ms / 1000):
-                states = [
-                    broadcast.state_of(snapshot, self.id)
-                    for snapshot in await ledger.snapshots(conn, sorted(result.answers_changed))
-                ]
-                answers = {
-                    (link_id, ref): await ledger.claim_answers(conn, link_id, ref)
-                    for link_id, tables in result.answers_changed.items()
-                    for ref in sorted(tables)
-                }
-                # Read after our COMMIT: they may name another controller's commit, so they
-                # go out once the standby is known to have it too (an answer is paid on).
-                await ledger.confirm_replicated(conn, by=self.id)
-            for state in states:
-                self._publish_state(state)
-            for (link_id, ref), found in answers.items():
+            # A hit or a validation: every table hears it now, not at the next tick. What is
+            # published was read inside the batch, so its replicated COMMIT confirmed it.
+            for snapshot in result.snapshots:
+                self._publish_state(broadcast.state_of(snapshot, self.id))
+            for (link_id, ref), found in result.answers.items():
                 version = self.last_states[link_id].version if link_id in self.last_states else 0
                 topic, payload = broadcast.answers(link_id, ref, version, found)
                 self._publish(topic, payload, retain=True)

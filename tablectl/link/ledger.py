@@ -587,6 +587,10 @@ class BatchResult:
     links_changed: set[str] = field(default_factory=set)
     moved: set[str] = field(default_factory=set)  # tables whose link changed meanwhile
     answers_changed: dict[str, set[str]] = field(default_factory=dict)  # link -> tables
+    # After a hit or a validation, read inside the batch's transaction (so its own replicated
+    # COMMIT confirms them): the changed links' states and those tables' claim answers.
+    snapshots: list[LinkSnapshot] = field(default_factory=list)
+    answers: dict[tuple[str, str], list[ClaimAnswer]] = field(default_factory=dict)
     applied: int = 0  # rows applied (not skipped as already applied)
     events: int = 0
 
@@ -677,6 +681,12 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
                     "UPDATE link_table SET online = %s WHERE table_ref = %s",
                     [(up, t) for t, up in statuses.items()],
                 )
+        changed = {lk: set(b.awards_changed) for lk, b in books.items() if b.awards_changed}
+        if changed:
+            result.snapshots = await _read_snapshots(conn, sorted(changed))
+            for link_id, refs in changed.items():
+                for ref in sorted(refs):
+                    result.answers[(link_id, ref)] = await claim_answers(conn, link_id, ref)
     result.cursors = cursors
     for link_id, book in books.items():
         if book.events:
@@ -795,56 +805,63 @@ class LinkSnapshot:
 async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> list[LinkSnapshot]:
     """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot."""
     async with read_snapshot(conn):
-        found = await links(conn, link_ids)
-        cur = await conn.execute(
-            "SELECT link_id, level_id, display_units FROM link_level"
-            " WHERE link_id = ANY(%s) ORDER BY link_id, position",
-            (sorted(found),),
-        )
-        levels: dict[str, list[LevelState]] = defaultdict(list)
-        for link_id, level_id, units in await cur.fetchall():
-            params = found[link_id].definition.level(level_id)
-            levels[link_id].append(
-                LevelState(
-                    level_id=level_id,
-                    title=params.title if params else level_id,
-                    amount_cents=units // UNITS_PER_CENT,
-                    amount_units=units,
-                    reset_cents=params.reset_cents if params else 0,
-                )
+        return await _read_snapshots(conn, link_ids)
+
+
+async def _read_snapshots(
+    conn: Connection, link_ids: Sequence[str] | None = None
+) -> list[LinkSnapshot]:
+    """The same, inside the caller's transaction."""
+    found = await links(conn, link_ids)
+    cur = await conn.execute(
+        "SELECT link_id, level_id, display_units FROM link_level"
+        " WHERE link_id = ANY(%s) ORDER BY link_id, position",
+        (sorted(found),),
+    )
+    levels: dict[str, list[LevelState]] = defaultdict(list)
+    for link_id, level_id, units in await cur.fetchall():
+        params = found[link_id].definition.level(level_id)
+        levels[link_id].append(
+            LevelState(
+                level_id=level_id,
+                title=params.title if params else level_id,
+                amount_cents=units // UNITS_PER_CENT,
+                amount_units=units,
+                reset_cents=params.reset_cents if params else 0,
             )
-        cur = await conn.execute(
-            "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
-            " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
-            (sorted(found),),
         )
-        pending: dict[str, list[PendingAward]] = defaultdict(list)
-        for (
-            link_id,
-            version,
-            level_id,
-            table_ref,
-            seat,
-            claim_id,
-            cents,
-            at,
-            detail,
-        ) in await cur.fetchall():
-            site, table = split_table(table_ref)
-            order = json.loads(detail)["award"]["order_in_window"]
-            pending[link_id].append(
-                PendingAward(
-                    award_version=version,
-                    level_id=level_id,
-                    site=site,
-                    table=table,
-                    seat=seat,
-                    claim_id=claim_id,
-                    amount_cents=cents,
-                    order_in_window=order,
-                    at=utc_text(at),
-                )
+    cur = await conn.execute(
+        "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
+        " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
+        (sorted(found),),
+    )
+    pending: dict[str, list[PendingAward]] = defaultdict(list)
+    for (
+        link_id,
+        version,
+        level_id,
+        table_ref,
+        seat,
+        claim_id,
+        cents,
+        at,
+        detail,
+    ) in await cur.fetchall():
+        site, table = split_table(table_ref)
+        order = json.loads(detail)["award"]["order_in_window"]
+        pending[link_id].append(
+            PendingAward(
+                award_version=version,
+                level_id=level_id,
+                site=site,
+                table=table,
+                seat=seat,
+                claim_id=claim_id,
+                amount_cents=cents,
+                order_in_window=order,
+                at=utc_text(at),
             )
+        )
     return [LinkSnapshot(found[k], levels[k], pending[k]) for k in sorted(found)]
 
 
