@@ -72,6 +72,16 @@ async def play(floor: Floor, stop: asyncio.Event) -> None:
                 await stop.wait()
 
 
+async def new_leader_seen(cluster: patroni.PatroniCluster, old: patroni.PatroniNode) -> datetime:
+    """When the cluster first says another node leads (polled every 0.1 s)."""
+    async with asyncio.timeout(HANG_GUARD_S):
+        while True:
+            leader = await asyncio.to_thread(cluster.leader)
+            if leader is not None and leader is not old:
+                return datetime.now(UTC)
+            await asyncio.sleep(0.1)
+
+
 async def first_commit_after(conninfo: str, moment: datetime) -> float:
     async with asyncio.timeout(HANG_GUARD_S):
         while True:
@@ -141,10 +151,17 @@ async def failovers(
                 primary = cluster.leader()
                 assert primary is not None
                 lost_at = datetime.now(UTC)
+                promoted = asyncio.create_task(new_leader_seen(cluster, primary))
                 broken = await asyncio.to_thread(fault.brake, cluster, primary)
                 try:
-                    kind.failover_s.append(await first_commit_after(conninfo, lost_at))
+                    # The first contribution committed on the new primary: after the cluster
+                    # names it (a commit in flight as the old one went may still land there,
+                    # and a primary whose Patroni died goes on committing until then).
+                    new_at = await promoted
+                    after = await first_commit_after(conninfo, new_at)
+                    kind.failover_s.append((new_at - lost_at).total_seconds() + after)
                 finally:
+                    promoted.cancel()
                     await asyncio.to_thread(fault.mend, cluster, broken)
                 print(f"  {kind.name} {i + 1}: {kind.failover_s[-1]:.2f} s", flush=True)
             await floor.wait_acked(HANG_GUARD_S)
@@ -166,24 +183,22 @@ async def main_async(args: argparse.Namespace) -> None:
         PrivatePostgres(fsync=True) as single,
         PrivateBroker() as broker,
     ):
-        setups = {}
-        for where, conninfo in (
-            ("cluster", await asyncio.to_thread(cluster.create_database, "bench")),
-            ("single", single.create_database("bench")),
-        ):
-            config = work / f"{where}.toml"
-            links = [("bank", FLOOR_TABLES), ("throughput", 50)]
-            config.write_text(config_text(conninfo, broker, links))
-            await prepare(conninfo, config)
-            setups[where] = (conninfo, config)
+        servers = {"cluster": cluster.create_database, "single": single.create_database}
         for run in range(args.throughput_runs):
-            for where in ("cluster", "single"):
-                conninfo, config = setups[where]
+            for where, create in servers.items():
+                # A ledger of its own each time: the light tables start at seq 1 again.
+                conninfo = await asyncio.to_thread(create, f"throughput_{run}")
+                config = work / f"{where}-{run}.toml"
+                config.write_text(config_text(conninfo, broker, [("throughput", 50)]))
+                await prepare(conninfo, config)
                 async with controllers(config, 1) as procs:
                     rate, _ = await throughput(broker, args.rows, procs[0].pid)
                 rates[where].append(rate)
                 print(f"throughput {run + 1} {where}: {rate:.0f} applied/s", flush=True)
-        conninfo, config = setups["cluster"]
+        conninfo = await asyncio.to_thread(cluster.create_database, "failover")
+        config = work / "failover.toml"
+        config.write_text(config_text(conninfo, broker, [("bank", FLOOR_TABLES)]))
+        await prepare(conninfo, config)
         async with controllers(config, 2):
             await failovers(cluster, broker, conninfo, kinds, args.repeats)
     print(f"\nthe replicated ledger, {args.repeats} failovers of each kind:")

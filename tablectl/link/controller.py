@@ -553,8 +553,8 @@ class Controller:
                     with contextlib.suppress(Exception):
                         await conn.close()
                     conn = None
-                reason = (
-                    f"controller {self.id} cannot write to the ledger (no primary takes writes)"
+                reason = f"controller {self.id} cannot write to the ledger" + (
+                    " (no primary takes writes)" if isinstance(exc, LOST_PRIMARY) else ""
                 )
                 level = log.warning if backoff.first_failure else log.debug
                 level("link controller: " + reason, error=_describe(exc))
