@@ -72,16 +72,6 @@ async def play(floor: Floor, stop: asyncio.Event) -> None:
                 await stop.wait()
 
 
-async def new_leader_seen(cluster: patroni.PatroniCluster, old: patroni.PatroniNode) -> datetime:
-    """When the cluster first says another node leads (polled every 0.1 s)."""
-    async with asyncio.timeout(HANG_GUARD_S):
-        while True:
-            leader = await asyncio.to_thread(cluster.leader)
-            if leader is not None and leader is not old:
-                return datetime.now(UTC)
-            await asyncio.sleep(0.1)
-
-
 async def first_commit_after(conninfo: str, moment: datetime) -> float:
     async with asyncio.timeout(HANG_GUARD_S):
         while True:
@@ -151,7 +141,7 @@ async def failovers(
                 primary = cluster.leader()
                 assert primary is not None
                 lost_at = datetime.now(UTC)
-                promoted = asyncio.create_task(new_leader_seen(cluster, primary))
+                promoted = asyncio.create_task(asyncio.to_thread(cluster.new_leader_seen, primary))
                 broken = await asyncio.to_thread(fault.brake, cluster, primary)
                 try:
                     # The first contribution committed on the new primary: after the cluster
@@ -161,7 +151,6 @@ async def failovers(
                     after = await first_commit_after(conninfo, new_at)
                     kind.failover_s.append((new_at - lost_at).total_seconds() + after)
                 finally:
-                    promoted.cancel()
                     await asyncio.to_thread(fault.mend, cluster, broken)
                 print(f"  {kind.name} {i + 1}: {kind.failover_s[-1]:.2f} s", flush=True)
             await floor.wait_acked(HANG_GUARD_S)

@@ -111,12 +111,13 @@ def spawn(tablectl: Path, config: Path, i: int, notify: Path) -> subprocess.Pope
     own = config.with_name(f"c{i}-{config.name}")
     text = config.read_text()
     own.write_text(text.replace("[controller]\n", f'[controller]\ncontroller_id = "bench-{i}"\n'))
-    return subprocess.Popen(
-        [str(tablectl), "link", "run", "--config", str(own)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "NOTIFY_SOCKET": str(notify)},
-    )
+    with own.with_suffix(".log").open("ab") as log:  # what a controller said, for a failed run
+        return subprocess.Popen(
+            [str(tablectl), "link", "run", "--config", str(own)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "NOTIFY_SOCKET": str(notify)},
+        )
 
 
 @contextlib.asynccontextmanager
@@ -132,10 +133,14 @@ async def controllers(config: Path, count: int) -> AsyncIterator[list[subprocess
                 notify.bind(str(notify_path))
                 notify.setblocking(False)
                 procs.append(spawn(tablectl, config, i, notify_path))
-                async with asyncio.timeout(120):
-                    ready = b""
-                    while not ready.startswith(b"READY=1"):
-                        ready = await asyncio.get_running_loop().sock_recv(notify, 4096)
+                try:
+                    async with asyncio.timeout(120):
+                        ready = b""
+                        while not ready.startswith(b"READY=1"):
+                            ready = await asyncio.get_running_loop().sock_recv(notify, 4096)
+                except TimeoutError:
+                    log = config.with_name(f"c{i}-{config.name}").with_suffix(".log")
+                    raise RuntimeError(f"controller {i} never ready: {log}") from None
         yield procs
     finally:
         for proc in procs:

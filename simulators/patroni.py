@@ -33,6 +33,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -88,7 +89,7 @@ def load_shipped(name: str) -> dict[str, Any]:
     return loaded
 
 
-def _ip(*args: str) -> None:
+def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
@@ -100,8 +101,8 @@ def namespaces_unavailable() -> str | None:
         return "no `ip` command (Debian: iproute2)"
     probe = f"tctl-probe-{os.getpid()}"
     try:
-        _ip("netns", "add", probe)
-        _ip("netns", "del", probe)
+        ip("netns", "add", probe)
+        ip("netns", "del", probe)
     except (subprocess.CalledProcessError, OSError) as exc:
         err = getattr(exc, "stderr", b"") or b""
         return f"`ip netns add` is not allowed here: {err.decode().strip() or exc}"
@@ -121,13 +122,13 @@ class Switch:
         self.node_netns = [f"tctl-pg{i}-{self.tag}" for i in range(1, nodes + 1)]
         self.node_ips = [f"{self.prefix}.{i}" for i in range(1, nodes + 1)]
         self._ports: list[str] = []
-        _ip("netns", "add", self.netns)
+        ip("netns", "add", self.netns)
         try:
             self._in(self.netns, "ip", "link", "add", "br0", "type", "bridge")
             self._in(self.netns, "ip", "link", "set", "br0", "up")
             self._plug(self.host_if, None, self.host_ip)
             for netns, address in zip(self.node_netns, self.node_ips, strict=True):
-                _ip("netns", "add", netns)
+                ip("netns", "add", netns)
                 self._in(netns, "ip", "link", "set", "lo", "up")
                 self._plug(f"tsn{len(self._ports)}-{self.tag}"[:15], netns, address)
         except BaseException:
@@ -136,23 +137,23 @@ class Switch:
 
     @staticmethod
     def _in(netns: str, *args: str) -> None:
-        _ip("netns", "exec", netns, *args)
+        ip("netns", "exec", netns, *args)
 
     def _plug(self, name: str, netns: str | None, address: str) -> None:
         """A veth pair: `name` with this address (here or in netns), its peer on the bridge."""
         port = f"tsp{len(self._ports)}-{self.tag}"[:15]
-        _ip("link", "add", name, "type", "veth", "peer", "name", port)
+        ip("link", "add", name, "type", "veth", "peer", "name", port)
         self._ports.append(port)
-        _ip("link", "set", port, "netns", self.netns)
+        ip("link", "set", port, "netns", self.netns)
         self._in(self.netns, "ip", "link", "set", port, "master", "br0")
         self._in(self.netns, "ip", "link", "set", port, "up")
         if netns is not None:
-            _ip("link", "set", name, "netns", netns)
+            ip("link", "set", name, "netns", netns)
             self._in(netns, "ip", "addr", "add", f"{address}/24", "dev", name)
             self._in(netns, "ip", "link", "set", name, "up")
         else:
-            _ip("addr", "add", f"{address}/24", "dev", name)
-            _ip("link", "set", name, "up")
+            ip("addr", "add", f"{address}/24", "dev", name)
+            ip("link", "set", name, "up")
 
     def set_node_link(self, index: int, up: bool) -> None:
         """The node's cable: its port on the bridge up or down."""
@@ -160,10 +161,10 @@ class Switch:
 
     def close(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "del", self.host_if)
+            ip("link", "del", self.host_if)
         for netns in [*self.node_netns, self.netns]:
             with contextlib.suppress(subprocess.CalledProcessError):
-                _ip("netns", "del", netns)
+                ip("netns", "del", netns)
 
 
 def _http(url: str, *, method: str = "GET", timeout_s: float = 2.0) -> Any:
@@ -439,13 +440,6 @@ class PatroniCluster:
                     ]
         return []
 
-    def node_state(self, node: PatroniNode) -> dict[str, Any] | None:
-        """The node's own Patroni's word on itself (GET /patroni), or None if unreachable."""
-        with contextlib.suppress(OSError, ValueError):
-            found: dict[str, Any] | None = _http(f"{node.rest}/patroni", timeout_s=1)
-            return found
-        return None
-
     def leader(self) -> PatroniNode | None:
         for member in self.members():
             if member.role == "leader" and member.state == "running":
@@ -457,6 +451,16 @@ class PatroniCluster:
             if member.role == "sync_standby" and member.state in ("running", "streaming"):
                 return self.node(member.name)
         return None
+
+    def new_leader_seen(self, old: PatroniNode, timeout_s: float = START_GUARD_S) -> datetime:
+        """When the cluster first names a leader other than `old` (polled every 0.1 s): the
+        moment a failover's new primary is known."""
+        deadline = time.monotonic() + timeout_s
+        while (leader := self.leader()) is None or leader is old:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no leader but {old.name}\n{self.tails()}")
+            time.sleep(0.1)
+        return datetime.now(UTC)
 
     def node(self, name: str) -> PatroniNode:
         return next(n for n in self.nodes if n.name == name)
@@ -574,14 +578,6 @@ class PatroniCluster:
         for node in self.nodes:
             if not node.running:
                 self.start_node(node)
-
-    def orphan_postmasters(self) -> list[int]:
-        """Postmasters still running whose Patroni is gone (after kill_patroni)."""
-        return [
-            pid
-            for n in self.nodes
-            if not n.running and (pid := n.postmaster_pid) is not None and _alive(pid)
-        ]
 
     # --- the end -------------------------------------------------------------------------------
 

@@ -195,16 +195,6 @@ async def query(conninfo: str, sql: Any, *params: object) -> list[tuple[Any, ...
         await conn.close()
 
 
-async def new_leader_seen(cluster: PatroniCluster, old: PatroniNode) -> datetime:
-    """When the cluster first names another leader (polled every 0.1 s)."""
-    async with asyncio.timeout(HANG_GUARD_S * 2):
-        while True:
-            leader = await asyncio.to_thread(cluster.leader)
-            if leader is not None and leader is not old:
-                return datetime.now(UTC)
-            await asyncio.sleep(0.1)
-
-
 async def first_commit_after(conninfo: str, moment: datetime) -> float:
     """Seconds from `moment` to the first contribution the ledger committed after it (polled
     on the cluster, whichever node is primary)."""
@@ -302,18 +292,21 @@ async def test_the_floor_survives_the_loss_of_a_server(
                     primary = cluster.leader()
                     assert primary is not None
                     lost_at = datetime.now(UTC)
-                    promoted = asyncio.create_task(new_leader_seen(cluster, primary))
+                    promoted = (
+                        asyncio.create_task(asyncio.to_thread(cluster.new_leader_seen, primary))
+                        if fault.fails_over
+                        else None
+                    )
                     broken = await asyncio.to_thread(fault.brake, cluster, primary)
                     try:
                         # The failover: until the first contribution committed on the new
                         # primary, once the cluster names one (commits may still land on the
                         # old one before: in flight, or while its dead Patroni's key lasts).
-                        since = await promoted if fault.fails_over else lost_at
+                        since = lost_at if promoted is None else await promoted
                         failover_s = (since - lost_at).total_seconds() + (
                             await first_commit_after(conninfo, since)
                         )
                     finally:
-                        promoted.cancel()
                         await asyncio.to_thread(fault.mend, cluster, broken)
                     await asyncio.to_thread(cluster.wait, cluster.healthy, "the cluster healthy")
                     # `link verify` while the floor plays: one snapshot, so it passes.
