@@ -72,10 +72,18 @@ async def play(floor: Floor, stop: asyncio.Event) -> None:
                 await stop.wait()
 
 
-async def first_commit_after(conninfo: str, moment: datetime) -> float:
+async def first_commit_after(
+    cluster: patroni.PatroniCluster, dbname: str, moment: datetime
+) -> float:
+    """Seconds from `moment` to the first contribution committed after it, asked of the node
+    the cluster names leader (a primary whose Patroni died still says it takes writes)."""
     async with asyncio.timeout(HANG_GUARD_S):
         while True:
+            leader = await asyncio.to_thread(cluster.leader)
             with contextlib.suppress(psycopg.Error, OSError):
+                if leader is None:
+                    raise OSError("no leader yet")
+                conninfo = cluster.node_conninfo(leader, dbname)
                 conn = await ledger.connect(conninfo, application_name="bench", connect_timeout_s=2)
                 try:
                     cur = await conn.execute(
@@ -129,8 +137,9 @@ async def floor_playing(broker: PrivateBroker) -> AsyncIterator[Floor]:
 
 
 async def failovers(
-    cluster: patroni.PatroniCluster, broker: PrivateBroker, conninfo: str, kinds: list[Kind], n: int
+    cluster: patroni.PatroniCluster, broker: PrivateBroker, dbname: str, kinds: list[Kind], n: int
 ) -> None:
+    conninfo = cluster.conninfo(dbname)
     async with floor_playing(broker) as floor:
         for kind in kinds:
             fault = patroni.FAULTS[kind.name]
@@ -148,7 +157,7 @@ async def failovers(
                     # names it (a commit in flight as the old one went may still land there,
                     # and a primary whose Patroni died goes on committing until then).
                     new_at = await promoted
-                    after = await first_commit_after(conninfo, new_at)
+                    after = await first_commit_after(cluster, dbname, new_at)
                     kind.failover_s.append((new_at - lost_at).total_seconds() + after)
                 finally:
                     await asyncio.to_thread(fault.mend, cluster, broken)
@@ -157,6 +166,10 @@ async def failovers(
             before = (sum(k.acknowledged for k in kinds), sum(k.lost for k in kinds))
             acknowledged, lost = await lost_rows(conninfo, floor)
             kind.acknowledged, kind.lost = acknowledged - before[0], lost - before[1]
+            print(
+                f"  {kind.name}: {kind.acknowledged} rows acknowledged, {kind.lost} lost",
+                flush=True,
+            )
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -185,11 +198,12 @@ async def main_async(args: argparse.Namespace) -> None:
                 rates[where].append(rate)
                 print(f"throughput {run + 1} {where}: {rate:.0f} applied/s", flush=True)
         conninfo = await asyncio.to_thread(cluster.create_database, "failover")
+        dbname = "failover"
         config = work / "failover.toml"
         config.write_text(config_text(conninfo, broker, [("bank", FLOOR_TABLES)]))
         await prepare(conninfo, config)
         async with controllers(config, 2):
-            await failovers(cluster, broker, conninfo, kinds, args.repeats)
+            await failovers(cluster, broker, dbname, kinds, args.repeats)
     print(f"\nthe replicated ledger, {args.repeats} failovers of each kind:")
     for kind in kinds:
         print(

@@ -195,14 +195,18 @@ async def query(conninfo: str, sql: Any, *params: object) -> list[tuple[Any, ...
         await conn.close()
 
 
-async def first_commit_after(conninfo: str, moment: datetime) -> float:
-    """Seconds from `moment` to the first contribution the ledger committed after it (polled
-    on the cluster, whichever node is primary)."""
+async def first_commit_after(cluster: PatroniCluster, dbname: str, moment: datetime) -> float:
+    """Seconds from `moment` to the first contribution the ledger committed after it, asked of
+    the node the cluster names leader (a primary whose Patroni died still says it takes
+    writes, and holds none of the new primary's)."""
     async with asyncio.timeout(HANG_GUARD_S * 2):
         while True:
+            leader = await asyncio.to_thread(cluster.leader)
             with contextlib.suppress(psycopg.Error, OSError):
+                if leader is None:
+                    raise OSError("no leader yet")
                 rows = await query(
-                    conninfo,
+                    cluster.node_conninfo(leader, dbname),
                     "SELECT min(at) FROM link_event WHERE kind = 'contribution' AND at > %s",
                     moment,
                 )
@@ -304,7 +308,7 @@ async def test_the_floor_survives_the_loss_of_a_server(
                         # old one before: in flight, or while its dead Patroni's key lasts).
                         since = lost_at if promoted is None else await promoted
                         failover_s = (since - lost_at).total_seconds() + (
-                            await first_commit_after(conninfo, since)
+                            await first_commit_after(cluster, name, since)
                         )
                     finally:
                         await asyncio.to_thread(fault.mend, cluster, broken)
