@@ -45,7 +45,10 @@ FLOOR_TABLES = 20
 HANG_GUARD_S = 180.0
 # What the controllers are told (config/link.toml's [database]): short, as on a floor that
 # wants its progressives back soon.
-DATABASE = "[database]\nconnect_timeout_s = 2\ncommit_timeout_ms = 4000\n"
+DATABASE = (
+    "[database]\nconnect_timeout_s = 2\ncommit_timeout_ms = 4000\n"
+    "require_synchronous_standby = true\n"
+)
 
 
 @dataclass

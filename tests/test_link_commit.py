@@ -121,6 +121,30 @@ async def test_a_commit_whose_wait_for_the_standby_is_cut_short_is_an_unknown_ou
         await other.close()
 
 
+async def test_a_commit_released_by_a_reset_of_the_standby_settings_is_an_unknown_outcome(
+    primary: PrivatePostgres, tmp_path: Path
+) -> None:
+    """The old primary whose Patroni died and comes back: its settings are rewritten before it
+    is demoted, and a COMMIT that waited for the standby returns, on this server alone."""
+    setup = config(tmp_path, new_database(primary), "s/t{01..02}")
+    await prepare(setup)
+    writer = await ledger.connect(setup.conninfo, application_name="test-writer")
+    try:
+        async with standby_lost(primary):
+            batch = asyncio.create_task(
+                ledger.apply_rows(writer, [contribution("s/t01", 1)], by="t", require_standby=True)
+            )
+            await until_waiting(setup.conninfo, "test-writer", "SyncRep")
+            await asyncio.to_thread(standby_gone, primary, False)  # the reset releases it
+            with pytest.raises(ledger.OutcomeUnknown, match="without asking a synchronous"):
+                await batch
+        # A ledger that is one PostgreSQL by design asks for no standby: nothing to require.
+        result = await ledger.apply_rows(writer, [contribution("s/t02", 1)], by="t")
+        assert result.cursors == {"s/t02": 1}
+    finally:
+        await writer.close()
+
+
 async def test_no_commit_returns_the_link_goes_down_nothing_is_acked_then_it_comes_back(
     primary: PrivatePostgres, broker: PrivateBroker, tmp_path: Path
 ) -> None:

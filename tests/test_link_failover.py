@@ -270,7 +270,9 @@ async def test_the_floor_survives_the_loss_of_a_server(
         tables=f'{floor.tables_config()}", "{REAL_TABLE}',
         link_timeout_s=LINK_TIMEOUT_MS / 1000,
         broadcast_ms=200,
-        database="connect_timeout_s = 2\ncommit_timeout_ms = 4000\n",
+        database=(
+            "connect_timeout_s = 2\ncommit_timeout_ms = 4000\nrequire_synchronous_standby = true\n"
+        ),
     )
     await prepare(setup)
     controllers = [ControllerProcess(setup.path, f"c{i}") for i in (1, 2)]

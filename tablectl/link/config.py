@@ -86,6 +86,12 @@ class DatabaseSection(Strict):
     # standby within this is given up: its outcome is unknown, the controller reconnects (to
     # the new primary after a failover) and reads what the ledger holds before any ack.
     commit_timeout_ms: int = Field(default=10_000, ge=500, le=600_000)
+    require_synchronous_standby: bool = Field(
+        default=False,
+        description="a replicated ledger (Patroni's synchronous_mode_strict): a COMMIT counts "
+        "only on a server that asks a synchronous standby to confirm it; an old primary "
+        "whose settings were reset may return a waiting COMMIT that no standby has",
+    )
 
     @field_validator("conninfo")
     @classmethod

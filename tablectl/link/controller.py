@@ -414,7 +414,12 @@ class Controller:
             self._statuses.clear()
             try:
                 async with asyncio.timeout(self.config.database.commit_timeout_ms / 1000):
-                    result = await ledger.apply_rows(conn, batch, by=self.id)
+                    result = await ledger.apply_rows(
+                        conn,
+                        batch,
+                        by=self.id,
+                        require_standby=self.config.database.require_synchronous_standby,
+                    )
             except LOST_PRIMARY:
                 self._want_resync()  # what was queued is replayed from the ledger's cursors
                 raise
@@ -473,7 +478,9 @@ class Controller:
             # What was just read may be a commit whose wait for the standby was cut short (on
             # a primary about to be lost): it is acknowledged only once a replicated COMMIT
             # after it returns here, which the standby confirms only with all before it.
-            await ledger.confirm_replicated(conn, by=self.id)
+            await ledger.confirm_replicated(
+                conn, by=self.id, require_standby=self.config.database.require_synchronous_standby
+            )
         self._writable_at = time.monotonic()
         self.links = {lk: found[lk] for lk in self.link_ids}
         self._rows.clear()
@@ -536,7 +543,11 @@ class Controller:
                     snapshots = await ledger.snapshots(conn, self.link_ids)
                     # `up` says the ledger takes writes: a replica, a primary cut off from its
                     # standby or one being demoted reads fine and writes nothing.
-                    await ledger.confirm_replicated(conn, by=self.id)
+                    await ledger.confirm_replicated(
+                        conn,
+                        by=self.id,
+                        require_standby=self.config.database.require_synchronous_standby,
+                    )
                 self._writable_at = time.monotonic()
                 for snapshot in snapshots:
                     known = self.links.get(snapshot.row.link_id)

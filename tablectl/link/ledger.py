@@ -264,7 +264,9 @@ class _SyncWaitWatch:
 
 
 @contextlib.asynccontextmanager
-async def replicated_transaction(conn: Connection) -> AsyncIterator[None]:
+async def replicated_transaction(
+    conn: Connection, *, require_standby: bool = False
+) -> AsyncIterator[None]:
     """A write transaction whose COMMIT returns only once the synchronous standby has it.
 
     Where the server has synchronous replication (Patroni's synchronous_mode) a COMMIT
@@ -272,6 +274,11 @@ async def replicated_transaction(conn: Connection) -> AsyncIterator[None]:
     return success with a warning, though the rows are on this server only. So the COMMIT
     runs with no statement timeout (the caller's deadline and TCP's bound it), and the
     warning, if it comes, turns the success into OutcomeUnknown.
+
+    With require_standby (a replicated ledger: `database.require_synchronous_standby`), a
+    COMMIT that returned on a server no longer asking for a synchronous standby is unknown
+    too: that is how a waiting COMMIT returns on an old primary whose settings were reset
+    (Patroni coming back on a primary whose Patroni had died, before it demotes it).
     """
     with _SyncWaitWatch(conn) as watch:
         async with conn.transaction():
@@ -281,9 +288,21 @@ async def replicated_transaction(conn: Connection) -> AsyncIterator[None]:
             raise OutcomeUnknown(
                 "the server committed without its synchronous standby's confirmation"
             )
+    if require_standby:
+        # Read after the COMMIT: a reload that released it is this session's by now.
+        cur = await conn.execute(
+            "SELECT current_setting('synchronous_standby_names'),"
+            " current_setting('synchronous_commit')"
+        )
+        names, level = await cur.fetchone() or ("", "")
+        if not names or level not in ("on", "remote_apply"):
+            raise OutcomeUnknown(
+                "the server committed without asking a synchronous standby"
+                f" (synchronous_standby_names {names!r}, synchronous_commit {level!r})"
+            )
 
 
-async def confirm_replicated(conn: Connection, *, by: str) -> None:
+async def confirm_replicated(conn: Connection, *, by: str, require_standby: bool = False) -> None:
     """A COMMIT that waits for the synchronous standby: once it returns, everything this
     server committed before it is on the standby too (WAL is one sequence), so what was read
     on this connection may be acknowledged. On a server that cannot write (a replica, a
@@ -291,7 +310,7 @@ async def confirm_replicated(conn: Connection, *, by: str) -> None:
 
     It writes the controller's row in link_controller: PostgreSQL makes a COMMIT that wrote
     nothing wait for no standby (migration 0003)."""
-    async with replicated_transaction(conn):
+    async with replicated_transaction(conn, require_standby=require_standby):
         await conn.execute(
             "INSERT INTO link_controller (controller_id, confirmed_at) VALUES (%s, now())"
             " ON CONFLICT (controller_id) DO UPDATE SET confirmed_at = EXCLUDED.confirmed_at",
@@ -603,7 +622,9 @@ async def table_cursors(conn: Connection) -> dict[str, tuple[str, int]]:
     return {r[0]: (r[1], r[2]) for r in await cur.fetchall()}
 
 
-async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> BatchResult:
+async def apply_rows(
+    conn: Connection, rows: Sequence[TableRow], *, by: str, require_standby: bool = False
+) -> BatchResult:
     """Apply a batch of table rows in one transaction (each table's rows in seq order), and
     the tables' status changes among them (rows with `online` set: link up/down events).
 
@@ -612,7 +633,7 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
     """
     result = BatchResult()
     tables = sorted({r.table_ref for r in rows})
-    async with replicated_transaction(conn):
+    async with replicated_transaction(conn, require_standby=require_standby):
         # Which link each table is on, read first to know which links to lock (links before
         # tables: the order every transaction takes, so none deadlock) ...
         cur = await conn.execute(
