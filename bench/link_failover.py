@@ -101,9 +101,15 @@ async def first_commit_after(
             await asyncio.sleep(0.1)
 
 
-async def lost_rows(conninfo: str, floor: Floor) -> tuple[int, int]:
-    """(rows the tables saw acknowledged, those not in the ledger once)."""
-    conn = await ledger.connect(conninfo, application_name="bench")
+async def lost_rows(cluster: patroni.PatroniCluster, dbname: str, floor: Floor) -> tuple[int, int]:
+    """(rows the tables saw acknowledged, those not in the ledger once), read on the leader
+    of a healthy cluster: an old primary plugged back may still take read-write sessions
+    with none of what its successor committed."""
+    await asyncio.to_thread(cluster.heal)
+    await asyncio.to_thread(cluster.wait, cluster.healthy, "the cluster healthy", 300)
+    leader = await asyncio.to_thread(cluster.leader)
+    assert leader is not None
+    conn = await ledger.connect(cluster.node_conninfo(leader, dbname), application_name="bench")
     try:
         cur = await conn.execute(
             "SELECT table_ref, seq FROM link_event WHERE seq IS NOT NULL AND kind = 'contribution'"
@@ -119,6 +125,7 @@ async def lost_rows(conninfo: str, floor: Floor) -> tuple[int, int]:
             acknowledged += 1
             if row.type == "link.contribution" and applied.get((table.ref, row.seq)) != 1:
                 lost += 1
+                print(f"    LOST: {table.ref} seq {row.seq} (acked through {table.acked})")
     return acknowledged, lost
 
 
@@ -142,7 +149,6 @@ async def floor_playing(broker: PrivateBroker) -> AsyncIterator[Floor]:
 async def failovers(
     cluster: patroni.PatroniCluster, broker: PrivateBroker, dbname: str, kinds: list[Kind], n: int
 ) -> None:
-    conninfo = cluster.conninfo(dbname)
     async with floor_playing(broker) as floor:
         for kind in kinds:
             fault = patroni.FAULTS[kind.name]
@@ -167,7 +173,7 @@ async def failovers(
                 print(f"  {kind.name} {i + 1}: {kind.failover_s[-1]:.2f} s", flush=True)
             await floor.wait_acked(HANG_GUARD_S)
             before = (sum(k.acknowledged for k in kinds), sum(k.lost for k in kinds))
-            acknowledged, lost = await lost_rows(conninfo, floor)
+            acknowledged, lost = await lost_rows(cluster, dbname, floor)
             kind.acknowledged, kind.lost = acknowledged - before[0], lost - before[1]
             print(
                 f"  {kind.name}: {kind.acknowledged} rows acknowledged, {kind.lost} lost",
@@ -214,6 +220,8 @@ async def main_async(args: argparse.Namespace) -> None:
             f"p50 {percentile(kind.failover_s, 50):5.2f} s, max {max(kind.failover_s):5.2f} s; "
             f"rows acknowledged {kind.acknowledged}, lost {kind.lost}"
         )
+    if not args.throughput_runs:
+        return
     ratios = [c / s for c, s in zip(rates["cluster"], rates["single"], strict=True)]
     print(f"\ncontributions applied a second, {args.rows} from 50 tables, min / median / max:")
     print(f"  cluster (synchronous standby)  {spread(rates['cluster'], '8.0f')}")
