@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -240,20 +240,16 @@ async def running(coroutine: Any, name: str) -> AsyncIterator[asyncio.Task[Any]]
 FAULTS = list(patroni.FAULTS.values())
 
 
-@pytest.fixture(scope="module")
-def floor_broker() -> Iterator[PrivateBroker]:
-    with PrivateBroker() as b:
-        yield b
-
-
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 async def test_the_floor_survives_the_loss_of_a_server(
     patroni_cluster: PatroniCluster,
-    floor_broker: PrivateBroker,
+    broker: PrivateBroker,
     tmp_path: Path,
     fault: patroni.Fault,
 ) -> None:
-    cluster, broker = patroni_cluster, floor_broker
+    # A broker of the test's own: the table of the test before left retained acks and states
+    # of another ledger under the same names.
+    cluster = patroni_cluster
     if fault.needs_namespaces and cluster.switch is None:
         reason = "cutting a node's cable needs its own network namespace (root, `ip netns`)"
         print(f"{fault.name} skipped: {reason}", file=sys.stderr)
