@@ -4,10 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
-SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
+SOURCES := $(shell find tablectl drivers simulators -name '*.py' -o -name '*.sql' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck imports bench bench-tables bench-link bench-soak mosquitto postgresql \
-	chromium debian-tools deb docs test-install clean
+.PHONY: demo test check lint typecheck imports bench bench-tables bench-link bench-failover \
+	bench-soak mosquitto postgresql patroni chromium debian-tools deb docs test-install clean
 
 $(STAMP): pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,18 @@ postgresql:
 	else \
 		echo "the link controller's tests need PostgreSQL: run 'sudo apt-get install postgresql'" >&2; \
 		exit 1; \
+	fi
+
+# The replicated ledger's tests (tests/test_link_failover.py) run a private cluster from Debian's
+# patroni and etcd-server (three etcd members, three PostgreSQL nodes), not running services:
+# the packages' units stay off (no /etc/patroni/config.yml; etcd is not started here).
+patroni: postgresql
+	@if command -v patroni >/dev/null 2>&1 && command -v etcd >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's patroni and etcd-server packages"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q patroni etcd-server; \
+	else \
+		echo "the failover tests need Patroni and etcd: run 'sudo apt-get install patroni etcd-server' (skipped without them)" >&2; \
 	fi
 
 # The meter sign is tested in Debian's headless Chromium (tests/test_link_sign.py).
@@ -89,7 +101,7 @@ imports: $(STAMP)
 
 check: lint typecheck imports
 
-test: check mosquitto postgresql chromium debian-tools
+test: check mosquitto postgresql patroni chromium debian-tools
 	$(BIN)/pytest
 
 # The README's install steps in a fresh Debian 12 root (debootstrap; minutes, as root):
@@ -133,6 +145,10 @@ bench-tables: $(STAMP) mosquitto
 # Minutes: a floor of 50, 200 and 500 light tables against link controllers and PostgreSQL.
 bench-link: $(STAMP) mosquitto postgresql
 	$(BIN)/python bench/link_floor.py
+
+# Minutes: failovers of the replicated ledger, each kind ten times, under a floor's load.
+bench-failover: $(STAMP) mosquitto patroni
+	$(BIN)/python bench/link_failover.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -14,8 +14,10 @@ the same run:
   tables and `--hits` hits, beside the raw fan-out to N;
 - the controller's CPU (share of one core over the phase) and RSS.
 
-Controllers are `tablectl link run` processes (`--controllers`, default 1). Min / median / max
-over `--runs` runs (at least 3).
+Controllers are `tablectl link run` processes (`--controllers`, default 1). `--ledger cluster`
+puts the ledger on a Patroni cluster (simulators/patroni.py: three PostgreSQL nodes,
+synchronous_mode_strict, fsync on) instead of one PostgreSQL; the raw commit baseline is then
+a synchronous commit too. Min / median / max over `--runs` runs (at least 3).
 
 Run: .venv/bin/python bench/link_floor.py [--runs 3] [--tables 50,200,500] [--hits 15]
 """
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +44,7 @@ import psycopg
 from figures import percentile
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.floor import Floor, LightTable
+from tablectl.simulators.patroni import PatroniCluster
 from tablectl.simulators.postgres import PrivatePostgres
 
 from tablectl.link import ledger
@@ -108,12 +111,13 @@ def spawn(tablectl: Path, config: Path, i: int, notify: Path) -> subprocess.Pope
     own = config.with_name(f"c{i}-{config.name}")
     text = config.read_text()
     own.write_text(text.replace("[controller]\n", f'[controller]\ncontroller_id = "bench-{i}"\n'))
-    return subprocess.Popen(
-        [str(tablectl), "link", "run", "--config", str(own)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "NOTIFY_SOCKET": str(notify)},
-    )
+    with own.with_suffix(".log").open("ab") as log:  # what a controller said, for a failed run
+        return subprocess.Popen(
+            [str(tablectl), "link", "run", "--config", str(own)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "NOTIFY_SOCKET": str(notify)},
+        )
 
 
 @contextlib.asynccontextmanager
@@ -129,10 +133,14 @@ async def controllers(config: Path, count: int) -> AsyncIterator[list[subprocess
                 notify.bind(str(notify_path))
                 notify.setblocking(False)
                 procs.append(spawn(tablectl, config, i, notify_path))
-                async with asyncio.timeout(120):
-                    ready = b""
-                    while not ready.startswith(b"READY=1"):
-                        ready = await asyncio.get_running_loop().sock_recv(notify, 4096)
+                try:
+                    async with asyncio.timeout(120):
+                        ready = b""
+                        while not ready.startswith(b"READY=1"):
+                            ready = await asyncio.get_running_loop().sock_recv(notify, 4096)
+                except TimeoutError:
+                    log = config.with_name(f"c{i}-{config.name}").with_suffix(".log")
+                    raise RuntimeError(f"controller {i} never ready: {log}") from None
         yield procs
     finally:
         for proc in procs:
@@ -297,9 +305,19 @@ async def hits(
     return latencies, usage
 
 
+@contextlib.contextmanager
+def ledger_server(kind: str) -> Iterator[PrivatePostgres | PatroniCluster]:
+    if kind == "cluster":
+        with PatroniCluster(namespaces=False, fsync=True) as cluster:
+            yield cluster
+    else:
+        with PrivatePostgres(fsync=True) as pg:
+            yield pg
+
+
 async def one_run(args: argparse.Namespace, n_run: int) -> dict[str, float]:
     out: dict[str, float] = {}
-    with PrivatePostgres(fsync=True) as pg, PrivateBroker() as broker:
+    with ledger_server(args.ledger) as pg, PrivateBroker() as broker:
         work = Path(tempfile.mkdtemp(prefix="tablectl-bench-link-"))
         out["raw_commit_per_s"] = await raw_commits_per_s(pg.create_database("baseline"))
         single = await raw_fan_out(broker, 1, 200)
@@ -327,6 +345,10 @@ async def one_run(args: argparse.Namespace, n_run: int) -> dict[str, float]:
                 out[f"hit{n}_p99_ms"] = percentile(latencies, 99)
                 out[f"raw_fanout{n}_p50_ms"] = percentile(fan, 50)
                 out[f"raw_fanout{n}_p99_ms"] = percentile(fan, 99)
+                # Issue 31's goal: at most 1.3x the raw fan-out of the same run.
+                out[f"hit{n}_p50_ratio_to_raw"] = (
+                    out[f"hit{n}_p50_ms"] / out[f"raw_fanout{n}_p50_ms"]
+                )
                 out[f"hit{n}_p99_ratio_to_raw"] = (
                     out[f"hit{n}_p99_ms"] / out[f"raw_fanout{n}_p99_ms"]
                 )
@@ -343,11 +365,15 @@ def main() -> None:
     parser.add_argument("--hits", type=int, default=15)
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--controllers", type=int, default=1)
+    parser.add_argument("--ledger", choices=("single", "cluster"), default="single")
     args = parser.parse_args()
     args.tables = [int(n) for n in args.tables.split(",")]
     logs.configure("WARNING", json=False)
     results = [asyncio.run(one_run(args, i)) for i in range(max(1, args.runs))]
-    print(f"\nmin / median / max over {len(results)} runs ({args.controllers} controller(s)):")
+    print(
+        f"\nmin / median / max over {len(results)} runs ({args.controllers} controller(s), "
+        f"ledger: {args.ledger}):"
+    )
     for key in results[0]:
         values = [r[key] for r in results]
         print(

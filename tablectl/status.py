@@ -314,7 +314,23 @@ class LinkView(_Model):
     link_id: str
     state: Literal["up", "LINK DOWN"]
     reason: str | None = Field(description="why LINK DOWN (5321.18(c))")
-    connected: bool
+    broker_connected: bool = Field(
+        description="the table's own connection to the broker for the link's messages; "
+        "true while LINK DOWN: the broker answers, the link controllers do not vouch for "
+        "the link (silent, or saying their ledger takes no writes)"
+    )
+    last_heard_ms_ago: int | None = Field(
+        description="since a live `up` broadcast or an ack last reached the table (null: "
+        "none since power-up)"
+    )
+    controllers_say: str | None = Field(
+        description="the last state broadcast heard: up, closed, or down with the "
+        "controller's reason (e.g. no primary takes writes)"
+    )
+    amounts_as_of: str | None = Field(
+        description="when the controller that broadcast the amounts shown sent them: during "
+        "LINK DOWN they are the last known, not the link's now"
+    )
     parameters_version: int | None
     amount_cents: int | None
     levels: list[LinkLevel]

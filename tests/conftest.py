@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from tablectl.drivers.reference.shuffler_codec import ShufflerState
+from tablectl.simulators import patroni
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
@@ -39,6 +40,7 @@ EXAMPLE_CONFIG = REPO / "config" / "three-card-poker.toml"
 # on one worker, and one started last would run on alone at the end. Stable: the order within
 # a module, and of every other module, stays.
 LONGEST_FIRST = (
+    "test_link_failover.py",
     "test_deb.py",
     "test_records.py",
     "test_simulate_table.py",
@@ -258,3 +260,17 @@ def postgres() -> Iterator[PrivatePostgres]:
     machine); each test makes its own database in it (tests/link_support.py)."""
     with PrivatePostgres(fsync=False) as pg:
         yield pg
+
+
+@pytest.fixture(scope="module")
+def patroni_cluster() -> Iterator[patroni.PatroniCluster]:
+    """Three etcd members and three PostgreSQL nodes under Patroni (Debian's packages), on the
+    shipped configs, for a module; each node in its own network namespace where `ip netns` is
+    allowed (root), else all on loopback. Skipped, with the reason, without the packages."""
+    reason = patroni.missing()
+    if reason is not None:
+        print(f"replicated-ledger tests skipped: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    namespaces = patroni.namespaces_unavailable() is None
+    with patroni.PatroniCluster(namespaces=namespaces) as cluster:
+        yield cluster

@@ -44,6 +44,7 @@ def write_config(
     link_timeout_s: float = 5,
     broadcast_ms: int = 200,
     sign: str | None = None,
+    database: str = "",
     name: str = "link.toml",
     link_id: str = "bank",
     game: str = "three-card-poker",
@@ -58,6 +59,7 @@ def write_config(
         "[database]\n"
         f'conninfo = "{conninfo}"\n'
         "statement_timeout_ms = 30000\n"
+        f"{database}"
         "[mqtt]\n"
         f'host = "{broker.host}"\nport = {broker.port}\n'
         f"[sign]\n{sign_section}"
@@ -125,7 +127,15 @@ class ControllerProcess:
         self._log_file = self.log.open("ab")
         tablectl = Path(sys.executable).with_name("tablectl")
         self.proc = subprocess.Popen(
-            [str(tablectl), "link", "run", "--config", str(self.config)],
+            [
+                str(tablectl),
+                "--log-level",
+                os.environ.get("TABLECTL_TEST_LINK_LOG", "INFO"),
+                "link",
+                "run",
+                "--config",
+                str(self.config),
+            ],
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             env={**os.environ, "NOTIFY_SOCKET": str(self._notify_path)},

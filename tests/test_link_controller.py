@@ -157,6 +157,16 @@ async def test_rows_replayed_in_random_interleavings_apply_once_with_two_control
                     await asyncio.sleep(0)  # let the controllers' acks in now and then
             await floor.wait_acked(HANG_GUARD_S)
         await assert_exact(setup, floor.tables)
+        # Each table came online once and stayed connected: one status event each, from
+        # whichever controller wrote it first (a status is written on a change only).
+        conn = await ledger.connect(setup.conninfo, application_name="test")
+        try:
+            cur = await conn.execute(
+                "SELECT kind, count(*) FROM link_event WHERE kind LIKE 'table.%' GROUP BY kind"
+            )
+            assert dict(await cur.fetchall()) == {"table.online": 24}
+        finally:
+            await conn.close()
     finally:
         codes = [c.stop() for c in controllers]
     assert codes == [0, 0], [c.output() for c in controllers]

@@ -65,7 +65,11 @@ async def test_migrations_apply_once_and_a_changed_one_is_refused(setup: LinkSet
         assert await ledger.schema_version(conn) == 0
         with pytest.raises(ledger.LedgerError, match="tablectl link migrate"):
             await ledger.check_schema(conn)
-        assert await ledger.migrate(conn, by="test") == ["0001_ledger.sql", "0002_reversals.sql"]
+        assert await ledger.migrate(conn, by="test") == [
+            "0001_ledger.sql",
+            "0002_reversals.sql",
+            "0003_controller_heartbeat.sql",
+        ]
         assert await ledger.migrate(conn, by="test") == []
         # Two at once (two operators): one applies, the other finds it done.
         other = await connection(setup)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.patroni import ip, namespaces_unavailable
 from tablectl.simulators.postgres import PrivatePostgres
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
@@ -41,25 +41,6 @@ LOSING_HANDS = {1: "2c7d9h", 2: "2d7c9s", 3: "3c8d9c", 4: "4h8s2s", 5: "5h9c3d"}
 TIMEOUT_MS = 2000  # the table's link timeout: LINK DOWN after this much silence
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
-def _netns_unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for `ip netns` (run as root, as .ci/run does)"
-    if shutil.which("ip") is None:
-        return "no `ip` command (Debian: iproute2)"
-    probe = f"tctl-probe-{os.getpid()}"
-    try:
-        _ip("netns", "add", probe)
-        _ip("netns", "del", probe)
-    except (subprocess.CalledProcessError, OSError) as exc:
-        err = getattr(exc, "stderr", b"") or b""
-        return f"`ip netns add` is not allowed here: {err.decode().strip() or exc}"
-    return None
-
-
 @contextlib.contextmanager
 def table_namespace() -> Iterator[tuple[str, str, str, str]]:
     """A network namespace joined to this one by a veth pair: (netns, the table's side of
@@ -67,20 +48,20 @@ def table_namespace() -> Iterator[tuple[str, str, str, str]]:
     pid = os.getpid()
     netns, host_if, table_if = f"tctl-{pid}", f"tch{pid % 100000}", f"tct{pid % 100000}"
     net = f"10.231.{pid % 250}"
-    _ip("netns", "add", netns)
+    ip("netns", "add", netns)
     try:
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", table_if)
-        _ip("link", "set", table_if, "netns", netns)
-        _ip("addr", "add", f"{net}.1/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("netns", "exec", netns, "ip", "addr", "add", f"{net}.2/30", "dev", table_if)
-        _ip("netns", "exec", netns, "ip", "link", "set", table_if, "up")
-        _ip("netns", "exec", netns, "ip", "link", "set", "lo", "up")
+        ip("link", "add", host_if, "type", "veth", "peer", "name", table_if)
+        ip("link", "set", table_if, "netns", netns)
+        ip("addr", "add", f"{net}.1/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("netns", "exec", netns, "ip", "addr", "add", f"{net}.2/30", "dev", table_if)
+        ip("netns", "exec", netns, "ip", "link", "set", table_if, "up")
+        ip("netns", "exec", netns, "ip", "link", "set", "lo", "up")
         yield netns, table_if, f"{net}.1", f"{net}.2"
     finally:
         with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "del", host_if)
-        _ip("netns", "del", netns)
+            ip("link", "del", host_if)
+        ip("netns", "del", netns)
 
 
 def linked_toml(tmp_path: Path, shuffler_port: str, broker: PrivateBroker) -> Path:
@@ -111,7 +92,7 @@ async def until(predicate: Callable[[], Any], what: str, timeout_s: float = HANG
 async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once(
     postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
-    reason = _netns_unavailable()
+    reason = namespaces_unavailable()
     if reason is not None:
         print(f"network-namespace test skipped: {reason}", file=sys.stderr)
         pytest.skip(reason)
@@ -204,7 +185,7 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
 
             # The table's network drops. A round counted before LINK DOWN is noticed keeps
             # its contributions in the outbox (retried if LINK DOWN came first).
-            _ip("netns", "exec", netns, "ip", "link", "set", table_if, "down")
+            ip("netns", "exec", netns, "ip", "link", "set", table_if, "down")
             while True:
                 before = len(journal("link.contribution"))
                 locked = await round_((1, 3))
@@ -230,7 +211,7 @@ async def test_a_table_whose_network_drops_locks_its_progressive_and_drains_once
             await until(lambda: status().phase == "betting", "the next round")
 
             # The network returns: the link comes up and the outbox drains, each row once.
-            _ip("netns", "exec", netns, "ip", "link", "set", table_if, "up")
+            ip("netns", "exec", netns, "ip", "link", "set", table_if, "up")
             await until(lambda: link_state(status()) == "up", "the link up again")
             last_seq = status().journal.last_seq
 

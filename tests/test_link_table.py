@@ -159,9 +159,19 @@ async def test_a_linked_table_contributes_claims_and_locks_out_on_link_loss(
             status = table.daemon.status()
             assert status.link is not None and status.link.state == "LINK DOWN"
             assert "LINK DOWN" in status.status_line()
+            # What the table knows while off its link: the broker answers, the controllers
+            # have been silent since (the last word it heard was theirs: up), and the amount
+            # shown is the last broadcast's, with its time.
+            assert status.link.broker_connected
+            assert status.link.last_heard_ms_ago is not None
+            assert status.link.last_heard_ms_ago > 5000  # the table's link_timeout_ms
+            assert status.link.controllers_say == "up"
+            assert status.link.amounts_as_of is not None
             print_status(status)
             shown = capsys.readouterr().out
             assert "LINK DOWN" in shown and "JACKPOT PENDING: awaiting the link's answer" in shown
+            assert "broker connected, last heard" in shown
+            assert "the controllers last said: up" in shown
             health = table.daemon.relay.health()
             assert health.progressive_link is not None
             assert health.progressive_link.link == "down"

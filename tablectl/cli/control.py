@@ -352,6 +352,21 @@ def print_status(status: Status) -> None:
         amount = "-" if link.amount_cents is None else cents(link.amount_cents)
         down = f"  LINK DOWN: {link.reason} (5321.18(c))" if link.reason else "  link up"
         print(f"  progressive on link {link.link_id}: {amount}{down}")
+        if link.reason:  # what the table knows while it is off its link
+            broker = "connected" if link.broker_connected else "not connected"
+            heard = (
+                "nothing heard since power-up"
+                if link.last_heard_ms_ago is None
+                else f"last heard {link.last_heard_ms_ago / 1000:.1f} s ago"
+            )
+            said = (
+                f"; the controllers last said: {link.controllers_say}"
+                if link.controllers_say
+                else ""
+            )
+            print(f"    broker {broker}, {heard}{said}")
+            if link.amounts_as_of:
+                print(f"    the amount is the last broadcast's ({link.amounts_as_of})")
         for pending in link.jackpot_pending:
             print(
                 f"  JACKPOT PENDING at {pending.table} seat {pending.seat}: "

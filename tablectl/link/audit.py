@@ -1,5 +1,8 @@
 """`tablectl link verify` and `tablectl link report`: the ledger checked and summed.
 
+Both read one snapshot (a REPEATABLE READ, READ ONLY transaction), so they pass on a live
+floor: the links, the events and the levels are of one moment.
+
 verify recomputes, independently of the database's trigger, every event's SHA-256 chain, and
 checks for every link and level, to the ten-thousandth of a cent:
   meter = initial + contributions to the meter + reset amounts - awards from the meter
@@ -27,6 +30,7 @@ from tablectl.link.ledger import (
     Connection,
     links,
     parameters_json,
+    read_snapshot,
     sha256_text,
     stream_events,
 )
@@ -80,6 +84,12 @@ class Verification:
 
 
 async def verify(conn: Connection) -> Verification:
+    """Every check, on one snapshot of the ledger (a live floor writes on meanwhile)."""
+    async with read_snapshot(conn):
+        return await _verify(conn)
+
+
+async def _verify(conn: Connection) -> Verification:
     out = Verification()
     for link_id, row in (await links(conn)).items():
         if sha256_text(parameters_json(row.definition)) != row.parameters_sha256:
@@ -199,35 +209,40 @@ REPORT_COLUMNS = (
 
 
 async def report_rows(conn: Connection, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """Per link, level and table, what happened in [start, end): the ledger's own clock."""
-    cur = await conn.execute(
-        "SELECT link_id, coalesce(level_id, ''), table_ref,"
-        " count(*) FILTER (WHERE kind = 'contribution'),"
-        " coalesce(sum(wager_cents) FILTER (WHERE kind = 'contribution'), 0),"
-        # Net of a voided round's reversals: its wagers were returned.
-        " coalesce(sum(contribution_units)"
-        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
-        " coalesce(sum(display_units)"
-        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
-        " coalesce(sum(reserve_units)"
-        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
-        " coalesce(sum(overflow_units)"
-        " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
-        " count(*) FILTER (WHERE kind = 'contribution.refused'),"
-        " count(*) FILTER (WHERE kind = 'award'),"
-        " coalesce(sum(award_cents) FILTER (WHERE kind = 'award'), 0),"
-        " count(*) FILTER (WHERE kind = 'claim.refused'),"
-        " count(*) FILTER (WHERE kind = 'contribution.reversed')"
-        " FROM link_event WHERE at >= %s AND at < %s AND table_ref IS NOT NULL"
-        " AND kind IN ('contribution', 'contribution.refused', 'award', 'claim.refused',"
-        " 'contribution.reversed')"
-        " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-        (start, end),
-    )
-    return [
-        {k: int(v) if i >= 3 else v for i, (k, v) in enumerate(zip(REPORT_COLUMNS, r, strict=True))}
-        for r in await cur.fetchall()
-    ]
+    """Per link, level and table, what happened in [start, end): the ledger's own clock, read
+    in one snapshot."""
+    async with read_snapshot(conn):
+        cur = await conn.execute(
+            "SELECT link_id, coalesce(level_id, ''), table_ref,"
+            " count(*) FILTER (WHERE kind = 'contribution'),"
+            " coalesce(sum(wager_cents) FILTER (WHERE kind = 'contribution'), 0),"
+            # Net of a voided round's reversals: its wagers were returned.
+            " coalesce(sum(contribution_units)"
+            " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+            " coalesce(sum(display_units)"
+            " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+            " coalesce(sum(reserve_units)"
+            " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+            " coalesce(sum(overflow_units)"
+            " FILTER (WHERE kind IN ('contribution', 'contribution.reversed')), 0),"
+            " count(*) FILTER (WHERE kind = 'contribution.refused'),"
+            " count(*) FILTER (WHERE kind = 'award'),"
+            " coalesce(sum(award_cents) FILTER (WHERE kind = 'award'), 0),"
+            " count(*) FILTER (WHERE kind = 'claim.refused'),"
+            " count(*) FILTER (WHERE kind = 'contribution.reversed')"
+            " FROM link_event WHERE at >= %s AND at < %s AND table_ref IS NOT NULL"
+            " AND kind IN ('contribution', 'contribution.refused', 'award', 'claim.refused',"
+            " 'contribution.reversed')"
+            " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+            (start, end),
+        )
+        return [
+            {
+                k: int(v) if i >= 3 else v
+                for i, (k, v) in enumerate(zip(REPORT_COLUMNS, r, strict=True))
+            }
+            for r in await cur.fetchall()
+        ]
 
 
 def report_csv(rows: list[dict[str, Any]]) -> str:

@@ -59,7 +59,7 @@ def state_of(snapshot: LinkSnapshot, controller_id: str) -> LinkState:
 
 
 def down_state(last: LinkState, controller_id: str, reason: str) -> LinkState:
-    """What a controller that cannot read the ledger says: the last amounts it knew, down."""
+    """What a controller that cannot write to the ledger says: the last amounts it knew, down."""
     return last.model_copy(
         update={"state": "down", "reason": reason, "controller_id": controller_id, "ts": now_text()}
     )

@@ -82,6 +82,16 @@ class DatabaseSection(Strict):
     connect_timeout_s: int = Field(default=5, ge=1, le=120)
     # A statement that takes longer is cancelled: a wedged lock must not hold a batch forever.
     statement_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
+    # A batch (or the broadcast's probe) not committed and confirmed by the synchronous
+    # standby within this is given up: its outcome is unknown, the controller reconnects (to
+    # the new primary after a failover) and reads what the ledger holds before any ack.
+    commit_timeout_ms: int = Field(default=10_000, ge=500, le=600_000)
+    require_synchronous_standby: bool = Field(
+        default=False,
+        description="a replicated ledger (Patroni's synchronous_mode_strict): a COMMIT counts "
+        "only on a server that asks a synchronous standby to confirm it; an old primary "
+        "whose settings were reset may return a waiting COMMIT that no standby has",
+    )
 
     @field_validator("conninfo")
     @classmethod
@@ -91,9 +101,17 @@ class DatabaseSection(Strict):
         if "\0" in text:  # libpq reads a C string: it would silently end there
             raise ValueError("contains a NUL character, which a connection string cannot")
         try:
-            conninfo_to_dict(text)
+            given = conninfo_to_dict(text)
         except Exception as exc:  # noqa: BLE001 - psycopg says ProgrammingError; any is bad input
             raise ValueError(f"not a libpq connection string: {exc}") from None
+        hosts = str(given.get("host") or given.get("hostaddr") or "").split(",")
+        if len(hosts) > 1 and given.get("target_session_attrs") not in ("read-write", "primary"):
+            # libpq takes the first host that answers, a replica as readily as the primary.
+            raise ValueError(
+                f"names {len(hosts)} hosts without target_session_attrs=read-write: libpq "
+                "would connect to a replica; add it (docs/linked-progressives.md, High "
+                "availability)"
+            )
         return text
 
 

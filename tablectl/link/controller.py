@@ -148,6 +148,14 @@ class Controller:
         # copy handed over at subscription shows amounts but says nothing about liveness.
         self.state_listeners: list[Callable[[LinkState, bool], None]] = []
         self._rows: deque[TableRow] = deque()
+        # Each table's latest status heard and not yet written: only the latest counts (a
+        # retained status is the table's word now; an older one in a queue is not).
+        self._statuses: dict[str, bool] = {}
+        # When the ledger last accepted a write confirmed by its synchronous standby (a batch,
+        # or the broadcast loop's probe): an ack or an `up` says the ledger is writable.
+        self._writable_at = -math.inf
+        # The server where a write was last lost (its outcome unknown): tried last next time.
+        self._suspect: ledger.Server | None = None
         self._rows_ready = asyncio.Event()  # rows to write, or a resync to do
         self._resync = asyncio.Event()
         self._published_parameters: dict[str, int] = {}
@@ -167,13 +175,19 @@ class Controller:
     async def _connect_ledger(self, role: str) -> Connection:
         db = self.config.database
         conn = await ledger.connect(
-            db.conninfo,
+            ledger.other_servers_first(db.conninfo, self._suspect),
             application_name=f"tablectl-link-{self.id}-{role}",
             connect_timeout_s=db.connect_timeout_s,
             statement_timeout_ms=db.statement_timeout_ms,
         )
         await ledger.check_schema(conn)
         return conn
+
+    def ledger_writable(self, now: float) -> bool:
+        """The ledger accepted a replicated write within the links' shortest timeout: what an
+        ack or an `up` broadcast tells a table (nothing else may keep it on the link)."""
+        timeout_s = min((lk.link_timeout_s for lk in self.config.link), default=5.0)
+        return now - self._writable_at <= timeout_s
 
     def _want_resync(self) -> None:
         self._resync.set()
@@ -255,7 +269,11 @@ class Controller:
         ready = stream.offer(row, limit, now)
         if not ready:
             self.counters.rows_copies += row.seq <= stream.queued
-            if row.seq <= stream.committed and now - stream.reacked_at >= REPLAY_EVERY_S:
+            if (
+                row.seq <= stream.committed
+                and now - stream.reacked_at >= REPLAY_EVERY_S
+                and self.ledger_writable(now)
+            ):
                 stream.reacked_at = now
                 stream.acked = -1  # it may have missed our ack: say it again (now and then)
                 self._publish_ack(stream)
@@ -301,7 +319,7 @@ class Controller:
         except ValidationError:
             self.counters.malformed += 1
             return
-        self._rows.append(TableRow(ref, 0, "status", None, online=status.status == "online"))
+        self._statuses[ref] = status.status == "online"
         self._rows_ready.set()
 
     def _receive_state(self, body: bytes, *, live: bool) -> None:
@@ -349,7 +367,9 @@ class Controller:
     # --- the ledger --------------------------------------------------------------------------
 
     async def _writer_loop(self) -> None:
-        backoff = Backoff(initial_s=0.1, max_s=5.0)
+        # Short: after a failover the new primary is there within seconds, and every second
+        # waited here is a second the floor is LINK DOWN.
+        backoff = Backoff(initial_s=0.1, max_s=2.0)
         while True:
             try:
                 conn = await self._connect_ledger("writer")
@@ -360,10 +380,15 @@ class Controller:
             self.ledger_error = None
             backoff.reset()
             self._want_resync()
+            server = ledger.server_of(conn)
             try:
                 await self._write_batches(conn, backoff)
-            except (psycopg.OperationalError, OSError) as exc:
-                self._ledger_down(f"lost the ledger: {exc}", backoff)
+            except LOST_PRIMARY as exc:
+                # Whatever was in flight has an unknown outcome: the next connection (to the
+                # new primary, if there was a failover) reads what survived and goes on from
+                # there (_resync_from); nothing is acknowledged on this connection's word.
+                self._suspect = server
+                self._ledger_down(f"lost the ledger: {_describe(exc)}", backoff)
             finally:
                 with contextlib.suppress(Exception):
                     await conn.close()
@@ -379,14 +404,24 @@ class Controller:
         while True:
             if self._resync.is_set() and self._mqtt_up.is_set():
                 await self._resync_from(conn)
-            if not self._rows:
+            if not self._rows and not self._statuses:
                 self._rows_ready.clear()
                 await self._rows_ready.wait()
                 continue
             batch = [self._rows.popleft() for _ in range(min(limit, len(self._rows)))]
+            batch += [
+                TableRow(ref, 0, "status", None, online=up) for ref, up in self._statuses.items()
+            ]
+            self._statuses.clear()
             try:
-                result = await ledger.apply_rows(conn, batch, by=self.id)
-            except psycopg.OperationalError:
+                async with asyncio.timeout(self.config.database.commit_timeout_ms / 1000):
+                    result = await ledger.apply_rows(
+                        conn,
+                        batch,
+                        by=self.id,
+                        require_standby=self.config.database.require_synchronous_standby,
+                    )
+            except LOST_PRIMARY:
                 self._want_resync()  # what was queued is replayed from the ledger's cursors
                 raise
             except psycopg.Error as exc:
@@ -398,6 +433,9 @@ class Controller:
                 continue
             backoff.reset()
             self.ledger_error = None
+            self._writable_at = time.monotonic()
+            if result.moved:
+                self._want_resync()  # a table changed links meanwhile: streams anew
             await self._committed(conn, result)
 
     async def _committed(self, conn: Connection, result: ledger.BatchResult) -> None:
@@ -414,25 +452,37 @@ class Controller:
             if stream.replay_due(time.monotonic(), limit):
                 self._ask_replay(stream)
         if result.answers_changed:
-            # A hit or a validation: every table hears it now, not at the next tick.
-            for snapshot in await ledger.snapshots(conn, sorted(result.answers_changed)):
+            # A hit or a validation: every table hears it now, not at the next tick. What is
+            # published was read inside the batch, so its replicated COMMIT confirmed it.
+            for snapshot in result.snapshots:
                 self._publish_state(broadcast.state_of(snapshot, self.id))
-            for link_id, tables in result.answers_changed.items():
+            for (link_id, ref), found in result.answers.items():
                 version = self.last_states[link_id].version if link_id in self.last_states else 0
-                for ref in sorted(tables):
-                    found = await ledger.claim_answers(conn, link_id, ref)
-                    topic, payload = broadcast.answers(link_id, ref, version, found)
-                    self._publish(topic, payload, retain=True)
+                topic, payload = broadcast.answers(link_id, ref, version, found)
+                self._publish(topic, payload, retain=True)
 
     async def _resync_from(self, conn: Connection) -> None:
         """Rebuild every table's stream from the ledger, acknowledge, and ask for the rest."""
         self._resync.clear()
         self.counters.resyncs += 1
-        found = await ledger.links(conn)
-        missing = [lk for lk in self.link_ids if lk not in found]
-        if missing:
-            raise LedgerError(f"links not in the ledger: {missing} (tablectl link apply)")
-        cursors = await ledger.table_cursors(conn)
+        async with asyncio.timeout(self.config.database.commit_timeout_ms / 1000):
+            found = await ledger.links(conn)
+            missing = [lk for lk in self.link_ids if lk not in found]
+            if missing:
+                raise LedgerError(f"links not in the ledger: {missing} (tablectl link apply)")
+            cursors = await ledger.table_cursors(conn)
+            answers = {
+                (link_id, ref): await ledger.claim_answers(conn, link_id, ref)
+                for ref, (link_id, _) in sorted(cursors.items())
+                if link_id in self.link_ids
+            }
+            # What was just read may be a commit whose wait for the standby was cut short (on
+            # a primary about to be lost): it is acknowledged only once a replicated COMMIT
+            # after it returns here, which the standby confirms only with all before it.
+            await ledger.confirm_replicated(
+                conn, by=self.id, require_standby=self.config.database.require_synchronous_standby
+            )
+        self._writable_at = time.monotonic()
         self.links = {lk: found[lk] for lk in self.link_ids}
         self._rows.clear()
         self.streams = {}
@@ -450,13 +500,13 @@ class Controller:
             with contextlib.suppress(MqttError):
                 for site in self.sites:
                     await client.subscribe(table_topic(site, "+", "status"))
-        for link_id, row in self.links.items():
+        for row in self.links.values():
             self._publish_parameters(row)
-            for ref in sorted(r for r, lk in self.link_of.items() if lk == link_id):
-                answers = await ledger.claim_answers(conn, link_id, ref)
-                if answers:
-                    topic, payload = broadcast.answers(link_id, ref, row.version, answers)
-                    self._publish(topic, payload, retain=True)
+        for (link_id, ref), found_answers in answers.items():
+            if found_answers:
+                version = self.links[link_id].version
+                topic, payload = broadcast.answers(link_id, ref, version, found_answers)
+                self._publish(topic, payload, retain=True)
         if not self.ready.is_set():
             self.ready.set()
             sdnotify.notify("READY=1\nSTATUS=applying rows; broadcasting")
@@ -480,15 +530,27 @@ class Controller:
     async def _broadcast_loop(self) -> None:
         backoff = Backoff(initial_s=0.2, max_s=5.0)
         conn: Connection | None = None
+        server: ledger.Server | None = None
         while True:
             interval = (
                 min((lk.broadcast_interval_ms for lk in self.config.link), default=500) / 1000
             )
             started = time.monotonic()
             try:
-                if conn is None:
-                    conn = await self._connect_ledger("broadcast")
-                for snapshot in await ledger.snapshots(conn, self.link_ids):
+                async with asyncio.timeout(self.config.database.commit_timeout_ms / 1000):
+                    if conn is None:
+                        conn = await self._connect_ledger("broadcast")
+                        server = ledger.server_of(conn)
+                    snapshots = await ledger.snapshots(conn, self.link_ids)
+                    # `up` says the ledger takes writes: a replica, a primary cut off from its
+                    # standby or one being demoted reads fine and writes nothing.
+                    await ledger.confirm_replicated(
+                        conn,
+                        by=self.id,
+                        require_standby=self.config.database.require_synchronous_standby,
+                    )
+                self._writable_at = time.monotonic()
+                for snapshot in snapshots:
                     known = self.links.get(snapshot.row.link_id)
                     if known is not None:
                         if known.parameters_version != snapshot.row.parameters_version:
@@ -496,14 +558,18 @@ class Controller:
                         self._publish_parameters(snapshot.row)
                     self._publish_state(broadcast.state_of(snapshot, self.id))
                 backoff.reset()
-            except (psycopg.Error, OSError, LedgerError) as exc:
+            except (psycopg.Error, OSError, LedgerError, TimeoutError) as exc:
                 if conn is not None:
+                    # Read when connected: a connection psycopg gave up on says nothing now.
+                    self._suspect = server
                     with contextlib.suppress(Exception):
                         await conn.close()
                     conn = None
-                reason = f"controller {self.id} cannot read the ledger"
+                reason = f"controller {self.id} cannot write to the ledger" + (
+                    " (no primary takes writes)" if isinstance(exc, LOST_PRIMARY) else ""
+                )
                 level = log.warning if backoff.first_failure else log.debug
-                level("link controller: " + reason, error=str(exc).split("\n")[0])
+                level("link controller: " + reason, error=_describe(exc))
                 backoff.next_delay()
                 for state in list(self.last_states.values()):
                     self._publish_state(broadcast.down_state(state, self.id, reason))
@@ -525,6 +591,23 @@ class Controller:
             for stream in self.streams.values():
                 if stream.replay_due(now, limit):
                     self._ask_replay(stream)
+
+
+# What ends a ledger connection with a write's outcome unknown: the server gone, a deadline
+# passed, a COMMIT not confirmed by the standby, or a server that no longer takes writes (a
+# primary demoted under the connection).
+LOST_PRIMARY = (
+    psycopg.OperationalError,
+    psycopg.errors.ReadOnlySqlTransaction,
+    ledger.OutcomeUnknown,
+    TimeoutError,
+    OSError,
+)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().split("\n")[0]
+    return text or type(exc).__name__
 
 
 def _first(exc: ValidationError) -> str:

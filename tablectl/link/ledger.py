@@ -13,6 +13,7 @@ error is which (psycopg.errors): docs/linked-progressives.md, "Why psycopg".
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import json
@@ -23,7 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 from tablectl.core.effects import JackpotValidated
@@ -154,6 +157,21 @@ async def check_schema(conn: Connection) -> None:
         )
 
 
+# libpq's TCP settings for a ledger connection, unless the conninfo sets them: a server cut
+# off mid-statement (a pulled cable, a partitioned primary) is noticed in seconds, not when
+# the kernel gives up (minutes), so the controller goes on to the new primary.
+TCP_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "2",
+    "keepalives_interval": "1",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "5000",  # ms: data sent and not acknowledged by the server's TCP
+}
+# What a server says when a COMMIT's wait for the synchronous standby was cut short: the
+# commit is on this server only, and a failover may lose it.
+SYNC_WAIT_CANCELLED = "canceling wait for synchronous replication"
+
+
 async def connect(
     conninfo: str,
     *,
@@ -161,9 +179,16 @@ async def connect(
     connect_timeout_s: int = 5,
     statement_timeout_ms: int = 10_000,
 ) -> Connection:
-    """A ledger connection: autocommit (transactions are explicit), statements bounded."""
+    """A ledger connection: autocommit (transactions are explicit), statements bounded.
+
+    The conninfo may name every node of a replicated cluster with
+    `target_session_attrs=read-write`: libpq tries them in turn and keeps the one that
+    accepts writes (the primary), so a reconnect after a failover finds the new one.
+    """
+    given = conninfo_to_dict(conninfo)
+    tcp = {k: v for k, v in TCP_DEFAULTS.items() if k not in given}
     conn = await AsyncConnection.connect(
-        conninfo,
+        make_conninfo(conninfo, **tcp),
         autocommit=True,
         connect_timeout=connect_timeout_s,
         application_name=application_name,
@@ -173,6 +198,133 @@ async def connect(
         (str(statement_timeout_ms),),
     )
     return conn
+
+
+Server = tuple[str, str]  # (host, port) as the conninfo names it
+
+
+def server_of(conn: Connection) -> Server:
+    """The server this connection reached, as its conninfo named it."""
+    return conn.info.host, str(conn.info.port)
+
+
+def other_servers_first(conninfo: str, suspect: Server | None) -> str:
+    """The conninfo with the suspect server tried last.
+
+    libpq tries a multi-host conninfo's servers in order and keeps the first that accepts
+    writes. A primary cut off from its cluster, or one whose Patroni died, may still say it
+    accepts writes while no COMMIT of it returns: the controller that lost a write there
+    tries the others first, where the new primary is.
+    """
+    if suspect is None:
+        return conninfo
+    given = conninfo_to_dict(conninfo)
+    hosts = str(given.get("host") or "").split(",")
+    if len(hosts) < 2:
+        return conninfo
+    ports = str(given.get("port") or "").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    addrs = str(given["hostaddr"]).split(",") if given.get("hostaddr") else [""] * len(hosts)
+    servers = list(zip(hosts, ports, addrs, strict=True))
+    order = [s for s in servers if (s[0], s[1]) != suspect]
+    order += [s for s in servers if (s[0], s[1]) == suspect]
+    changed: dict[str, str] = {
+        "host": ",".join(s[0] for s in order),
+        "port": ",".join(s[1] for s in order),
+    }
+    if given.get("hostaddr"):
+        changed["hostaddr"] = ",".join(s[2] for s in order)
+    return make_conninfo(conninfo, **changed)
+
+
+class OutcomeUnknown(LedgerError):
+    """A COMMIT whose outcome the server did not confirm (its wait for the synchronous standby
+    was cut short): the rows may be on this server only. Nothing may be acknowledged on its
+    word; reconnect and read again what the surviving ledger holds (docs/linked-progressives.md,
+    "Failover")."""
+
+
+class _SyncWaitWatch:
+    """Hears the server's warning that a COMMIT stopped waiting for the synchronous standby."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.cancelled = False
+
+    def __call__(self, diagnostic: psycopg.errors.Diagnostic) -> None:
+        if SYNC_WAIT_CANCELLED in (diagnostic.message_primary or ""):
+            self.cancelled = True
+
+    def __enter__(self) -> _SyncWaitWatch:
+        self.conn.add_notice_handler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.remove_notice_handler(self)
+
+
+@contextlib.asynccontextmanager
+async def replicated_transaction(
+    conn: Connection, *, require_standby: bool = False
+) -> AsyncIterator[None]:
+    """A write transaction whose COMMIT returns only once the synchronous standby has it.
+
+    Where the server has synchronous replication (Patroni's synchronous_mode) a COMMIT
+    waits for the standby; a statement timeout or a cancel during that wait makes the server
+    return success with a warning, though the rows are on this server only. So the COMMIT
+    runs with no statement timeout (the caller's deadline and TCP's bound it), and the
+    warning, if it comes, turns the success into OutcomeUnknown.
+
+    With require_standby (a replicated ledger: `database.require_synchronous_standby`), a
+    COMMIT that returned on a server no longer asking for a synchronous standby is unknown
+    too: that is how a waiting COMMIT returns on an old primary whose settings were reset
+    (Patroni coming back on a primary whose Patroni had died, before it demotes it).
+    """
+    with _SyncWaitWatch(conn) as watch:
+        async with conn.transaction():
+            yield
+            await conn.execute("SET LOCAL statement_timeout = 0")
+        if watch.cancelled:
+            raise OutcomeUnknown(
+                "the server committed without its synchronous standby's confirmation"
+            )
+    if require_standby:
+        # Read after the COMMIT: a reload that released it is this session's by now.
+        cur = await conn.execute(
+            "SELECT current_setting('synchronous_standby_names'),"
+            " current_setting('synchronous_commit')"
+        )
+        names, level = await cur.fetchone() or ("", "")
+        if not names or level not in ("on", "remote_apply"):
+            raise OutcomeUnknown(
+                "the server committed without asking a synchronous standby"
+                f" (synchronous_standby_names {names!r}, synchronous_commit {level!r})"
+            )
+
+
+async def confirm_replicated(conn: Connection, *, by: str, require_standby: bool = False) -> None:
+    """A COMMIT that waits for the synchronous standby: once it returns, everything this
+    server committed before it is on the standby too (WAL is one sequence), so what was read
+    on this connection may be acknowledged. On a server that cannot write (a replica, a
+    demoted primary) it fails at once (psycopg.errors.ReadOnlySqlTransaction).
+
+    It writes the controller's row in link_controller: PostgreSQL makes a COMMIT that wrote
+    nothing wait for no standby (migration 0003)."""
+    async with replicated_transaction(conn, require_standby=require_standby):
+        await conn.execute(
+            "INSERT INTO link_controller (controller_id, confirmed_at) VALUES (%s, now())"
+            " ON CONFLICT (controller_id) DO UPDATE SET confirmed_at = EXCLUDED.confirmed_at",
+            (by,),
+        )
+
+
+@contextlib.asynccontextmanager
+async def read_snapshot(conn: Connection) -> AsyncIterator[None]:
+    """One REPEATABLE READ, READ ONLY transaction: every read inside sees one moment of the
+    ledger, however many controllers write meanwhile."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -320,7 +472,7 @@ class Applied:
 async def apply_definition(conn: Connection, definition: LinkDefinition, *, by: str) -> Applied:
     """Create a link, or change its parameters while it is closed (NY 5321.18(b)(4))."""
     text = parameters_json(definition)
-    async with conn.transaction():
+    async with replicated_transaction(conn):
         found = await _locked_links(conn, [definition.link_id])
         current = found.get(definition.link_id)
         if current is None:
@@ -429,7 +581,7 @@ async def _claim_tables(conn: Connection, definition: LinkDefinition) -> None:
 
 async def set_operating(conn: Connection, link_id: str, operating: bool, *, by: str) -> bool:
     """Open or close a link; False if it already was. Unknown link: LedgerError."""
-    async with conn.transaction():
+    async with replicated_transaction(conn):
         found = await _locked_links(conn, [link_id])
         if link_id not in found:
             raise LedgerError(f"no link {link_id} in the ledger: tablectl link apply first")
@@ -452,7 +604,12 @@ class BatchResult:
     cursors: dict[str, int] = field(default_factory=dict)  # table_ref -> acked_through_seq
     gaps: dict[str, int] = field(default_factory=dict)  # table_ref -> the seq it lacks
     links_changed: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)  # tables whose link changed meanwhile
     answers_changed: dict[str, set[str]] = field(default_factory=dict)  # link -> tables
+    # After a hit or a validation, read inside the batch's transaction (so its own replicated
+    # COMMIT confirms them): the changed links' states and those tables' claim answers.
+    snapshots: list[LinkSnapshot] = field(default_factory=list)
+    answers: dict[tuple[str, str], list[ClaimAnswer]] = field(default_factory=dict)
     applied: int = 0  # rows applied (not skipped as already applied)
     events: int = 0
 
@@ -465,25 +622,40 @@ async def table_cursors(conn: Connection) -> dict[str, tuple[str, int]]:
     return {r[0]: (r[1], r[2]) for r in await cur.fetchall()}
 
 
-async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> BatchResult:
+async def apply_rows(
+    conn: Connection, rows: Sequence[TableRow], *, by: str, require_standby: bool = False
+) -> BatchResult:
     """Apply a batch of table rows in one transaction (each table's rows in seq order), and
-    the tables' status changes among them (rows with `online` set: link up/down events)."""
+    the tables' status changes among them (rows with `online` set: link up/down events).
+
+    The COMMIT is a replicated one (`replicated_transaction`): once this returns, the batch
+    is on the synchronous standby too, and its rows may be acknowledged.
+    """
     result = BatchResult()
     tables = sorted({r.table_ref for r in rows})
-    async with conn.transaction():
+    async with replicated_transaction(conn, require_standby=require_standby):
+        # Which link each table is on, read first to know which links to lock (links before
+        # tables: the order every transaction takes, so none deadlock) ...
         cur = await conn.execute(
             "SELECT table_ref, link_id FROM link_table WHERE table_ref = ANY(%s)", (tables,)
         )
         link_of = {t: lk for t, lk in await cur.fetchall() if lk is not None}
         found = await _locked_links(conn, set(link_of.values()))
+        # ... and read again under the tables' own locks: a table taken off its link (under
+        # that link's lock, `_claim_tables`) between the two reads has its rows left for the
+        # next batch, on the link it is on then, never counted on the one it left.
         cur = await conn.execute(
-            "SELECT table_ref, acked_through_seq, online FROM link_table"
+            "SELECT table_ref, link_id, acked_through_seq, online FROM link_table"
             " WHERE table_ref = ANY(%s) ORDER BY table_ref FOR UPDATE",
             (sorted(link_of),),
         )
         cursors: dict[str, int] = {}
         online: dict[str, bool | None] = {}
-        for table_ref, seq, was_online in await cur.fetchall():
+        for table_ref, link_id, seq, was_online in await cur.fetchall():
+            if link_id != link_of[table_ref] or link_id not in found:
+                result.moved.add(table_ref)
+                del link_of[table_ref]
+                continue
             cursors[table_ref], online[table_ref] = seq, was_online
         statuses: dict[str, bool] = {}
         levels = await _levels(conn, found)
@@ -499,7 +671,8 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
             if link_id is None or link_id not in books:
                 continue
             if row.online is not None:
-                # A table's retained status (its last-will says offline): link up or down.
+                # A table's retained status (its last-will says offline): link up or down,
+                # written only when it differs from what the ledger holds.
                 if online[row.table_ref] != row.online:
                     books[link_id].table_status(row.table_ref, row.online)
                     online[row.table_ref] = statuses[row.table_ref] = row.online
@@ -529,6 +702,12 @@ async def apply_rows(conn: Connection, rows: Sequence[TableRow], *, by: str) -> 
                     "UPDATE link_table SET online = %s WHERE table_ref = %s",
                     [(up, t) for t, up in statuses.items()],
                 )
+        changed = {lk: set(b.awards_changed) for lk, b in books.items() if b.awards_changed}
+        if changed:
+            result.snapshots = await _read_snapshots(conn, sorted(changed))
+            for link_id, refs in changed.items():
+                for ref in sorted(refs):
+                    result.answers[(link_id, ref)] = await claim_answers(conn, link_id, ref)
     result.cursors = cursors
     for link_id, book in books.items():
         if book.events:
@@ -646,58 +825,64 @@ class LinkSnapshot:
 
 async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> list[LinkSnapshot]:
     """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot."""
-    async with conn.transaction():
-        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        found = await links(conn, link_ids)
-        cur = await conn.execute(
-            "SELECT link_id, level_id, display_units FROM link_level"
-            " WHERE link_id = ANY(%s) ORDER BY link_id, position",
-            (sorted(found),),
-        )
-        levels: dict[str, list[LevelState]] = defaultdict(list)
-        for link_id, level_id, units in await cur.fetchall():
-            params = found[link_id].definition.level(level_id)
-            levels[link_id].append(
-                LevelState(
-                    level_id=level_id,
-                    title=params.title if params else level_id,
-                    amount_cents=units // UNITS_PER_CENT,
-                    amount_units=units,
-                    reset_cents=params.reset_cents if params else 0,
-                )
+    async with read_snapshot(conn):
+        return await _read_snapshots(conn, link_ids)
+
+
+async def _read_snapshots(
+    conn: Connection, link_ids: Sequence[str] | None = None
+) -> list[LinkSnapshot]:
+    """The same, inside the caller's transaction."""
+    found = await links(conn, link_ids)
+    cur = await conn.execute(
+        "SELECT link_id, level_id, display_units FROM link_level"
+        " WHERE link_id = ANY(%s) ORDER BY link_id, position",
+        (sorted(found),),
+    )
+    levels: dict[str, list[LevelState]] = defaultdict(list)
+    for link_id, level_id, units in await cur.fetchall():
+        params = found[link_id].definition.level(level_id)
+        levels[link_id].append(
+            LevelState(
+                level_id=level_id,
+                title=params.title if params else level_id,
+                amount_cents=units // UNITS_PER_CENT,
+                amount_units=units,
+                reset_cents=params.reset_cents if params else 0,
             )
-        cur = await conn.execute(
-            "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
-            " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
-            (sorted(found),),
         )
-        pending: dict[str, list[PendingAward]] = defaultdict(list)
-        for (
-            link_id,
-            version,
-            level_id,
-            table_ref,
-            seat,
-            claim_id,
-            cents,
-            at,
-            detail,
-        ) in await cur.fetchall():
-            site, table = split_table(table_ref)
-            order = json.loads(detail)["award"]["order_in_window"]
-            pending[link_id].append(
-                PendingAward(
-                    award_version=version,
-                    level_id=level_id,
-                    site=site,
-                    table=table,
-                    seat=seat,
-                    claim_id=claim_id,
-                    amount_cents=cents,
-                    order_in_window=order,
-                    at=utc_text(at),
-                )
+    cur = await conn.execute(
+        "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
+        " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
+        (sorted(found),),
+    )
+    pending: dict[str, list[PendingAward]] = defaultdict(list)
+    for (
+        link_id,
+        version,
+        level_id,
+        table_ref,
+        seat,
+        claim_id,
+        cents,
+        at,
+        detail,
+    ) in await cur.fetchall():
+        site, table = split_table(table_ref)
+        order = json.loads(detail)["award"]["order_in_window"]
+        pending[link_id].append(
+            PendingAward(
+                award_version=version,
+                level_id=level_id,
+                site=site,
+                table=table,
+                seat=seat,
+                claim_id=claim_id,
+                amount_cents=cents,
+                order_in_window=order,
+                at=utc_text(at),
             )
+        )
     return [LinkSnapshot(found[k], levels[k], pending[k]) for k in sorted(found)]
 
 

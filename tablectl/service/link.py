@@ -201,11 +201,17 @@ class TableLink:
         """The link as `tablectl status` shows it: LINK DOWN, the link's meter, pending."""
         down = state.link_down
         s = self.link_state
+        heard = self.watch.last_heard_ms
         return LinkView(
             link_id=self.link_id,
             state="LINK DOWN" if down is not None else "up",
             reason=down,
-            connected=self.connected,
+            broker_connected=self.connected,
+            last_heard_ms_ago=None if heard is None else max(0, self._clock_ms() - heard),
+            controllers_say=None
+            if s is None
+            else s.state + (f": {s.reason}" if s.reason and s.state != "up" else ""),
+            amounts_as_of=None if s is None else s.ts,
             parameters_version=None
             if self.parameters is None
             else self.parameters.parameters_version,
