@@ -165,7 +165,7 @@ def test_an_unknown_option_shows_the_verb_s_usage(capsys: pytest.CaptureFixture[
 def test_a_malformed_card_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["dealer", "settle", "--hand", "3=AsKsQx", "--socket", "/nonexistent.sock"]
     assert cli.main(argv) == 2
-    assert "--hand 3=AsKsQx: not a card" in capsys.readouterr().err
+    assert "argument --hand: 3=AsKsQx: 'AsKsQx': not a card: 'Qx'" in capsys.readouterr().err
 
 
 def test_a_missing_file_is_bad_input_for_every_verb(tmp_path: Path) -> None:
