@@ -56,10 +56,11 @@ def public_tmp() -> Path:
 def _link_or_copy(src: str, dst: str) -> None:
     """A hard link where it can be (instant, no space), else a copy: either way a file that
     nobody reaches through the staged directory, whatever the checkout's own modes."""
+    real = os.path.realpath(src)  # link() on Linux links a symlink itself, not its file
     try:
-        os.link(src, dst)
+        os.link(real, dst)
     except OSError:
-        shutil.copy2(src, dst)
+        shutil.copy2(real, dst)
 
 
 def _stage(top: Path) -> Path:
