@@ -32,7 +32,7 @@ from tablectl.service.preflight import data_dir_problems
 from tablectl.status import BrokerStats, GpioStatus, Hit, JournalStats, Status
 from tablectl.store.journal import Store
 
-from .conftest import EXAMPLE_CONFIG
+from .conftest import EXAMPLE_CONFIG, REPO
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to another user (setpriv)")
 NOBODY = 65534
@@ -189,6 +189,32 @@ def test_a_group_member_verifies_and_replays_with_the_daemon_stopped(
     replay = as_user("journal", "replay", "--data-dir", str(journal_dir), groups=gid)
     assert "readonly" not in replay.stderr and "Traceback" not in replay.stderr, replay
     assert sorted(p.name for p in journal_dir.iterdir()) == before
+
+
+def test_the_signing_key_is_read_as_its_user_as_the_readme_says(as_user: AsUser) -> None:
+    """The key file holds the private key (0600): the group that reads the journal cannot
+    print its public half, its owner can, and the README runs `records key` as that user."""
+    from tablectl.records.signing import create_key
+
+    readme = (REPO / "README.md").read_text()
+    assert "sudo -u tablectl tablectl records key > table12.pub" in readme
+    assert "\ntablectl records key" not in readme
+    top = Path(tempfile.mkdtemp(prefix="tablectl-key-", dir=public_tmp()))
+    try:
+        top.chmod(0o755)
+        gid = grp.getgrnam(GROUP).gr_gid
+        os.chown(top, 0, gid)
+        key = top / "records-signing.key"
+        create_key(key)  # as root: given to the directory's owner, root here; 0600
+        denied = as_user("records", "key", "--key-file", str(key), groups=str(gid))
+        assert denied.returncode == 1 and "Traceback" not in denied.stderr, denied
+        assert "run as the table's user (sudo -u tablectl tablectl records" in denied.stderr
+        os.chown(key, NOBODY, NOBODY)  # nobody stands in for the table's user
+        printed = as_user("records", "key", "--key-file", str(key))
+        assert printed.returncode == 0, printed
+        assert printed.stdout.startswith("-----BEGIN PUBLIC KEY-----"), printed
+    finally:
+        shutil.rmtree(top)
 
 
 def test_no_journal_says_when_there_will_be_one(

@@ -114,7 +114,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     verify.add_argument("--json", action="store_true", help="JSON output, errors included")
     verify.set_defaults(handler=_verify)
     key = records_sub.add_parser(
-        "key", help="print the table's public key (PEM); --init makes the key, once"
+        "key",
+        help="print the table's public key (PEM), as the table's user (sudo -u tablectl); "
+        "--init makes the key, once",
     )
     key.add_argument("--init", action="store_true", help="make the table's key (never replaced)")
     where = key.add_mutually_exclusive_group()
