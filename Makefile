@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Strict editable installs link each file, so a new module needs a reinstall: depend on them all.
 SOURCES := $(shell find tablectl drivers simulators -name '*.py' 2>/dev/null)
 
-.PHONY: demo test check lint typecheck imports bench bench-tables bench-link mosquitto postgresql \
+.PHONY: demo test check lint typecheck imports bench bench-tables bench-link bench-soak mosquitto postgresql \
 	chromium debian-tools deb docs test-install clean
 
 $(STAMP): pyproject.toml $(SOURCES)
@@ -120,6 +120,11 @@ bench: $(STAMP) mosquitto
 	$(BIN)/python bench/mqtt_delivery.py
 	$(BIN)/python bench/journal_mark.py
 	$(BIN)/python bench/records_export.py
+
+# Hours: one daemon per game plays 21,000 rounds in compressed time: its memory, the journal's
+# growth, game pace's cost (bench/soak.py; `--quick` for minutes).
+bench-soak: $(STAMP) mosquitto
+	$(BIN)/python bench/soak.py
 
 # Minutes: N table daemons as processes (N = 1, 10, 50, 100, 200) on one broker.
 bench-tables: $(STAMP) mosquitto

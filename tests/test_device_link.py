@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 from tablectl.drivers.reference.framing import Frame
 from tablectl.drivers.reference.link import (
+    AWAITED_POLL_S,
     FAST_POLL_S,
     DeviceReport,
     LinkDown,
@@ -26,8 +27,10 @@ from tablectl.drivers.reference.link import (
 )
 from tablectl.drivers.reference.messages import Identity, MsgType, NakReason
 from tablectl.drivers.reference.shuffler_codec import FaultCode
+from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.drivers.transport.memory import MemoryConnector, MemoryPort
+from tablectl.simulators.shoe import ShoeSimulator
 from tablectl.simulators.shuffler import ShufflerSimulator
 
 from tablectl.core.events import (
@@ -35,6 +38,7 @@ from tablectl.core.events import (
     DeviceIdentified,
     DeviceReportConflict,
     Event,
+    ShoeCard,
     ShuffleCompleted,
     ShufflerFault,
     ShufflerRebooted,
@@ -558,5 +562,49 @@ def test_a_device_gone_as_the_daemon_stops_is_a_stop_not_an_error() -> None:
         task.cancel()  # ... as the stop arrives
         with pytest.raises(asyncio.CancelledError):
             await task
+
+    run_virtual(main())
+
+
+def test_while_the_shoe_deals_it_is_polled_at_the_dealing_cadence() -> None:
+    """The round waits for every hand: while the shoe deals, a POLL every AWAITED_POLL_S (its
+    last card is heard within that), then the interval again."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        port = MemoryPort()
+        sim = ShoeSimulator(card_ms=5, rng=random.Random(3))
+        port.plug(sim)
+        sent: list[float] = []
+
+        def spy(data: bytes) -> list[bytes]:
+            sent.append(loop.time())
+            return [data]
+
+        reports: list[DeviceReport] = []
+
+        def emit(report: DeviceReport) -> None:
+            reports.append(report)
+            driver.acknowledge(report)
+
+        driver = ReferenceShoe(MemoryConnector(port), emit, SETTINGS)
+        task = asyncio.create_task(driver.run())
+        try:
+            await driver.wait_link_up()
+            await asyncio.sleep(0.5)
+            port.set_manipulator(to_device=spy)
+            await driver.deal((3, 3, 3, 3))  # 12 cards, 5 ms each
+            await asyncio.sleep(0.5)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        gaps = [round(after - before, 6) for before, after in itertools.pairwise(sent)]
+        dealing = [g for g in gaps if g < SETTINGS.poll_interval_ms / 1000]
+        # 0: the DEAL right after a poll; FAST_POLL_S: the deal's last events, once dealt.
+        assert dealing.count(AWAITED_POLL_S) >= 12, gaps
+        assert set(dealing) <= {0.0, AWAITED_POLL_S, FAST_POLL_S}, gaps
+        assert gaps[-1] == SETTINGS.poll_interval_ms / 1000  # dealt: the interval again
+        assert sum(isinstance(r.input, ShoeCard) for r in reports) == 12
 
     run_virtual(main())

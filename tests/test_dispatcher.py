@@ -8,6 +8,7 @@ rather than at the consumer's next turn: it waits for no commit and no after-com
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import random
 import sqlite3
@@ -354,3 +355,59 @@ async def test_after_a_failed_commit_nothing_more_is_written_and_the_daemon_stop
         await task
     assert ended.group_contains(sqlite3.OperationalError)
     assert len(reached) == 1  # nothing after the failed commit reached the database
+
+
+async def test_a_lockout_behind_a_commit_is_written_with_every_batch_waiting_in_the_next(
+    tmp_path: Path, broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock-out that finds a commit under way waits for that one commit only: the batches
+    handed on behind it and the lock-out's are written together in the next one (one fsync
+    and one mark), not one commit each."""
+    memory_port("lockout-leads").plug(ShufflerSimulator(shuffle_ms=10, rng=random.Random(6)))
+    cfg = simulated_config(
+        load_config(EXAMPLE_CONFIG),
+        port="memory://lockout-leads",
+        broker=broker,
+        data_dir=tmp_path / "data",
+    )
+    real_commit = Store.commit_steps
+    holding, held, release = threading.Event(), threading.Event(), threading.Event()
+    commits: list[list[str]] = []  # once held: each commit's inputs, by type
+
+    def commit(self: Store, steps: Any, **options: Any) -> Any:
+        if holding.is_set():
+            commits.append([s.step_input.type if s.step_input else "" for s in steps])
+            if len(commits) == 1:
+                held.set()
+                release.wait(10)
+        return real_commit(self, steps, **options)
+
+    monkeypatch.setattr(Store, "commit_steps", commit)
+    inputs = SimulatedTableInputs(cfg.table.seats)
+    daemon = Daemon(cfg, gpio_backend=inputs.backend())
+    task = asyncio.create_task(daemon.run())
+    try:
+        await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+        holding.set()
+        daemon.post(ChipSensed(seat=1, present=True, since_ns=1))
+        async with asyncio.timeout(10):
+            while not held.is_set():  # noqa: ASYNC110 -- a thread's event
+                await asyncio.sleep(0.001)
+        taken = daemon.steps_taken
+        for n in range(12):  # batches handed on behind the commit under way
+            daemon.post(ChipSensed(seat=2 + n % 4, present=n % 8 < 4, since_ns=2 + n))
+            await asyncio.sleep(0.002)
+        daemon.post(LockoutPressed(at_ns=100))
+        behind = daemon.steps_taken - taken
+        assert daemon.dispatcher.writing and behind >= 13  # (and any device report)
+        release.set()
+        await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
+        await daemon.wait_until(lambda _: daemon.steps_done >= daemon.steps_taken, 10)
+        # The held commit, then one for all that was stepped behind it, the lock-out last.
+        assert len(commits[1]) == behind and commits[1][-1] == LockoutPressed.TYPE, commits
+        assert daemon.dispatcher.batches_joined >= 1
+    finally:
+        release.set()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

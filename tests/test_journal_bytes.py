@@ -138,7 +138,7 @@ def test_a_commits_event_ids_are_uuid7s_of_its_millisecond() -> None:
 def test_a_commits_time_from_the_system_clock_is_written_as_journal_ts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    now = journal._CommitTime(journal._utc_now)
+    now = journal._CommitTime(journal.utc_now)
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     for ns in (
         1_796_440_542_975_123_456,

@@ -4,7 +4,7 @@ windows (rolling, per shift, across a DST change), the cause table, and `tablect
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,15 +19,21 @@ from tablectl.core import effects as rec
 from tablectl.core.effects import RECORD_TYPES, MeterReading, Record
 from tablectl.records.pace import (
     BLOCK_RULES,
+    LOOKBACK,
+    PACE_RECORD_TYPES,
     BlockCause,
     Durations,
+    LivePace,
     Pace,
     PaceFigures,
+    PaceFold,
+    _Facts,
     compute_pace,
     pace_reads_from,
     shifts_between,
 )
-from tablectl.records.source import read_entries
+from tablectl.records.source import EventRow, read_entries, read_rows_after
+from tablectl.store.journal import journal_ts
 
 from .conftest import REPO
 from .test_records import table_config
@@ -332,3 +338,103 @@ def test_pace_from_the_command_line_on_a_played_session(
     text = capsys.readouterr().out
     assert "table tcp-07: game pace" in text and "shift Sat 06:00-14:00" in text
     assert cli.main(["pace", "--config", str(config), "--since", "tomorrow-ish"]) == 2
+
+
+# --- the daemon's pace: each minute only the rows not read yet ------------------------------
+
+
+def _normal(facts: _Facts) -> _Facts:
+    """Facts in an order that does not depend on when a cause opened (blocks are summed)."""
+    far = datetime.max.replace(tzinfo=UTC)
+    blocks = sorted(facts.blocks, key=lambda b: (b[0].value, b[1].start, b[1].end or far))
+    return replace(facts, blocks=blocks)
+
+
+def test_forgetting_before_any_row_of_the_script_at_any_later_end() -> None:
+    times = sorted({datetime.fromisoformat(r.ts) for r in ORDERED})
+    for end in [*times, clock("12:00:00")]:
+        for cut in (t for t in times if t <= end):
+            for lag in (timedelta(0), timedelta(seconds=30)):  # on a row, and between two
+                fold = PaceFold()
+                fold.feed(ORDERED, end)
+                fold.forget_before(cut + lag)
+                fresh = PaceFold()
+                fresh.feed((r for r in ORDERED if r.ts >= journal_ts(cut + lag)), end)
+                assert _normal(fold.facts()) == _normal(fresh.facts()), (cut + lag, end)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, datetime, datetime]:
+    """A journal of about 15 hours of play (longer than the lookback), with every block."""
+    path = tmp_path_factory.mktemp("pace") / "tablectl.sqlite3"
+    start = datetime(2024, 6, 1, 6, 0, tzinfo=UTC)
+    table, facts = play_session(path, rounds=600, start=start)
+    table.close()
+    assert facts.ended is not None and facts.ended - start > LOOKBACK
+    return path, start, facts.ended
+
+
+def test_a_fold_that_forgets_what_is_before_a_cutoff_equals_one_of_the_rows_after_it(
+    session: tuple[Path, datetime, datetime],
+) -> None:
+    path, start, ended = session
+    rows = [
+        r
+        for r in read_entries(path, start - timedelta(days=1), ended + timedelta(minutes=1))
+        if r.type in PACE_RECORD_TYPES  # the others change nothing (the test below reads all)
+    ]
+    end = ended + timedelta(minutes=1)
+    kept = PaceFold()
+    cut = start
+    while cut < ended:
+        # Forgetting step by step is forgetting at once: each cut against a fold of its own.
+        whole = PaceFold()
+        whole.feed(rows, end)
+        whole.forget_before(cut)
+        kept.forget_before(cut)
+        fresh = PaceFold()
+        fresh.feed((r for r in rows if datetime.fromisoformat(r.ts) >= cut), end)
+        assert _normal(whole.facts()) == _normal(fresh.facts()), cut
+        if cut == start:
+            kept.feed(rows, end)
+        assert _normal(kept.facts()) == _normal(fresh.facts()), cut
+        cut += timedelta(minutes=17, seconds=13)  # across rounds, deals, shuffles and blocks
+
+
+def test_the_daemons_pace_reads_only_new_rows_and_equals_reading_them_all(
+    session: tuple[Path, datetime, datetime],
+) -> None:
+    path, start, ended = session
+    zone, starts, rolling = UTC_ZONE, [time(6), time(14), time(22)], timedelta(minutes=45)
+    live = LivePace(zone, starts, rolling)
+    reads: list[int] = []
+
+    def rows_after(after_seq: int, since: datetime, end: datetime) -> list[EventRow]:
+        rows = read_rows_after(path, after_seq, since, end, PACE_RECORD_TYPES)
+        reads.append(len(rows))
+        return rows
+
+    every = [
+        r
+        for r in read_entries(path, start, ended + timedelta(hours=1))
+        if r.type in PACE_RECORD_TYPES
+    ]
+    now, before = start + timedelta(minutes=1), journal_ts(start)
+    while now < ended + timedelta(minutes=2):
+        pace = live.update(now, rows_after)
+        # Only the rows of this minute (of the types pace reads) were read.
+        assert reads[-1] == sum(1 for r in every if before <= r.ts < journal_ts(now))
+        window = shifts_between(now - timedelta(days=1), now, zone, starts)[-1].start
+        since = pace_reads_from(window, now, zone, starts, rolling)
+        batch = compute_pace(
+            read_entries(path, since, now),
+            start=window,
+            end=now,
+            zone=zone,
+            shift_starts=starts,
+            rolling=rolling,
+        )
+        assert pace == batch, now
+        before, now = journal_ts(now), now + timedelta(minutes=17)
+    assert live.rows_read == sum(reads) == sum(1 for r in every if r.ts < before)
+    assert sum(1 for n in reads if n) > 40  # the comparisons saw play, not empty minutes

@@ -315,10 +315,14 @@ def _counts(counters: LinkCounters | ParserCounters) -> dict[str, int]:
 
 
 TAKEN_REMEMBERED = 1024  # events of this boot kept to tell a replay from a conflict
-# The poll cadence while the table waits on a device (the shoe dealing) or its events come:
-# the last card of a deal waits half of it for its poll, on average (issue 15: last card ->
-# every hand known <= 8 ms). A poll and its STATUS take well under a millisecond on USB.
+# The poll cadence while a device's events come (a shuffle's): they are heard within it.
 FAST_POLL_S = 0.010
+# The cadence while the table waits on what the device is doing (the shoe dealing: the round
+# waits for every hand): the last card of a deal waits at most this for its poll (issue 29:
+# last card -> every hand known <= 8 ms at p99, bench/shoe_latency.py). A poll and its STATUS
+# take well under a millisecond on USB; a deal of 21 cards at 5 ms a card polls about 35
+# times instead of 10.
+AWAITED_POLL_S = 0.003
 
 
 class ResetRefused(LinkError):
@@ -559,7 +563,7 @@ class PolledDevice:
         self._take(await self._first_poll(link), connected=True)
         self._set_link(True)
         missed = 0
-        busy = False
+        busy: float | None = None  # the fast cadence the next poll keeps, if any
         loop = asyncio.get_running_loop()
         polled_at = loop.time()
         while True:
@@ -590,15 +594,22 @@ class PolledDevice:
             else:
                 before = self._emitted
                 self._take(status, connected=False)
-                busy = self._emitted > before or self.codec.awaited(status.state)
+                busy = (
+                    AWAITED_POLL_S
+                    if self.codec.awaited(status.state)
+                    else FAST_POLL_S
+                    if self._emitted > before
+                    else None
+                )
             missed = 0
 
-    async def _pause(self, polled_at: float, interval_s: float, *, busy: bool) -> None:
-        """Until the next poll: FAST_POLL_S while the table waits on the device or its events
-        come (a deal's cards), else the interval or until poll_soon. Both count from the last
-        poll's start, not its reply, so polls keep their cadence."""
+    async def _pause(self, polled_at: float, interval_s: float, *, busy: float | None) -> None:
+        """Until the next poll: busy, a fast cadence, while the table waits on the device
+        (AWAITED_POLL_S) or its events come (FAST_POLL_S), else the interval or until
+        poll_soon (then FAST_POLL_S at the earliest). All count from the last poll's start,
+        not its reply, so polls keep their cadence."""
         loop = asyncio.get_running_loop()
-        if not busy and not self._hurry:
+        if busy is None and not self._hurry:
             # One future, resolved by the interval's timer or by poll_soon: nothing to cancel
             # and catch at every poll (a timeout around an Event's wait did), and a
             # cancellation of the link's task reaches it as it is.
@@ -611,7 +622,7 @@ class PolledDevice:
                 timer.cancel()
                 self._wake = None
         self._hurry = False
-        delay_s = polled_at + FAST_POLL_S - loop.time()
+        delay_s = polled_at + (busy or FAST_POLL_S) - loop.time()
         if delay_s > 0:
             await asyncio.sleep(delay_s)
 

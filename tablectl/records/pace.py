@@ -5,6 +5,9 @@ and how long the table stood blocked, by cause. Pure: fed journal rows, reads no
     since = pace_reads_from(start, now, zone, starts)
     rows = read_entries(config.storage.database, since, now)  # records/source.py: read-only
     pace = compute_pace(rows, start=start, end=now, zone=zone, shift_starts=starts)
+
+    live = LivePace(zone, starts)  # the daemon's: each minute, only the rows not read yet
+    pace = live.update(now, rows_after)  # records/source.py: read_rows_after
     publish("pace", pace.model_dump_json(), retain=True)       # at most once a minute
 
 What each figure counts (docs/records.md):
@@ -231,6 +234,48 @@ class _Round:
     deal_done: datetime | None = None
     dealt_seats: int | None = None
 
+    def forget_before(self, cutoff: datetime) -> bool:
+        """Drops what rows before cutoff set; False once nothing is left."""
+        if self.opened is not None and self.opened < cutoff:
+            self.opened = None
+        if self.counted is not None and self.counted < cutoff:
+            self.counted = None
+        if self.deal_started is not None and self.deal_started < cutoff:
+            self.deal_started, self.dealt_seats = None, None
+        if self.deal_done is not None and self.deal_done < cutoff:
+            self.deal_done = None
+        return any(
+            t is not None for t in (self.opened, self.counted, self.deal_started, self.deal_done)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """A settled round and the times its hands and decision depend on: which of them count
+    depends on how far back the rows reach (`_at`)."""
+
+    when: datetime
+    hands_entered: int
+    counted: datetime | None
+    deal_started: datetime | None
+    dealt_seats: int | None
+    deal_done: datetime | None
+
+    def hands(self, since: datetime | None) -> int:
+        dealt = _at(self.deal_started, since) is not None
+        return self.dealt_seats if dealt and self.dealt_seats is not None else self.hands_entered
+
+    def decision(self, since: datetime | None) -> _Span | None:
+        deal_done = _at(self.deal_done, since)
+        counted = _at(self.counted, since) if _at(self.deal_started, since) is None else None
+        decided_from = deal_done or counted
+        return None if decided_from is None else _Span(decided_from, self.when)
+
+
+def _at(when: datetime | None, since: datetime | None) -> datetime | None:
+    """when, if rows from since on include it."""
+    return when if when is None or since is None or when >= since else None
+
 
 @dataclass
 class _Facts:
@@ -245,31 +290,82 @@ class _Facts:
     blocks: list[tuple[BlockCause, _Span]]
 
 
-def _facts(rows: Iterable[JournalRowLike], end: datetime) -> _Facts:
-    facts = _Facts([], [], [], [], [], [], [])
-    rounds: dict[int, _Round] = {}
-    shuffling: datetime | None = None
-    open_blocks: dict[tuple[BlockCause, str], datetime] = {}
-    for row in rows:
-        when = datetime.fromisoformat(row.ts)
-        if when >= end:
-            break
+@dataclass(frozen=True, slots=True)
+class _Block:
+    cause: BlockCause
+    starts: list[datetime]  # every start row while it stood: the first counts
+    end: datetime
+
+
+def _pace_record_types() -> frozenset[str]:
+    read: tuple[type[Record], ...] = (
+        rec.RoundOpened,
+        rec.RoundLocked,
+        rec.WagersCounted,
+        rec.DealStarted,
+        rec.DealCompleted,
+        rec.RoundSettled,
+        rec.RoundVoided,
+        rec.ShuffleStartedRecord,
+        rec.ShuffleCompletedRecord,
+        rec.ShufflerFaultRecord,
+        rec.ShufflerRebootedRecord,
+    )
+    for rule in BLOCK_RULES:
+        read += (rule.starts, *rule.ends)
+    return frozenset(name for name, cls in rec.RECORD_TYPES.items() if issubclass(cls, read))
+
+
+# The rows pace reads: any other type changes no figure (a wager, a contribution, a card).
+PACE_RECORD_TYPES = _pace_record_types()
+
+
+class PaceFold:
+    """The facts of journal rows fed in journal order, kept from a cutoff on: after
+    `forget_before(cutoff)` they are what rows from cutoff on alone would give (times in the
+    journal run forward), so each minute only the rows not read yet are fed, and what
+    lies before the earliest window is dropped (memory stays flat as the journal grows)."""
+
+    def __init__(self) -> None:
+        self.since: datetime | None = None  # rows before it are forgotten (None: none)
+        self._rounds: dict[int, _Round] = {}
+        self._shuffling: datetime | None = None
+        # Each open cause's start rows while it stood: the first one from the cutoff on counts.
+        self._open_blocks: dict[tuple[BlockCause, str], list[datetime]] = {}
+        self._settled: list[_Settled] = []
+        self._voided: list[datetime] = []
+        self._betting: list[_Span] = []
+        self._shuffle: list[_Span] = []
+        self._deal: list[_Span] = []
+        self._blocks: list[_Block] = []
+
+    def feed(self, rows: Iterable[JournalRowLike], end: datetime) -> None:
+        """Rows in journal order, up to (not including) the first at or after end."""
+        for row in rows:
+            when = datetime.fromisoformat(row.ts)
+            if when >= end:
+                break
+            self.add(row, when)
+
+    def add(self, row: JournalRowLike, when: datetime) -> None:
+        """One row, the next in journal order; when: its time."""
         record = parse_record(row.type, dict(row.data))
         if record is None:
-            continue
+            return
         for rule in BLOCK_RULES:
             key = (rule.cause, rule.key(record))
             if isinstance(record, rule.starts) and rule.opens(record):
-                open_blocks.setdefault(key, when)
-            elif isinstance(record, rule.ends) and rule.closes(record) and key in open_blocks:
-                facts.blocks.append((rule.cause, _Span(open_blocks.pop(key), when)))
+                self._open_blocks.setdefault(key, []).append(when)
+            elif isinstance(record, rule.ends) and rule.closes(record) and key in self._open_blocks:
+                self._blocks.append(_Block(rule.cause, self._open_blocks.pop(key), when))
+        rounds = self._rounds
         match record:
             case rec.RoundOpened():
                 rounds[record.round_id] = _Round(opened=when)
             case rec.RoundLocked():
                 r = rounds.get(record.round_id)
                 if r is not None and r.opened is not None:
-                    facts.betting.append(_Span(r.opened, when))
+                    self._betting.append(_Span(r.opened, when))
             case rec.WagersCounted():
                 rounds.setdefault(record.round_id, _Round()).counted = when
             case rec.DealStarted():
@@ -278,28 +374,74 @@ def _facts(rows: Iterable[JournalRowLike], end: datetime) -> _Facts:
             case rec.DealCompleted():
                 r = rounds.setdefault(record.round_id, _Round())
                 if r.deal_started is not None:
-                    facts.deal.append(_Span(r.deal_started, when))
+                    self._deal.append(_Span(r.deal_started, when))
                 r.deal_done = when
             case rec.RoundSettled():
                 r = rounds.pop(record.round_id, _Round())
-                hands = r.dealt_seats if r.dealt_seats is not None else record.hands_entered
-                facts.settled.append((when, hands))
-                decided_from = r.deal_done or (r.counted if r.deal_started is None else None)
-                if decided_from is not None:
-                    facts.decision.append(_Span(decided_from, when))
+                self._settled.append(
+                    _Settled(
+                        when,
+                        record.hands_entered,
+                        r.counted,
+                        r.deal_started,
+                        r.dealt_seats,
+                        r.deal_done,
+                    )
+                )
             case rec.RoundVoided():
                 rounds.pop(record.round_id, None)
-                facts.voided.append(when)
+                self._voided.append(when)
             case rec.ShuffleStartedRecord(stale=False):
-                shuffling = when
+                self._shuffling = when
             case rec.ShuffleCompletedRecord():
-                if shuffling is not None:
-                    facts.shuffle.append(_Span(shuffling, when))
-                shuffling = None
+                if self._shuffling is not None:
+                    self._shuffle.append(_Span(self._shuffling, when))
+                self._shuffling = None
             case rec.ShufflerFaultRecord() | rec.ShufflerRebootedRecord():
-                shuffling = None  # that shuffle never completes
-    facts.blocks += [(cause, _Span(since, None)) for (cause, _), since in open_blocks.items()]
-    return facts
+                self._shuffling = None  # that shuffle never completes
+
+    def forget_before(self, cutoff: datetime) -> None:
+        """Drop what only rows before cutoff gave: the facts are then those of the rows from
+        cutoff on. A cutoff before the last one forgets nothing more (what was dropped is
+        gone: read the rows again into a new fold)."""
+        if self.since is not None and cutoff <= self.since:
+            return
+        self.since = cutoff
+        self._rounds = {k: r for k, r in self._rounds.items() if r.forget_before(cutoff)}
+        if self._shuffling is not None and self._shuffling < cutoff:
+            self._shuffling = None
+        open_blocks: dict[tuple[BlockCause, str], list[datetime]] = {}
+        for key, starts in self._open_blocks.items():
+            if kept := [t for t in starts if t >= cutoff]:
+                open_blocks[key] = kept
+        self._open_blocks = open_blocks
+        self._settled = [s for s in self._settled if s.when >= cutoff]
+        self._voided = [t for t in self._voided if t >= cutoff]
+        self._betting = [s for s in self._betting if s.start >= cutoff]
+        self._shuffle = [s for s in self._shuffle if s.start >= cutoff]
+        self._deal = [s for s in self._deal if s.start >= cutoff]
+        blocks = []
+        for block in self._blocks:
+            if kept := [t for t in block.starts if t >= cutoff]:
+                blocks.append(_Block(block.cause, kept, block.end))
+        self._blocks = blocks
+
+    def facts(self) -> _Facts:
+        since = self.since
+        decisions = [s.decision(since) for s in self._settled]
+        blocks = [(b.cause, _Span(b.starts[0], b.end)) for b in self._blocks]
+        blocks += [
+            (cause, _Span(starts[0], None)) for (cause, _), starts in self._open_blocks.items()
+        ]
+        return _Facts(
+            settled=[(s.when, s.hands(since)) for s in self._settled],
+            voided=list(self._voided),
+            betting=list(self._betting),
+            shuffle=list(self._shuffle),
+            deal=list(self._deal),
+            decision=[d for d in decisions if d is not None],
+            blocks=blocks,
+        )
 
 
 def _ms(delta: timedelta) -> int:
@@ -420,7 +562,22 @@ def compute_pace(
     # Every instant in UTC: Python subtracts two times of one zone as wall times (a DST change
     # would gain or lose an hour).
     start, end = start.astimezone(UTC), end.astimezone(UTC)
-    facts = _facts(rows, end)
+    fold = PaceFold()
+    fold.feed(rows, end)
+    return _pace(
+        fold.facts(), start=start, end=end, zone=zone, shift_starts=shift_starts, rolling=rolling
+    )
+
+
+def _pace(
+    facts: _Facts,
+    *,
+    start: datetime,
+    end: datetime,
+    zone: ZoneInfo,
+    shift_starts: Sequence[time],
+    rolling: timedelta,
+) -> Pace:
     shifts = []
     for shift in shifts_between(start, end, zone, shift_starts):
         shifts.append(
@@ -440,18 +597,61 @@ def compute_pace(
     )
 
 
-def current_pace(
-    rows_between: Callable[[datetime, datetime], Iterable[JournalRowLike]],
-    now: datetime,
-    zone: ZoneInfo,
-    shift_starts: Sequence[time],
-    rolling: timedelta = DEFAULT_ROLLING,
-) -> Pace:
-    """Pace as of now, as the table publishes it: the window is the shift now running (so
-    `shifts` holds it), with the rolling period before now. rows_between(a, b): the journal
-    rows with a <= ts < b, in journal order."""
-    start = shifts_between(now - timedelta(days=1), now, zone, shift_starts)[-1].start
-    rows = rows_between(pace_reads_from(start, now, zone, shift_starts, rolling), now)
-    return compute_pace(
-        rows, start=start, end=now, zone=zone, shift_starts=shift_starts, rolling=rolling
-    )
+class SeqRowLike(JournalRowLike, Protocol):
+    """A journal row with its seq: where the next read starts."""
+
+    @property
+    def seq(self) -> int: ...
+
+
+# rows_after(seq, since, end): the rows after seq with since <= ts, in journal order, up to
+# (not including) the first at or after end.
+RowsAfter = Callable[[int, datetime, datetime], Iterable[SeqRowLike]]
+
+
+class LivePace:
+    """Pace as of now, as the table publishes it each minute: the window is the shift now
+    running (so `shifts` holds it), with the rolling period before now. Each update reads
+    only the rows after the last one read; what they said is kept in a `PaceFold` from the
+    earliest window's lookback on, so the figures are those of `compute_pace` over every
+    row from `pace_reads_from(...)` while a read costs what the minute added."""
+
+    def __init__(
+        self,
+        zone: ZoneInfo,
+        shift_starts: Sequence[time],
+        rolling: timedelta = DEFAULT_ROLLING,
+    ) -> None:
+        self._zone = zone
+        self._shift_starts = list(shift_starts)
+        self._rolling = rolling
+        self._fold: PaceFold | None = None
+        self._after_seq = 0
+        self.rows_read = 0  # rows read in all: each update reads only those it has not
+
+    def update(self, now: datetime, rows_after: RowsAfter) -> Pace:
+        now = now.astimezone(UTC)
+        zone, starts = self._zone, self._shift_starts
+        start = shifts_between(now - timedelta(days=1), now, zone, starts)[-1].start
+        since = pace_reads_from(start, now, zone, starts, self._rolling)
+        fold = self._fold
+        if fold is None or (fold.since is not None and since < fold.since):
+            # The first update, or the clock went back past what was kept: read it all again.
+            fold, self._after_seq = PaceFold(), 0
+            self._fold = fold
+        fold.forget_before(since)
+        for row in rows_after(self._after_seq, since, now):
+            when = datetime.fromisoformat(row.ts)
+            if when >= now:
+                break
+            self.rows_read += 1
+            self._after_seq = row.seq
+            fold.add(row, when)
+        return _pace(
+            fold.facts(),
+            start=start,
+            end=now,
+            zone=zone,
+            shift_starts=starts,
+            rolling=self._rolling,
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,16 @@ class Entry:
     hash: str
     data: dict[str, Any]
     hash_v: int = 1  # the formula of hash (store/chain.py)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """A journal row as game pace reads it: where it is, when, what."""
+
+    seq: int
+    ts: str
+    type: str
+    data: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +102,25 @@ class JournalSnapshot:
                 json.loads(data),
                 int(hash_v),
             )
+
+    def rows_after(
+        self, after_seq: int, start_ts: str, end_ts: str, types: Collection[str]
+    ) -> list[EventRow]:
+        """Rows of these types after after_seq with start_ts <= ts, in seq order, up to (not
+        including) the first at or after end_ts: what a reader that has read up to after_seq
+        has not read yet (the primary key finds them; the rows before are not touched)."""
+        marks = ", ".join("?" * len(types))
+        cur = self._db.execute(
+            f"SELECT seq, ts, type, data FROM journal WHERE seq > ? AND ts >= ? "  # noqa: S608 - placeholders only
+            f"AND type IN ({marks}) ORDER BY seq",
+            (after_seq, start_ts, *types),
+        )
+        out = []
+        for seq, ts, type_, data in cur:
+            if ts >= end_ts:
+                break
+            out.append(EventRow(int(seq), ts, type_, json.loads(data)))
+        return out
 
     def last_seq(self) -> int:
         return int(self._db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
@@ -147,3 +176,11 @@ def read_entries(database: Path, start: datetime, end: datetime) -> list[Entry]:
     """The rows with start <= ts < end, from one snapshot (game pace reads hours, not months)."""
     with snapshot(database) as snap:
         return list(snap.entries(journal_ts(start), journal_ts(end)))
+
+
+def read_rows_after(
+    database: Path, after_seq: int, start: datetime, end: datetime, types: Collection[str]
+) -> list[EventRow]:
+    """`JournalSnapshot.rows_after` from one snapshot: what game pace has not read yet."""
+    with snapshot(database) as snap:
+        return snap.rows_after(after_seq, journal_ts(start), journal_ts(end), sorted(types))

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -69,7 +70,7 @@ from tablectl.status import (
 )
 from tablectl.store.integrity import check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
-from tablectl.store.journal import JournalReader, JournalRow, Store
+from tablectl.store.journal import JournalReader, JournalRow, Store, utc_now
 from tablectl.util import sdnotify
 from tablectl.util.faultpoint import armed as fault_point_armed
 from tablectl.util.faultpoint import fault_point
@@ -105,6 +106,9 @@ class Daemon:
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     stop_deadline_s: float = 10.0  # SIGTERM to exit, at most (systemd's TimeoutStopSec is 20s)
     shuffle_retry_s: float = 1.0  # a refused SHUFFLE is asked again after this, then doubling
+    # The journal's and game pace's clock. bench/soak.py runs it faster,
+    # so that hours of play, and pace's windows over them, pass in minutes.
+    journal_clock: Callable[[], datetime] = utc_now
 
     def __post_init__(self) -> None:
         self.rules: TableRules = self.config.rules()
@@ -222,7 +226,11 @@ class Daemon:
     async def run(self) -> None:
         cfg = self.config
         try:
-            self.store = store = Store(cfg.storage.database, boot_id=self.boot_id)
+            self.store = store = Store(
+                cfg.storage.database,
+                boot_id=self.boot_id,
+                clock=self.journal_clock,
+            )
             self.reader = store.reader()
         except (OSError, sqlite3.Error) as exc:
             raise StartupError(f"cannot open the journal {cfg.storage.database}: {exc}") from exc
@@ -275,6 +283,7 @@ class Daemon:
             cfg.storage.database,
             cfg.records,
             lambda pace: self.relay.publish_pace(pace.model_dump_json().encode()),
+            clock=self.journal_clock,
         )
         control = ControlServer(cfg.storage.socket_path, DaemonControl(self), cfg.access)
         try:

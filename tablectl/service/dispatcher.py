@@ -13,7 +13,10 @@ before it. The moment SQLite's commit returns (before the journal's mark is writ
 store/journal.py), the journal thread hands the batch to the loop in one callback, which
 gives the relay its rows first: nothing but that fsync and one thread -> loop hop stands
 between a step and its publication. A lock-out's batch, when nothing else is being written,
-is committed on the loop itself, so not even the hops stand there. What each step does next
+is committed on the loop itself, so not even the hops stand there. When a commit is under
+way, the batches handed on behind it are written together in the next one, the lock-out's
+with them (`_write_pending`): a lock-out waits for at most the one commit under way, never
+for a queue of them, each with its fsync and its mark's. What each step does next
 (the daemon's `AfterCommit`) follows in `finish_commits`. A burst is stepped, and its
 after-commit work run, a slice per loop turn (util/slices.py), so an edge never waits behind
 a whole burst.
@@ -43,8 +46,10 @@ from tablectl.util.slices import Slices
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-# At most this many inputs share one commit (a burst is gathered across loop turns).
-MAX_STEPS_PER_COMMIT = 512
+# At most this many inputs share one commit (a burst is gathered across loop turns); batches
+# waiting for the journal thread are written together up to it. A lock-out behind a commit
+# waits for it whole: its JSON (about 0.1 ms a step, cold) and its fsync.
+MAX_STEPS_PER_COMMIT = 128
 # Batches stepped ahead of the one being written: enough that a lock-out never waits for a
 # commit, few enough that a slow disk holds the inputs back (in the queue) rather than memory.
 COMMITS_IN_FLIGHT = 4
@@ -241,6 +246,11 @@ class Dispatcher:
         self._journal = JournalThread()
         self._journal_failed = False  # a commit failed: the journal thread writes no more
         self._failure: asyncio.Future[None] | None = None  # the commit that failed, raised
+        # Batches handed to the journal thread and not taken by it yet, in order: the next
+        # commit takes them together (`_write_pending`).
+        self._pending: deque[_Batch] = deque()
+        self._pending_lock = threading.Lock()
+        self.batches_joined = 0  # batches written in a commit with the ones before them
         # The batch being gathered (stepped, not yet handed to the journal thread).
         self._open: list[Stepped] = []
         self._open_refused: list[tuple[Submission, Rejected]] = []
@@ -375,9 +385,44 @@ class Dispatcher:
 
     def _hand_off(self) -> None:
         """The batch gathered goes to the journal thread (commits stay in stepping order)."""
-        assert self._store is not None
         if (batch := self._take_batch()) is not None:
-            self._journal.put(functools.partial(self._write, self._store, batch, here=False))
+            self._put_pending(batch)
+
+    def _put_pending(self, batch: _Batch) -> None:
+        assert self._store is not None
+        with self._pending_lock:
+            self._pending.append(batch)
+        self._journal.put(functools.partial(self._write_pending, self._store))
+
+    def _write_pending(self, store: Store) -> None:
+        """In the journal thread: the batches waiting, in one commit (up to
+        MAX_STEPS_PER_COMMIT steps, and always the first). Batches handed on while their
+        JSON is made join it (a lock-out among them waits for no other commit). Each batch
+        put a job: a job that finds none left (an earlier one took them) does nothing."""
+        batches: list[_Batch] = []
+        commits: list[StepCommit] = []
+        try:
+            while not self._journal_failed and (more := self._take_pending(len(commits))):
+                batches += more
+                commits += [item.commit() for batch in more for item in batch.stepped]
+        except BaseException as exc:  # noqa: BLE001 (raised on the loop: it ends the daemon)
+            self._fail(exc, here=False)
+        if batches:
+            self.batches_joined += len(batches) - 1
+            self._write(store, batches, commits, here=False)
+
+    def _take_pending(self, steps: int) -> list[_Batch]:
+        """Batches waiting, in order, while a commit of steps stays within the bound."""
+        taken: list[_Batch] = []
+        with self._pending_lock:
+            pending = self._pending
+            while pending and (
+                (steps == 0 and not taken)
+                or steps + len(pending[0].stepped) <= MAX_STEPS_PER_COMMIT
+            ):
+                steps += len(pending[0].stepped)
+                taken.append(pending.popleft())
+        return taken
 
     def _write_now_or_hand_off(self) -> None:
         """A lock-out's batch is written here, on the loop, when nothing is being written or
@@ -390,17 +435,25 @@ class Dispatcher:
         assert self._store is not None
         if (batch := self._take_batch()) is None:
             return
-        job = functools.partial(self._write, self._store, batch, here=True)
+        job = functools.partial(self._write, self._store, [batch], None, here=True)
         # Every batch before it has landed (a landing the journal thread posted may still
-        # wait its turn on the loop), and nothing is being written.
+        # wait its turn on the loop), and nothing is being written. Otherwise it is written
+        # with the batches waiting before it, in the next commit.
         if self._unlanded > 1 or not self._journal.run_here_if_idle(job):
-            self._journal.put(functools.partial(self._write, self._store, batch, here=False))
+            self._put_pending(batch)
 
-    def _write(self, store: Store, batch: _Batch, *, here: bool) -> None:
-        """The batch's commits made and written, in the journal thread or (here) on the
-        loop; the moment SQLite's commit returns, the batch goes to the loop (`_landed`),
-        before the journal's mark is written. After a failed commit nothing more is
-        written: the batches stepped behind it assumed it."""
+    def _write(
+        self,
+        store: Store,
+        batches: list[_Batch],
+        commits: list[StepCommit] | None,
+        *,
+        here: bool,
+    ) -> None:
+        """The batches' commits (made here when None) written in one transaction, in the
+        journal thread or (here) on the loop; the moment SQLite's commit returns, the
+        batches go to the loop (`_landed`), before the journal's mark is written. After a
+        failed commit nothing more is written: the batches stepped behind it assumed it."""
         loop = self._loop
         assert loop is not None, "open() first"
         if self._journal_failed:
@@ -408,44 +461,54 @@ class Dispatcher:
 
         def on_durable(rows: list[list[JournalRow]]) -> None:
             if here:
-                self._landed(batch, rows)
+                self._landed(batches, rows)
             else:
-                loop.call_soon_threadsafe(self._landed, batch, rows)
+                loop.call_soon_threadsafe(self._landed, batches, rows)
 
         try:
+            if commits is None:
+                commits = [item.commit() for batch in batches for item in batch.stepped]
             store.commit_steps(
-                [item.commit() for item in batch.stepped],
+                commits,
                 on_durable=on_durable,
                 # On the loop, the mark's fdatasync goes to the journal thread: it runs there
                 # before any later commit, which the journal thread makes or waits for.
                 mark_later=self._journal.put if here else None,
             )
         except BaseException as exc:  # noqa: BLE001 (raised on the loop: it ends the daemon)
-            self._journal_failed = True
-            if here:
-                self._failed(exc)
-            else:
-                loop.call_soon_threadsafe(self._failed, exc)
+            self._fail(exc, here=here)
+
+    def _fail(self, exc: BaseException, *, here: bool) -> None:
+        """A commit failed (here: on the loop): nothing more is written, the daemon ends."""
+        assert self._loop is not None, "open() first"
+        self._journal_failed = True
+        if here:
+            self._failed(exc)
+        else:
+            self._loop.call_soon_threadsafe(self._failed, exc)
 
     def _failed(self, exc: BaseException) -> None:
         log.error("a journal commit failed: the daemon stops", error=repr(exc))
         if self._failure is not None and not self._failure.done():
             self._failure.set_exception(exc)
 
-    def _landed(self, batch: _Batch, committed: list[list[JournalRow]]) -> None:
-        """On the loop, in commit order: a batch on disk. The relay has its rows at once;
-        each step's after-commit work follows, a slice per loop turn (`finish_commits`)."""
+    def _landed(self, batches: list[_Batch], committed: list[list[JournalRow]]) -> None:
+        """On the loop, in commit order: batches on disk (committed: each step's rows). The
+        relay has their rows at once; each step's after-commit work follows, a slice per
+        loop turn (`finish_commits`)."""
         assert self._after is not None, "open() first"
-        self._unlanded -= 1
-        self.state = batch.state
+        self._unlanded -= len(batches)
+        self.state = batches[-1].state
         rows = [row for step_rows in committed for row in step_rows]
         if rows:
             try:
                 self._after.durable(rows)
             except Exception:  # the rows are journaled: the relay sends them in its turn
                 log.exception("handing committed rows to the relay failed")
-        self._after_work.extend(zip(batch.stepped, committed, strict=True))
-        self._after_work.append(batch)
+        steps = iter(committed)
+        for batch in batches:
+            self._after_work.extend((item, next(steps)) for item in batch.stepped)
+            self._after_work.append(batch)
         self._work_ready.set()
 
     async def finish_commits(self) -> None:

@@ -3,7 +3,9 @@ a minute, published retained on `pace` and shown by `tablectl status`.
 
 The figures come from records/pace.py, the same code `tablectl pace` runs, over a read-only
 snapshot of the journal (records/source.py) taken in a worker thread: the daemon's loop and
-its writer never wait on it, and a pace can never differ from what the journal says.
+its writer never wait on it, and a pace can never differ from what the journal says. Each
+minute reads only the rows written since the last (`LivePace`): the work and the memory are
+those of a minute of play and of the windows, not of the journal.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from pathlib import Path
 import structlog
 
 from tablectl.config import RecordsSection
-from tablectl.records.pace import Pace, current_pace
-from tablectl.records.source import read_entries
+from tablectl.records.pace import PACE_RECORD_TYPES, LivePace, Pace
+from tablectl.records.source import EventRow, read_rows_after
 from tablectl.records.zones import report_zone
 
 log = structlog.get_logger(__name__)
@@ -40,23 +42,28 @@ class PaceReporter:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._database = database
-        self._zone = report_zone(records.time_zone)
-        self._shift_starts = list(records.shift_starts)
-        self._rolling = timedelta(minutes=records.pace_rolling_minutes)
+        self._live = LivePace(
+            report_zone(records.time_zone),
+            records.shift_starts,
+            timedelta(minutes=records.pace_rolling_minutes),
+        )
         self._publish = publish
         self._clock = clock
         self.latest: Pace | None = None
         self.failures = 0
         self._refresh = asyncio.Event()
 
+    @property
+    def rows_read(self) -> int:
+        """Journal rows read for pace since the start: each computation reads the new ones."""
+        return self._live.rows_read
+
     def compute(self) -> Pace:
-        return current_pace(
-            lambda start, end: read_entries(self._database, start, end),
-            self._clock(),
-            self._zone,
-            self._shift_starts,
-            self._rolling,
-        )
+        """In a worker thread, one at a time (`run`)."""
+        return self._live.update(self._clock(), self._rows_after)
+
+    def _rows_after(self, after_seq: int, start: datetime, end: datetime) -> list[EventRow]:
+        return read_rows_after(self._database, after_seq, start, end, PACE_RECORD_TYPES)
 
     async def run(self) -> None:
         while True:

@@ -186,7 +186,8 @@ def open_read_only(path: Path, *, check_same_thread: bool = True) -> sqlite3.Con
     )
 
 
-def _utc_now() -> datetime:
+def utc_now() -> datetime:
+    """The system's clock: a store on it stamps its commits the quick way (`_CommitTime`)."""
     return datetime.now(UTC)
 
 
@@ -207,7 +208,7 @@ class _CommitTime:
         self._second_text = ""  # "YYYY-MM-DDTHH:MM:SS." of self._second
 
     def __call__(self) -> tuple[str, int]:
-        if self._clock is not _utc_now:  # a clock of a test's or a tool's
+        if self._clock is not utc_now:  # a clock of a test's or a tool's
             now = self._clock()
             return journal_ts(now), int(now.timestamp() * 1000)
         unix_ms = time.time_ns() // 1_000_000
@@ -290,7 +291,7 @@ class Store:
         path: Path,
         *,
         boot_id: str,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Callable[[], datetime] = utc_now,
         durable: bool = True,
     ) -> None:
         """durable=False: no fsync per commit, for journals simulators make (tests,
