@@ -150,7 +150,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="the stub was counted (649a.8(f)-(h), 649a.9(d)-(f), 649a.10(d)-(f)): the cards "
         "the count shows in the deck; none: confirm the count the shoe's reads give",
     )
-    stub_count.add_argument("cards", nargs="?", type=STUB_COUNT, metavar="N", help="52 when whole")
+    stub_count.add_argument(
+        "cards", nargs="?", type=STUB_COUNT, metavar="N", help="0 to 104; 52 when whole"
+    )
     stub_count.add_argument(
         "--misdealt",
         action="store_true",
