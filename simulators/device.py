@@ -59,8 +59,9 @@ class SimulatedDevice:
         self.history: list[tuple[int, DeviceEvent]] = []  # (boot id, event): all it reported
         self._reboot_state()
 
-    def _reboot_state(self) -> None:
-        self.boot_id = self.rng.getrandbits(32) or 1
+    def _reboot_state(self, *, keep_boot_id: bool = False) -> None:
+        if not keep_boot_id:
+            self.boot_id = self.rng.getrandbits(32) or 1
         self.events: list[DeviceEvent] = []
         self._next_event_id = 1
         self._cache: tuple[Frame, bytes] | None = None  # (request, reply bytes)
@@ -77,11 +78,14 @@ class SimulatedDevice:
 
     # --- knobs --------------------------------------------------------------------------
 
-    def reboot(self) -> None:
-        """Power cycle: a new boot id, event ids from 1, unacknowledged events lost."""
+    def reboot(self, *, keep_boot_id: bool = False) -> None:
+        """Power cycle: a new boot id, event ids from 1, unacknowledged events lost.
+        keep_boot_id: a faulty restart that keeps the boot id (a watchdog reset whose firmware
+        does not draw a new one): its ids start at 1 below the host's acknowledgement, so it
+        drops its own new events on the host's next POLL."""
         for task in self._tasks:
             task.cancel()
-        self._reboot_state()
+        self._reboot_state(keep_boot_id=keep_boot_id)
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -97,6 +101,9 @@ class SimulatedDevice:
         if lies.absurd_next_event:
             lies.absurd_next_event = False
             event_id = MAX_EVENT_ID
+        elif lies.reuse_id_next_event is not None and lies.reuse_kind in (None, kind):
+            event_id, lies.reuse_id_next_event = lies.reuse_id_next_event, None
+            lies.reuse_kind = None
         else:
             self._next_event_id += 1
         event = DeviceEvent(event_id, kind, arg)

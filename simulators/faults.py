@@ -3,7 +3,8 @@
 `LineFaults` is a manipulator (`bytes -> list[bytes]`, as `MemoryPort.set_manipulator` takes)
 that the simulators also apply to what they write on a pty or TCP: drop, corrupt, split,
 duplicate (a replay of the same bytes) or precede with noise. `ProtocolFaults` are the lies a
-device can tell in the protocol itself: NAKs, event ids out of order, absurd or repeated.
+device can tell in the protocol itself: NAKs, event ids out of order, absurd or repeated, and
+a restart that keeps its boot id (`SimulatedDevice.reboot(keep_boot_id=True)`).
 """
 
 from __future__ import annotations
@@ -52,3 +53,8 @@ class ProtocolFaults:
     # it, with this arg instead (a shuffler that says 52, then 51, under one event id).
     restate_next_event: int | None = None
     restate_kind: int | None = None
+    # Send the next event (of reuse_kind, if set) under this id, one already taken and
+    # acknowledged (a completion re-sent under the id of the other deck's): the host takes
+    # it for a replay and skips it.
+    reuse_id_next_event: int | None = None
+    reuse_kind: int | None = None

@@ -85,8 +85,8 @@ class ShoeSimulator(SimulatedDevice):
         self.rng.shuffle(deck)
         return deck
 
-    def _reboot_state(self) -> None:
-        super()._reboot_state()
+    def _reboot_state(self, *, keep_boot_id: bool = False) -> None:
+        super()._reboot_state(keep_boot_id=keep_boot_id)
         self.state = ShoeState.IDLE
         self.fault = ShoeFaultCode.NONE
         self.dealt = 0

@@ -59,8 +59,8 @@ class ShufflerSimulator(SimulatedDevice):
         self.loaded: tuple[str, str] | None = None  # the deck of the last shuffle
         super().__init__(identity, address=address, rng=rng)
 
-    def _reboot_state(self) -> None:
-        super()._reboot_state()
+    def _reboot_state(self, *, keep_boot_id: bool = False) -> None:
+        super()._reboot_state(keep_boot_id=keep_boot_id)
         self.state = ShufflerState.IDLE
         self.fault = FaultCode.NONE
         self.last_count = 0

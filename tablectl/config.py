@@ -187,6 +187,11 @@ class DeviceSection(Strict):
     response_timeout_ms: int = Field(default=250, ge=50, le=5000)
     retries: int = Field(default=3, ge=0, le=10)
     missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
+    # A shuffle or deal the device took and never completed is a fault after this long
+    # (649a.13(e), (f)): no progress reported, the link up (service/waits.py).
+    stall_timeout_s: int = Field(
+        default=120, ge=5, le=3600, description="a command taken and never completed: a fault"
+    )
     trace_file: NewFile | None = Field(
         default=None, description="record the link's bytes and the core inputs (a field trace)"
     )
@@ -518,6 +523,11 @@ class DeckSection(Strict):
     # 649a.3(b)(3): two decks alternate, each used for every other round. Unset: as the
     # shuffler plays (shuffler.decks = 2).
     alternate: bool | None = None
+    # 649a.5(f), 653a.5(f): no round for this long and the cards are spread for inspection
+    # and the deck in the shuffler replaced by the one from the table before the next round
+    # (`tablectl dealer idle-procedure`). 0: not kept (a device that reshuffles by itself,
+    # 649a.5(g)).
+    idle_minutes: int = Field(default=30, ge=0, le=24 * 60)
 
     @field_validator("stub_count_every_rounds")
     @classmethod
@@ -673,6 +683,7 @@ class TableConfig(Strict):
             warn_before_ms=deck.warn_before_minutes * 60_000,
             stub_count_every_rounds=deck.stub_count_every_rounds,
             alternate=self.shuffler.decks == 2 if deck.alternate is None else deck.alternate,
+            idle_ms=deck.idle_minutes * 60_000 or None,
         )
 
 

@@ -80,6 +80,7 @@ _DEVICE_NAMED = (
     "firmware",
     "event_cursor",
     "reconnects",
+    "card_count",
 )
 
 
@@ -100,6 +101,9 @@ class DeviceStatus(_Model):
     firmware: str | None
     event_cursor: int = Field(description="the last event id taken from the device")
     reconnects: int
+    card_count: int | None = Field(
+        default=None, description="the count its last STATUS shows (a shuffler's deck)"
+    )
     counters: dict[str, int]
     last_fault: str | None = Field(
         default=None, description="the fault standing, else the last journaled (cleared)"
@@ -208,6 +212,19 @@ class ControlStats(_Model):
     timeouts: int
 
 
+class WaitView(_Model):
+    """Something the table waits for from a device, against what the device reports
+    (service/waits.py): a device that says it is done while the table waits disagrees."""
+
+    device: str
+    awaited: str = Field(description="shuffle, deal")
+    waited_s: float | None = Field(description="since the device took it or last progressed")
+    stall_after_s: float = Field(description="a wait this long is a stall (a fault)")
+    device_reports: str | None = Field(description="its state in its last STATUS; None: down")
+    card_count: int | None
+    disagrees: bool = Field(description="the device says it is done; the table still waits")
+
+
 class Devices(_Model):
     """The reply to `devices`: every device, the broker link and the control socket."""
 
@@ -257,6 +274,12 @@ class DecksView(_Model):
     rounds_to_stub_count: int | None
     # With a reading shoe: the stub the shoe's reads give (52 less the cards dealt).
     stub_expected: int | None
+    # The dealer's count the shoe's reads contradict, until the dealer confirms which.
+    stub_questioned: int | None = None
+    idle_minutes: int | None = Field(
+        default=None, description="no round this long: the idle procedure (649a.5(f))"
+    )
+    idle_procedure_due_utc: str | None = None
     blocked_by: str | None
 
 
@@ -370,6 +393,9 @@ class Status(_Model):
     shoe: DeviceStatus | None
     mqtt: BrokerStats
     faults: list[FaultView]
+    waits: list[WaitView] = Field(
+        default=[], description="what the table waits for from its devices, and what they say"
+    )
     decks: DecksView | None
     pace: PaceStatus | None
     link: LinkView | None

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tablectl.drivers.reference.shuffler_codec import ShufflerState
@@ -94,8 +95,9 @@ class SimulatedTable:
     def __post_init__(self) -> None:
         self.inputs = SimulatedTableInputs(self.config.table.seats)
 
-    async def start(self) -> None:
-        self.daemon = Daemon(self.config, gpio_backend=self.inputs.backend())
+    async def start(self, **daemon: Any) -> None:
+        """A daemon on this table (daemon: its other fields, e.g. verify_before_start_rows)."""
+        self.daemon = Daemon(self.config, gpio_backend=self.inputs.backend(), **daemon)
         self.daemon.observers.append(self._count_decisions)
         self._task = asyncio.create_task(self.daemon.run(), name="daemon-under-test")
         async with asyncio.timeout(10):

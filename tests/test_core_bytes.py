@@ -33,6 +33,7 @@ from tablectl.core.events import (
     ChipSensed,
     ClearGpioFault,
     ClearStuckInput,
+    CommandStalled,
     ConfirmDocumentation,
     DealRequested,
     DealRequestFailed,
@@ -50,6 +51,7 @@ from tablectl.core.events import (
     DeviceResumed,
     Event,
     GpioFault,
+    IdleProcedureDone,
     JournalRecovered,
     LinkClaimAnswer,
     LinkLevelTerms,
@@ -79,6 +81,7 @@ from tablectl.core.events import (
     ShufflerRebooted,
     ShuffleStarted,
     StubCounted,
+    TableIdle,
     TableRules,
     ValidateHit,
     VoidRound,
@@ -268,7 +271,8 @@ def chaos(rules: TableRules, rounds: int, seed: int) -> list[Event]:
             feed(DealRequestFailed(reason="busy"))
             if not feed(DealRequested(seats=seats, by="dealer")):
                 return
-        assert state.deal is not None
+        if state.deal is None:
+            return  # not dealt: the round's deck passed its age (revision 4)
         deck = shuffled_deck(rng)
         backs = [d.back for d in state.deck.decks]
         in_play = state.deck.find(state.deck.round_deck)
@@ -349,6 +353,35 @@ def chaos(rules: TableRules, rounds: int, seed: int) -> list[Event]:
                 )
             )
 
+    def revision_4(closed: bool) -> None:
+        """What revision 4 adds (issue 27): stalls, an idle table, a questioned stub count,
+        a round whose deck passed its age before the deal (only in its scenarios, so the
+        others draw the same random numbers as before)."""
+        if state.deck.stub_questioned is not None:
+            feed(StubCounted(cards=rng.choice((None, state.deck.stub_questioned)), by="d"))
+            feed(StubCounted(cards=state.deck.stub_questioned, confirmed=True, by="d"))
+        if state.deck.idle_due_ms is not None:
+            feed(IdleProcedureDone(by="dealer"))
+        if state.deck.age_held_round == state.round_id and state.phase is Phase.LOCKED:
+            feed(VoidRound(reason="deck-age", by="dealer"))
+        roll = rng.random()
+        if roll < 0.04:
+            feed(TableIdle(since_ms=now_ms - rng.choice((10, 45)) * MIN, at_ms=now_ms))
+        elif roll < 0.08:
+            shuffler = rng.choice(("shuffler", "shoe")) == "shuffler"
+            feed(
+                CommandStalled(
+                    device="shuffler" if shuffler else "shoe",
+                    awaited="shuffle" if shuffler else "deal",
+                    waited_ms=rng.randint(1, 200_000),
+                    reported=rng.choice((None, "ready", "idle", "shuffling", "dealing")),
+                    card_count=rng.choice((None, 51, 52)),
+                    replayed=rng.randint(0, 2),
+                )
+            )
+        elif roll < 0.1 and not closed:
+            feed(DeckClock(at_ms=now_ms + 8 * 60 * MIN))  # the decks pass their age mid-round
+
     feed(PowerUp(rules=rules))
     if rules.deck is not None:
         new_deck()
@@ -389,6 +422,8 @@ def chaos(rules: TableRules, rounds: int, seed: int) -> list[Event]:
                     new_deck(replaces=d.deck_id)
         if state.deck.stub_count_asked:
             feed(StubCounted(cards=rng.choice((None, 52, 52, 51)), by="dealer"))
+        if rules.revision >= 4:
+            revision_4(state.phase is Phase.CLOSED)
         for hit in state.hits_pending:
             if hit.link_claim and not hit.answered:
                 feed(LinkClaimAnswer(claim_id=hit.hit_id, status="awarded", amount_cents=123456))
@@ -465,6 +500,11 @@ def chaos(rules: TableRules, rounds: int, seed: int) -> list[Event]:
             deal()
             if state.phase is not Phase.LOCKED:
                 continue
+            if rules.revision >= 4 and state.deck.shoe_read is not None and rng.random() < 0.2:
+                feed(StubCounted(cards=50, by="d"))  # the shoe's reads contradict it
+                feed(StubCounted(cards=rng.choice((None, 50)), confirmed=True, by="d"))
+                if state.phase is not Phase.LOCKED:
+                    continue
         roll = rng.random()
         if roll < 0.05:
             feed(VoidRound(reason=rng.choice(("shoe-jam", "not-a-reason")), by="dealer"))
@@ -495,6 +535,7 @@ def _with(
 
 
 DECKS = DeckRules(max_age_ms=8 * 60 * MIN, stub_count_every_rounds=5, alternate=True)
+DECKS_IDLE = DECKS.model_copy(update={"idle_ms": 30 * MIN, "stub_count_every_rounds": 1})
 ONE_DECK = DeckRules(max_age_ms=4 * 60 * MIN, warn_before_ms=30 * MIN)
 
 SESSIONS = {"tcp": tcp(), "uth-2019": uth("2019"), "uth-2012": uth("2012"), "lir": lir()}
@@ -509,10 +550,16 @@ CHAOS = {
     "tcp-by-hand": (_with(tcp(), shoe=False), 8),
     "tcp-one-deck": (_with(tcp().model_copy(update={"decks": 1}), deck=ONE_DECK), 9),
 }
+# Revision 4 (issue 27): what it adds, on a reading shoe and by hand.
+CHAOS_4 = {
+    "tcp-shoe-decks-4": (_with(tcp(), shoe=True, deck=DECKS_IDLE), 10),
+    "uth-by-hand-4": (_with(uth("2019"), deck=DECKS_IDLE), 11),
+}
 SCENARIOS = [
     *(f"journal:{path.name}" for path in sorted(JOURNALS.glob("*.sql"))),
     *(f"session:{name}" for name in SESSIONS),
     *(f"chaos:{name}" for name in CHAOS),
+    *(f"chaos:{name}" for name in CHAOS_4),
 ]
 
 
@@ -521,9 +568,16 @@ def scenario(name: str, tmp_path: Path) -> tuple[TableRules, list[Event]]:
     kind, _, which = name.partition(":")
     if kind == "journal":
         return journal_inputs(which, tmp_path)
+    if which in CHAOS_4:
+        rules, seed = CHAOS_4[which]
+        return rules, chaos(rules, rounds=60, seed=seed)
+    # Taken under the core's rules revision 3: each journal keeps the revision it was written
+    # under, and these fix that revision's bytes (revision 4 only adds to its power-up).
     if kind == "session":
-        return SESSIONS[which], session(SESSIONS[which], rounds=60, seed=11)
+        rules = SESSIONS[which].model_copy(update={"revision": 3})
+        return rules, session(rules, rounds=60, seed=11)
     rules, seed = CHAOS[which]
+    rules = rules.model_copy(update={"revision": 3})
     return rules, chaos(rules, rounds=60, seed=seed)
 
 
@@ -571,6 +625,15 @@ GOLDEN: dict[str, tuple[int, str]] = {
     "chaos:tcp-one-deck": (
         677,
         "9d5c0b38bb1e2af786caa5e1e4c916877cff873a4f1034e2a0d5f64289ad7054",
+    ),
+    # Taken on issue 27's code (revision 4).
+    "chaos:tcp-shoe-decks-4": (
+        1526,
+        "f803e704e47691e9208a3ba0653afa4e3766a18ff82ea14c3da35a755e3983a9",
+    ),
+    "chaos:uth-by-hand-4": (
+        977,
+        "ee88fa1b95c64776703a7b95415c301efcedb06bcdb29cdf02c9411a1e5746ba",
     ),
 }
 

@@ -35,6 +35,7 @@ from tablectl.core.events import (
     DeckIntroduced,
     DeckRules,
     Event,
+    IdleProcedureDone,
     LockoutPressed,
     LockoutReleased,
     PowerUp,
@@ -45,7 +46,9 @@ from tablectl.core.events import (
     ShuffleCompleted,
     ShuffleStarted,
     StubCounted,
+    TableIdle,
     TableRules,
+    VoidRound,
 )
 from tablectl.core.round import Phase, Rejected, TableState, step
 from tablectl.rules.cards import parse_cards
@@ -454,7 +457,9 @@ def test_status_says_what_holds_the_table_and_the_command_that_clears_it() -> No
     near = T0 + 8 * HOUR - 10 * MIN
     found = {f.what: f for f in deck_faults(rules.deck, game, state, near)}
     assert found["deck-age-warning"].stops.value == "nothing"
-    assert "in 10 minutes" in found["deck-age-warning"].cause
+    warning = found["deck-age-warning"].cause
+    assert "is 7 h 50 min old and reaches its limit in 10 min" in warning
+    assert "this table changes its decks every 8 h, as 653a.3(c)(2) allows at most 8 h" in warning
     state, _ = step(rules, state, DeckClock(at_ms=T0 + 8 * HOUR))
     ages = [f for f in deck_faults(rules.deck, game, state, T0 + 8 * HOUR) if f.what == "deck-age"]
     assert [f.command for f in ages] == [
@@ -490,3 +495,164 @@ def test_a_round_opened_on_the_deck_the_shuffler_says_played_the_previous_round_
     assert voided.reason == "deck-alternation" and voided.wagers_returned == [2]
     state, _ = run(rules, [ChipSensed(seat=2, present=False, since_ns=2), *shuffled()], state)
     assert state.round_id == 3 and state.deck.round_deck == "D2"
+
+
+# --- issue 27: the age at the deal, a questioned stub count, the idle procedure -----------
+
+
+def _aged_mid_round(rules: TableRules) -> TableState:
+    """Round 1 opened on D1 before its limit; the limit passes while bets are taken."""
+    state, _ = run(
+        rules, [*shuffled(), ChipSensed(seat=2, present=True, since_ns=1)], introduced(rules)
+    )
+    assert state.phase is Phase.BETTING and state.deck.round_deck == "D1"
+    state, fx = step(rules, state, DeckClock(at_ms=T0 + 8 * HOUR))
+    assert [e.deck_id for e in records(fx, rec.DeckAgeExpired)] == ["D1", "D2"]
+    return state
+
+
+def test_a_round_opened_before_its_decks_limit_is_not_dealt_after_it() -> None:
+    """649a.3(c)(2): the age is asked again when the shoe's deal starts. The round waits for
+    a new deck (then it is dealt from it) or is voided under the same section."""
+    rules = with_decks(tcp(), shoe=True)
+    state = _aged_mid_round(rules)
+    state, _ = run(rules, [LockoutPressed(at_ns=10)], state)
+    held, fx = step(rules, state, DealRequested(by="d1"))
+    (hold,) = records(fx, rec.DeckAgeHold)
+    assert hold.deck_id == "D1" and hold.rule == "649a.3(c)(2)" and hold.round_id == 1
+    assert "void deck-age" in hold.action and not [f for f in fx if type(f).__name__ == "DealCards"]
+    assert held.deal is None
+    with pytest.raises(Rejected, match=r"reached its age limit \(649a\.3\(c\)\(2\)\)"):
+        step(rules, held, DealRequested(by="d1"))
+    assert rules.deck is not None
+    (aged,) = [
+        f.cause
+        for f in deck_faults(rules.deck, rules.game.table_game(), held, T0 + 8 * HOUR)
+        if "deck D1" in f.cause
+    ]
+    assert "round 1 opened on it before its limit and is not dealt from it" in aged
+    # Voided with its section...
+    _, fx = step(rules, held, VoidRound(reason="deck-age", by="d1"))
+    (void,) = records(fx, rec.RoundVoided)
+    assert void.rule == "649a.3(c)(2)" and void.wagers_returned == [2]
+    # ... or dealt from the new deck that replaces it.
+    replaced, _ = step(
+        rules, held, DeckIntroduced(deck_id="D3", back="green", at_ms=T0 + 8 * HOUR, replaces="D1")
+    )
+    _, fx = step(rules, replaced, DealRequested(by="d1"))
+    assert [f for f in fx if type(f).__name__ == "DealCards"] and not records(fx, rec.DeckAgeHold)
+
+
+def test_dealt_by_hand_no_more_bets_is_the_deal_and_the_round_is_not_settled_on_the_old_deck() -> (
+    None
+):
+    base = tcp()
+    game = base.game.model_copy(update={"dealing": "hand"})
+    rules = with_decks(base.model_copy(update={"game": game}), max_age_ms=4 * HOUR)
+    state, _ = run(
+        rules, [*shuffled(), ChipSensed(seat=2, present=True, since_ns=1)], introduced(rules)
+    )
+    state, _ = step(rules, state, DeckClock(at_ms=T0 + 4 * HOUR))
+    state, fx = step(rules, state, LockoutPressed(at_ns=10, resting_seats=(2,)))
+    (hold,) = records(fx, rec.DeckAgeHold)
+    assert hold.rule == "649a.3(c)(1)"
+    with pytest.raises(Rejected, match="void the round"):
+        step(rules, state, Settle(folded=frozenset({2}), by="d1"))
+    state, fx = step(rules, state, VoidRound(reason="deck-age", by="d1"))
+    assert records(fx, rec.RoundVoided)[0].reason == "deck-age"
+
+
+def test_revision_3_journals_deal_and_settle_as_they_were_written() -> None:
+    rules = with_decks(tcp(), shoe=True).model_copy(update={"revision": 3})
+    state = _aged_mid_round(rules)
+    state, _ = run(rules, [LockoutPressed(at_ns=10)], state)
+    _, fx = step(rules, state, DealRequested(by="d1"))
+    assert not records(fx, rec.DeckAgeHold) and [f for f in fx if type(f).__name__ == "DealCards"]
+    with pytest.raises(Rejected, match="unknown void reason 'deck-age'"):
+        step(rules, state, VoidRound(reason="deck-age", by="d1"))
+
+
+def test_a_stub_count_the_shoes_reads_contradict_is_questioned_until_the_dealer_confirms() -> None:
+    """The shoe read 6 cards of this deck: a whole deck leaves a stub of 46. A count of 50 is
+    shown against it and nothing is decided until the dealer says which count stands."""
+    rules = with_decks(tcp(), alternate=False, every=5, shoe=True)
+    state, _ = run(rules, locked(2), introduced(rules))
+    state, _ = shoe_round(state, rules, "red")
+    asked, fx = step(rules, state, StubCounted(cards=50, by="d1"))
+    (question,) = records(fx, rec.StubCountQuestioned)
+    assert (
+        question.counted,
+        question.cards_read,
+        question.stub_counted,
+        question.stub_expected,
+    ) == (50, 6, 44, 46)
+    assert not records(fx, rec.StubCountRecord) and asked.phase is Phase.LOCKED
+    assert rules.deck is not None
+    shown = {f.what: f for f in deck_faults(rules.deck, rules.game.table_game(), asked, T0)}
+    questioned = shown["stub-count-questioned"]
+    assert "holds 50 cards (a stub of 44 after the 6 cards the shoe read" in questioned.cause
+    assert "leave a stub of 46" in questioned.cause
+    assert questioned.command == "tablectl dealer stub-count 50 --confirm --by ID"
+    with pytest.raises(Rejected, match="questioned already"):
+        step(rules, asked, StubCounted(cards=50, by="d1"))
+    # The shoe's count confirmed: the deck is whole.
+    whole, fx = step(rules, asked, StubCounted(by="d1"))
+    assert records(fx, rec.StubCountRecord)[0].outcome == "correct"
+    assert whole.deck.stub_questioned is None
+    # The dealer's count confirmed: not misdealt, so the deck leaves and the round is void.
+    removed, fx = step(rules, asked, StubCounted(cards=50, confirmed=True, by="d1"))
+    assert records(fx, rec.StubCountRecord)[0].outcome == "deck-removed"
+    assert records(fx, rec.RoundVoided) and removed.blocked == "stub-count:50"
+
+
+def test_an_idle_table_asks_for_the_idle_procedure_and_refuses_the_next_round_until_done() -> None:
+    """649a.5(f): "If there is no gaming activity at a Three Card Poker table which is open for
+    gaming, the cards shall be removed from the dealing shoe and discard rack and spread out
+    on the table face down ..." A round open without a wager is closed; no round opens until
+    the dealer confirms the procedure; the deck from the table is shuffled and counted."""
+    rules = with_decks(tcp()).model_copy(
+        update={"deck": DeckRules(max_age_ms=8 * HOUR, alternate=True, idle_ms=30 * MIN)}
+    )
+    state, _ = run(rules, [*shuffled(), *shuffled()], introduced(rules))
+    assert state.phase is Phase.BETTING and state.round_id == 1 and state.deck_ready
+    soon, fx = step(rules, state, TableIdle(since_ms=T0, at_ms=T0 + 29 * MIN))
+    assert fx == [] and soon.deck.idle_due_ms is None  # not yet
+    idle, fx = step(rules, state, TableIdle(since_ms=T0, at_ms=T0 + 30 * MIN))
+    (due,) = records(fx, rec.IdleProcedureDue)
+    assert due.rule == "649a.5(f)" and due.round_voided == 1 and due.idle_ms == 30 * MIN
+    (voided,) = records(fx, rec.RoundVoided)
+    assert voided.reason == "table-idle" and voided.wagers_returned == [] and voided.by == "table"
+    assert idle.phase is Phase.CLOSED and idle.deck_ready  # shuffled, but held
+    assert rules.deck is not None
+    shown = {f.what: f for f in deck_faults(rules.deck, rules.game.table_game(), idle, T0)}
+    procedure = shown["idle-procedure"]
+    assert (
+        procedure.command == "tablectl dealer idle-procedure --by ID"
+        and procedure.rule == "649a.5(f)"
+    )
+    assert "remove the deck that was in it" in procedure.remedy
+    with pytest.raises(Rejected, match="no idle procedure is due"):
+        step(rules, state, IdleProcedureDone(by="d1"))
+    done, fx = step(rules, idle, IdleProcedureDone(by="d1"))
+    assert records(fx, rec.IdleProcedureDoneRecord)[0].by == "d1"
+    assert done.phase is Phase.CLOSED and not done.deck_ready  # the table's deck: shuffled first
+    done, _ = run(rules, shuffled(), done)
+    assert done.phase is Phase.BETTING and done.round_id == 2
+
+
+def test_wagers_on_the_layout_or_a_round_under_way_are_not_idle() -> None:
+    rules = with_decks(tcp()).model_copy(
+        update={"deck": DeckRules(max_age_ms=8 * HOUR, alternate=True, idle_ms=30 * MIN)}
+    )
+    state, _ = run(
+        rules, [*shuffled(), ChipSensed(seat=3, present=True, since_ns=1)], introduced(rules)
+    )
+    later_on = TableIdle(since_ms=T0, at_ms=T0 + HOUR)
+    assert step(rules, state, later_on) == (
+        state.replace(deck=state.deck.replace(now_ms=T0 + HOUR)),
+        [],
+    )
+    locked_state, _ = run(rules, [LockoutPressed(at_ns=10)], state)
+    assert step(rules, locked_state, later_on)[1] == []
+    old = rules.model_copy(update={"revision": 3})
+    assert step(old, state, later_on) == (state, [])

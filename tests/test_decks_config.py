@@ -59,8 +59,9 @@ def test_the_stub_is_counted_at_least_every_five_rounds(tmp_path: Path) -> None:
 
 def test_the_defaults_follow_the_dealing_and_the_shuffler(tmp_path: Path) -> None:
     rules = load_config(config_with(tmp_path, "649a", "")).rules()
-    assert rules.deck is not None and rules.revision == 3
+    assert rules.deck is not None and rules.revision == 4
     assert rules.deck.max_age_ms == 8 * 3_600_000 and rules.deck.warn_before_ms == 15 * 60_000
+    assert rules.deck.idle_ms == 30 * 60_000  # 649a.5(f): the idle procedure after 30 minutes
     assert rules.deck.alternate and rules.deck.stub_count_every_rounds is None
     by_hand = load_config(config_with(tmp_path, "649a", "", dealing="hand")).rules()
     assert by_hand.deck is not None and by_hand.deck.max_age_ms == 4 * 3_600_000

@@ -145,3 +145,40 @@ def test_deck_info_round_trips_and_a_reply_that_does_not_decode_is_refused() -> 
     for bad in (b"", b"\x03D17", b"\x03D17\x00", b"\x03D17\x03red!", b"\x02\xff\xfe\x03red"):
         with pytest.raises(ProtocolError):
             decode_deck_info(bad)
+
+
+async def test_an_idle_table_asks_for_the_idle_procedure_through_the_cli(
+    broker: PrivateBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """649a.5(f): after deck.idle_minutes without a round the round waiting for bets closes,
+    status names the procedure and its command, and the next round opens only after the
+    dealer confirms it (the deck from the table shuffled and counted first)."""
+    async with simulated_table(broker, tmp_path / "data", deck=DeckSection()) as table:
+        await table.until_shuffler_has_nothing_left()
+        for deck_id, back in (("D1", "red"), ("D2", "blue")):
+            code, out = await tablectl(
+                table, capsys, "dealer", "new-deck", "--id", deck_id, "--back", back
+            )
+            assert code == 0, out
+        await table.wait_phase(Phase.BETTING)
+        await table.until_shuffler_has_nothing_left()
+        assert table.daemon.deck_clock_tick() > 0  # nothing due yet
+        assert table.state.deck.idle_due_ms is None
+        later_on = table.daemon.wall_clock_ms() + 31 * 60_000
+        table.daemon.wall_clock_ms = lambda: later_on  # type: ignore[method-assign]
+        table.daemon.deck_clock_tick()
+        await table.daemon.wait_until(lambda s: s.deck.idle_due_ms is not None, 10)
+        assert table.state.phase is Phase.CLOSED and table.state.round_id == 1
+        shown = await status(table, capsys)
+        idle = faults(shown)["idle-procedure"]
+        assert idle.rule == "649a.5(f)" and idle.stops is Stops.ROUNDS
+        assert idle.command == "tablectl dealer idle-procedure --by ID"
+        code, out = await tablectl(table, capsys, "status")
+        assert "IDLE PROCEDURE due since" in out, out
+
+        code, out = await tablectl(table, capsys, "dealer", "idle-procedure", "--by", "d7")
+        assert code == 0 and "deck.idle_procedure_done" in out, out
+        await table.wait_phase(Phase.BETTING)
+        assert table.state.round_id == 2
+        code, out = await tablectl(table, capsys, "dealer", "idle-procedure", "--by", "d7")
+        assert code == 1 and "no idle procedure is due" in out, out

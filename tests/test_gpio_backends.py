@@ -418,6 +418,53 @@ def test_sequence_numbers_out_of_order_or_missing_are_faults() -> None:
     assert inputs.take([chip_edge(2, False, T0 + 3, seq=15)]) == []
 
 
+async def test_the_sequence_check_survives_the_re_read_after_a_fault() -> None:
+    """After a gap the levels are read again; the next edge out of sequence is still a fault
+    (the re-read used to forget the last number, and that edge went unnoticed once)."""
+    clock = Clock()
+    backend = MockBackend(6)
+    async with running(backend, clock) as table:
+        backend.deliver(chip_edge(1, True, T0 + 1, seq=1))
+        backend.deliver(chip_edge(1, False, T0 + 2, seq=4))  # 2 and 3 lost: re-read
+        backend.deliver(chip_edge(3, True, T0 + 3, seq=3))  # out of sequence
+        backend.deliver(chip_edge(3, False, T0 + 4, seq=5))
+        faults = [e.reason for e in table.events if isinstance(e, GpioFault)]
+        assert faults == [
+            "edges lost: sequence 2..3 missing",
+            "edge out of sequence: 3 after 4",
+        ]
+
+
+async def test_a_chip_stamped_back_in_time_is_decided_once() -> None:
+    """A resting wager's sensor reports an opening stamped before its own last closing (a
+    timestamp glitch; the chip never moved): a fault, and the chip is decided once -- never
+    published accepted, then withdrawn, then found again when the lines are read."""
+    from tablectl.core import effects as rec
+    from tablectl.core.round import step
+
+    from .test_table_core import RULES, opened, records, run
+
+    clock = Clock()
+    backend = MockBackend(6)
+    async with running(backend, clock) as table:
+        backend.deliver(chip_edge(2, True, T0 + MS, seq=1))
+        table.settle_after(200 * MS)
+        # The glitched edge, delivered as the kernel would; the line still reads closed.
+        table.gpio.edges([chip_edge(2, False, T0 - 10 * MS, seq=2)])
+        table.settle_after(400 * MS)
+        (fault,) = [e for e in table.events if isinstance(e, GpioFault)]
+        assert "seat 2's edge stamped 11000000 ns before its previous edge" in fault.reason
+        chips = [e for e in table.events if isinstance(e, ChipSensed)]
+        assert chips == [ChipSensed(seat=2, present=True, since_ns=T0 + MS)]
+    state, fx = run(opened())
+    for event in table.events:
+        state, more = step(RULES, state, event)
+        fx += more
+    assert [r.seat for r in records(fx, rec.WagerAccepted)] == [2]
+    assert records(fx, rec.WagerWithdrawn) == []
+    assert state.wagers == {2: 100} and state.gpio_fault is not None
+
+
 # --- gpiozero (Raspberry Pi): callbacks from its threads ----------------------------------
 
 

@@ -70,6 +70,11 @@ class SeatDebouncer:
             return self._verdict(False, at_ns)
         return None
 
+    @property
+    def last_edge_ns(self) -> int:
+        """The stamp of the last edge that changed the raw level."""
+        return self._last_edge_ns
+
     def _note_rest(self, now_ns: int) -> None:
         if self.level and now_ns - self._last_edge_ns >= self.hold_ns:
             self._rested = True

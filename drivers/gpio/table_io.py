@@ -113,18 +113,20 @@ class SeatInputs:
                 last = self._last_seq
                 if last is not None and seq == last + 1:
                     self._last_seq = seq  # the next one, as nearly always: nothing to tell
-                else:
-                    self._sequence(seq, edge.t_ns, out)
+                elif not self._sequence(seq, edge.t_ns, out):
+                    continue  # out of order: never applied (the levels are read again)
             self._edge(edge, out)
         if self._reorder_ns == 0:
             self._tell_lock(out)
         return out
 
-    def _sequence(self, seq: int, t_ns: int, out: list[GpioInput]) -> None:
+    def _sequence(self, seq: int, t_ns: int, out: list[GpioInput]) -> bool:
+        """A sequence number other than the next: a fault, unless it is the first. True when
+        the edge may still be applied (the first one, or one after lost edges)."""
         last = self._last_seq
         self._last_seq = seq if last is None else max(last, seq)
         if last is None or seq == last + 1:
-            return
+            return True
         # The kernel numbers every edge of the request: a gap is an edge lost (its buffer
         # overflowed); going back means the order cannot be trusted.
         what = (
@@ -133,6 +135,7 @@ class SeatInputs:
             else f"edge out of sequence: {seq} after {last}"
         )
         out.append(GpioFault(reason=what, at_ns=t_ns))
+        return seq > last
 
     def _edge(self, edge: Edge, out: list[GpioInput]) -> None:
         lock = self._lock
@@ -169,6 +172,19 @@ class SeatInputs:
     def _chip_edge(self, edge: Edge, out: list[GpioInput]) -> None:
         seat = edge.line
         deb = self._seats[seat - 1]
+        if edge.t_ns < deb.last_edge_ns:
+            # One sensor's edges happen one after the other: a stamp before its line's last
+            # cannot be trusted (a timestamp glitch). Applied, it would decide the chip from a
+            # time it was not there -- a resting wager withdrawn, then found again when the
+            # lines are read. It decides nothing; the fault's re-read decides the line once.
+            out.append(
+                GpioFault(
+                    reason=f"seat {seat}'s edge stamped {deb.last_edge_ns - edge.t_ns} ns "
+                    "before its previous edge: the order cannot be trusted",
+                    at_ns=deb.last_edge_ns,
+                )
+            )
+            return
         lock = self._lock
         if lock is not None and not edge.level and lock.possibly_before(edge):
             # Read with the press (one poll, equal stamps): it may have left before it.
@@ -217,7 +233,9 @@ class SeatInputs:
         """Levels read at at_ns (after lost edges, or at start-up): a line whose level
         differs gets an edge then. No chip is judged from an edge any more.
 
-        seq: the backend's last sequence number, or None to take the next edge's as given.
+        seq: the backend's last sequence number (a new request, a simulated table come
+        back); None keeps the last one taken, so the next edge out of sequence is still
+        found (a re-read after a fault is no new sequence).
         """
         out: list[GpioInput] = []
         self._tell_lock(out)
@@ -232,7 +250,8 @@ class SeatInputs:
         if level is not None and self.lockout.edge(level, at_ns):
             # Pressed when it could not be seen: the wagers recognised so far count.
             out.append(trusted(LockoutPressed, at_ns=at_ns, resting_seats=None))
-        self._last_seq = seq
+        if seq is not None:
+            self._last_seq = seq
         return out
 
     def due_ns(self) -> int | None:

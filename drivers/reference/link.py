@@ -479,6 +479,7 @@ class PolledDevice:
             "firmware": ident.firmware if ident else None,
             "event_cursor": self._acked,
             "reconnects": self.reconnector.counters.drops,
+            "card_count": None if self._last_status is None else self._last_status.card_count,
             **_counts(self.counters),
             **_counts(self.parser_counters),
         }

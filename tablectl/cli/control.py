@@ -158,6 +158,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="a hand (or the community area) has more or fewer cards than dealt: void only",
     )
+    stub_count.add_argument(
+        "--confirm",
+        action="store_true",
+        help="your count stands, though the shoe's reads contradict it (it was questioned)",
+    )
+    idle = dealer_sub.add_parser(
+        "idle-procedure",
+        help="after no round for the idle time (649a.5(f)): the cards were spread for "
+        "inspection, then the deck from the table went into the shuffler in place of its own",
+    )
     deck_in_play = dealer_sub.add_parser(
         "deck-in-play",
         help="the deck this round is dealt from (649a.3(b)(3): the decks alternate)",
@@ -188,6 +198,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         void,
         new_deck,
         stub_count,
+        idle,
         deck_in_play,
         reshuffle,
         clear_fault,
@@ -248,7 +259,13 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         deck = {"deck_id": args.deck_id, "back": args.back, "replaces": args.replaces}
         return {"cmd": "new-deck", **{k: v for k, v in deck.items() if v}, **by}
     if args.dealer_verb == "stub-count":
-        return {"cmd": "stub-count", "cards": args.cards, "misdealt": args.misdealt, **by}
+        return {
+            "cmd": "stub-count",
+            "cards": args.cards,
+            "misdealt": args.misdealt,
+            "confirmed": args.confirm,
+            **by,
+        }
     if args.dealer_verb == "deck-in-play":
         return {"cmd": "deck-in-play", "deck_id": args.deck_id, **by}
     if args.dealer_verb == "void":
@@ -258,8 +275,31 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return {"cmd": args.dealer_verb, **by}
 
 
+def _print_waits(status: Status) -> None:
+    """What the table waits for from each device, against what the device says."""
+    for wait in status.waits:
+        waited = "not taken yet" if wait.waited_s is None else f"{wait.waited_s:g} s"
+        says = (
+            "its link is down"
+            if wait.device_reports is None
+            else f"it reports {wait.device_reports}"
+            + ("" if wait.card_count is None else f", {wait.card_count} cards")
+        )
+        verdict = (
+            ": it says it is done and the table has not heard so (a stall, shown below)"
+            if wait.disagrees
+            else ""
+        )
+        print(
+            f"  waiting for the {wait.device}'s {wait.awaited}: {waited} (a stall at "
+            f"{wait.stall_after_s:g} s); {says}{verdict}"
+        )
+
+
 def _hours(ms: int) -> str:
-    return f"{ms // 3_600_000}h{ms % 3_600_000 // 60_000:02d}m"
+    from tablectl.core.decks import duration_text
+
+    return duration_text(ms)
 
 
 def _print_decks(decks: DecksView | None) -> None:
@@ -283,6 +323,12 @@ def _print_decks(decks: DecksView | None) -> None:
         expected = decks.stub_expected
         shoe = f"; the shoe's reads give a stub of {expected}" if expected is not None else ""
         print(f"  stub count: {due} (every {decks.stub_count_every_rounds} rounds){shoe}")
+    if decks.stub_questioned is not None:
+        print(f"  stub count QUESTIONED: you counted {decks.stub_questioned} (see below)")
+    if decks.idle_procedure_due_utc is not None:
+        print(f"  IDLE PROCEDURE due since {decks.idle_procedure_due_utc} (see below)")
+    elif decks.idle_minutes is not None:
+        print(f"  idle procedure after {_hours(decks.idle_minutes * 60_000)} without a round")
     if decks.blocked_by:
         print(f"  the next round waits: {decks.blocked_by} (see below)")
 
@@ -366,6 +412,7 @@ def print_status(status: Status) -> None:
         f"shuffler fault: {status.shuffler_fault or 'none'}"
         + (f"  shoe fault: {status.shoe_fault or 'none'}" if status.shoe else "")
     )
+    _print_waits(status)
     _print_decks(status.decks)
     gpio = status.gpio
     how = "polled" if gpio.polled else "edges"

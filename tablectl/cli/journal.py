@@ -34,7 +34,7 @@ from tablectl.cli.common import (
     path_arg,
     person,
 )
-from tablectl.config import TableConfig, load_config
+from tablectl.config import ConfigError, TableConfig, load_config
 from tablectl.store.chain import KV_HASHED, hash_v_column
 from tablectl.store.integrity import (
     ACCEPT_DOES,
@@ -106,7 +106,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "first seq that differs",
     )
     for sp in (verify, tail, export, replay):
-        where = sp.add_mutually_exclusive_group()
+        # verify takes both: the config says which backends are registered, --data-dir which
+        # copy of the data to check (a backup, say).
+        where = sp if sp is verify else sp.add_mutually_exclusive_group()
         where.add_argument("--config", type=path_arg, help="the table's config (finds its data)")
         where.add_argument("--data-dir", type=path_arg, help="the table's data directory")
         sp.add_argument("--json", action="store_true", help="JSON output, errors included")
@@ -138,10 +140,19 @@ def _database(args: argparse.Namespace) -> Path:
 
 
 def _backends(args: argparse.Namespace) -> list[str] | None:
-    """The registered backends, when a config says (None with --data-dir)."""
-    if args.data_dir:
+    """The registered backends, when a config is at hand: --config, or with --data-dir alone
+    the default config ($TABLECTL_CONFIG, /etc/tablectl/table.toml) if its data directory is
+    that one. None: not known (the acks are then checked only against the journal)."""
+    if not args.data_dir or args.config:
+        return list(load_config(config_path(args)).mqtt.backends)
+    at_hand = config_path(args)
+    try:
+        config = load_config(at_hand)
+    except (ConfigError, OSError):
         return None
-    return list(load_config(config_path(args)).mqtt.backends)
+    if config.storage.data_dir.resolve() != Path(args.data_dir).resolve():
+        return None
+    return list(config.mqtt.backends)
 
 
 def _rows(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
@@ -422,6 +433,18 @@ class _Mending:
     handed_to: int | None = None
 
 
+def _rolled_back(state_json: str | None) -> tuple[str, int] | None:
+    """The rollback the stored state says the table found: (backend, its acked seq)."""
+    try:
+        state = {} if state_json is None else json.loads(state_json)
+    except ValueError:
+        return None  # a state that does not read: --accept state rebuilds it
+    found = state.get("rolled_back") if isinstance(state, dict) else None
+    if not isinstance(found, dict):
+        return None
+    return str(found["backend_id"]), int(found["acked_through_seq"])
+
+
 def _mending(store: Store, accepted: set[Accept], backends: list[str]) -> _Mending | str:
     """What each accepted remedy does to this journal, or why it cannot."""
     from tablectl.service.replay import STORED_STATE_DIFFERS, replay
@@ -435,6 +458,11 @@ def _mending(store: Store, accepted: set[Accept], backends: list[str]) -> _Mendi
         mending.state_json = result.state_json
         mending.done.append(f"the table state rebuilt by replaying {result.inputs} inputs")
     if Accept.ACKS in accepted:
+        if (rolled := _rolled_back(mending.state_json)) is not None:
+            mending.done.append(
+                f"backend {rolled[0]!r}'s acknowledgement through seq {rolled[1]}, past the "
+                "journal's end, accepted as wrong (the table publishes and plays again)"
+            )
         for backend, seq in sorted(store.acks().items()):
             if backend not in backends or seq > head.seq:
                 mending.drop_acks.append(backend)

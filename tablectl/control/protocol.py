@@ -34,6 +34,7 @@ from tablectl.core.events import (
     DeckIntroduced,
     DeviceAccepted,
     Event,
+    IdleProcedureDone,
     NewDeckRegistered,
     ReshuffleRequested,
     Settle,
@@ -172,6 +173,15 @@ class StubCountRequest(_Request):
     cmd: Literal["stub-count"]
     cards: StrictInt | None = Field(default=None, ge=0, le=STUB_COUNT_MOST)
     misdealt: StrictBool = False
+    confirmed: StrictBool = False  # the dealer's count stands against the shoe's reads
+
+
+class IdleProcedureRequest(_Request):
+    """The idle procedure is done (649a.5(f)): the cards were spread for inspection, then the
+    deck from the table went into the shuffler in place of the one in it."""
+
+    ROLES = frozenset({Role.DEALER})
+    cmd: Literal["idle-procedure"]
 
 
 class DeckInPlayRequest(_Request):
@@ -285,6 +295,7 @@ AnyRequest = (
     | VoidRequest
     | DeckRequest
     | StubCountRequest
+    | IdleProcedureRequest
     | DeckInPlayRequest
     | ClearFaultRequest
     | TestBeginRequest
@@ -378,7 +389,14 @@ def to_input(request: _Request, peer: str, *, now_ms: int = 0) -> Event:
             case DeckRequest(cmd="new-deck"):
                 raise RequestError("new-deck: give the deck's id and its back colour together")
             case StubCountRequest():
-                return StubCounted(cards=request.cards, misdealt=request.misdealt, by=by)
+                return StubCounted(
+                    cards=request.cards,
+                    misdealt=request.misdealt,
+                    confirmed=request.confirmed,
+                    by=by,
+                )
+            case IdleProcedureRequest():
+                return IdleProcedureDone(by=by)
             case DeckInPlayRequest():
                 return DeckInPlay(deck_id=request.deck_id, by=by)
             case DeckRequest():

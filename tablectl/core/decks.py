@@ -7,8 +7,17 @@ hand, 8 hours from a shoe (649a.3(c)). Without a shuffler that counts each deck,
 counts the stub at least once every 5 rounds (649a.8(f), 649a.9(d), 649a.10(d); 653a.8(f),
 653a.9(d), 653a.10(d); 643a.8(f), 643a.9(d), 643a.10(d)).
 
+A round opened before its deck's limit is not dealt after it (649a.3(c)): the age is asked
+again when the deal starts (the shoe's deal, or "no more bets" where the dealer deals), and
+the round waits for a new deck or is void. A dealer's stub count that the shoe's reads
+contradict is questioned, both shown, until the dealer confirms which. A table with no round
+for its idle time asks for the idle procedure before the next (649a.5(f), 653a.5(f); 643a.5(f)
+by analogy, its text not held here): the cards spread for inspection, then the deck from the
+table shuffled in place of the one in the shuffler.
+
 The core never reads a clock: decks age on the times the inputs carry (a deck's
-introduction, the shell's DeckClock), so a journal replays to the same decisions.
+introduction, the shell's DeckClock and TableIdle), so a journal replays to the same
+decisions.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict
 
+from tablectl.core.compat import later
 from tablectl.core.events import DeckRules
 from tablectl.core.games.base import Procedure, TableGame
 from tablectl.util.frozen import replaced
@@ -30,6 +40,19 @@ MAX_AGE_FROM_SHOE_MS = 8 * HOUR_MS
 MAX_ROUNDS_BETWEEN_STUB_COUNTS = 5
 
 
+MINUTE_MS = 60_000
+
+
+def duration_text(ms: int) -> str:
+    """A time as a person reads it, in whole hours and minutes: "7 h 45 min", "8 h", "12 min"
+    (a deck's age, its time to its limit, an idle table)."""
+    minutes = max(0, ms) // MINUTE_MS
+    hours, minutes = divmod(minutes, 60)
+    if not hours:
+        return f"{minutes} min"
+    return f"{hours} h" if not minutes else f"{hours} h {minutes:02d} min"
+
+
 def max_age_ms(procedure: Procedure) -> int:
     """The text's limit for how the cards are dealt (649a.3(c))."""
     return MAX_AGE_BY_HAND_MS if procedure is Procedure.HAND else MAX_AGE_FROM_SHOE_MS
@@ -37,6 +60,11 @@ def max_age_ms(procedure: Procedure) -> int:
 
 def age_rule(game: TableGame) -> str:
     return f"{chapter(game)}.3(c)({1 if game.procedure is Procedure.HAND else 2})"
+
+
+def idle_rule(game: TableGame) -> str:
+    """649a.5(f), 653a.5(f); Let It Ride's 643a.5 is not among the texts held: by analogy."""
+    return f"{chapter(game)}.5(f)"
 
 
 def alternation_rule(game: TableGame) -> str:
@@ -101,6 +129,12 @@ class DeckLife(BaseModel):
     rounds_since_stub_count: int = 0  # rounds opened since the stub was last counted
     shoe_read: int | None = None  # cards the shoe read this round (a stub count derives)
     stub_count_asked: bool = False  # the count is due and the table said so (journaled once)
+    # The dealer's count that the shoe's reads contradict, until the dealer confirms which.
+    stub_questioned: int | None = later(None)
+    # The round whose deck passed its age before the deal (journaled once): not dealt.
+    age_held_round: int | None = later(None)
+    # When the idle procedure fell due (UTC milliseconds); None: not due (649a.5(f)).
+    idle_due_ms: int | None = later(None)
 
     def find(self, deck_id: str | None) -> DeckEntry | None:
         return next((d for d in self.decks if d.deck_id == deck_id), None)
@@ -139,6 +173,9 @@ class DeckLifeUpdate(TypedDict, total=False):
     rounds_since_stub_count: int
     shoe_read: int | None
     stub_count_asked: bool
+    stub_questioned: int | None
+    age_held_round: int | None
+    idle_due_ms: int | None
 
 
 class DeckBlock(StrEnum):
@@ -147,6 +184,7 @@ class DeckBlock(StrEnum):
     MISSING = "deck-missing"  # fewer decks introduced than the table plays with
     AGE = "deck-age"  # a deck reached its age limit (649a.3(c))
     STUB_COUNT = "stub-count"  # the stub count is due (649a.8(f) ...)
+    IDLE = "idle-procedure"  # no round for the idle time: the procedure first (649a.5(f))
 
 
 def decks_needed(rules: DeckRules) -> int:
@@ -161,7 +199,15 @@ def block(rules: DeckRules, life: DeckLife) -> DeckBlock | None:
         return DeckBlock.AGE
     if stub_count_due(rules, life):
         return DeckBlock.STUB_COUNT
+    if life.idle_due_ms is not None:
+        return DeckBlock.IDLE
     return None
+
+
+def too_old_to_deal(life: DeckLife) -> DeckEntry | None:
+    """The round's deck, if it has reached its age limit (649a.3(c)): it is not dealt."""
+    deck = life.find(life.round_deck)
+    return deck if deck is not None and deck.expired else None
 
 
 def stub_count_due(rules: DeckRules, life: DeckLife) -> bool:

@@ -304,6 +304,23 @@ class DealResolved(Record):
     rule: str
 
 
+class CommandStalledRecord(Record):
+    """A command a device took never completed (core/stalls.py): a shuffle is a shuffler
+    fault (649a.13(e), the cards reshuffled), a deal a shoe fault that voids the round
+    (649a.13(f)). What the device last said is kept with it."""
+
+    TYPE = "device.stalled"
+    device: str
+    awaited: str  # shuffle, deal
+    waited_ms: int
+    reported: str | None  # the device's state in its last STATUS
+    card_count: int | None  # the count its last STATUS shows
+    replayed: int  # events it listed again under ids already taken
+    round_id: int | None  # the round a stalled deal voids
+    rule: str
+    action: str
+
+
 class DeliveryFaultRecord(Record):
     """The broker refuses this table's rows or does not acknowledge them (its ACL, another
     table's identity, a broker that stopped answering): they wait in the journal."""
@@ -444,6 +461,52 @@ class StubCountRecord(Record):
     by: str
 
 
+class DeckAgeHold(Record):
+    """The round's deck reached its age limit after the round opened and before its cards were
+    dealt: it is not dealt from it (649a.3(c)). The round waits for a new deck or is void."""
+
+    TYPE = "deck.age_hold"
+    round_id: int
+    deck_id: str
+    age_ms: int
+    max_age_ms: int
+    rule: str
+    action: str
+
+
+class StubCountQuestioned(Record):
+    """The dealer's stub count contradicts the shoe's reads of the round: both are shown and
+    nothing is decided until the dealer confirms which (649a.10(d)-(f) and the others')."""
+
+    TYPE = "deck.stub_count_questioned"
+    round_id: int
+    deck_id: str | None
+    counted: int  # the cards the dealer's count shows in the deck
+    cards_read: int  # the cards the shoe read this round
+    stub_counted: int  # the stub the dealer's count gives (counted - cards_read)
+    stub_expected: int  # the stub a whole deck leaves after those reads
+    rule: str
+    by: str
+
+
+class IdleProcedureDue(Record):
+    """No round for the table's idle time: the idle procedure is due before the next round
+    (649a.5(f)); a round open without a wager is closed (void, nothing to return)."""
+
+    TYPE = "deck.idle_procedure_due"
+    since_ms: int  # the last activity: a round's "no more bets", an idle procedure, a deck
+    idle_ms: int
+    round_voided: int | None
+    rule: str
+    action: str
+
+
+class IdleProcedureDoneRecord(Record):
+    TYPE = "deck.idle_procedure_done"
+    rule: str
+    by: str
+
+
 class WagerOutcome(StrEnum):
     WON = "won"
     LOST = "lost"
@@ -578,6 +641,37 @@ class JournalRecoveredRecord(Record):
 # again until the link controller acknowledges them on ack/{backend_id}.
 
 _LINK_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"  # mqtt.contract.ID_PATTERN
+
+
+class JournalRolledBack(Record):
+    """A registered backend acknowledged past the journal's end: the journal was put back from
+    an older copy (docs/design.md, what a rollback shows). Nothing more is published and no
+    round opens until `tablectl journal recover`."""
+
+    TYPE = "journal.rolled_back"
+    backend_id: str
+    acked_through_seq: int
+    last_seq: int
+    action: str
+
+
+class JournalChainVerified(Record):
+    """The full walk of both hash chains at this start passed (a long journal, walked while
+    the table was up with its rounds held)."""
+
+    TYPE = "journal.chain_verified"
+    through_seq: int
+    through_input: int
+
+
+class JournalChainBroken(Record):
+    """The full walk at this start found a chain broken: no round opens on this journal."""
+
+    TYPE = "journal.chain_broken"
+    through_seq: int
+    through_input: int
+    problem: str
+    action: str
 
 
 class LinkRecord(Record):
@@ -735,6 +829,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         DealCompleted,
         DealRequestFailedRecord,
         DealResolved,
+        CommandStalledRecord,
         DeliveryFaultRecord,
         DeliveryFaultCleared,
         CardFaceUp,
@@ -754,12 +849,19 @@ RECORD_TYPES: dict[str, type[Record]] = {
         JackpotDocumented,
         JackpotReleased,
         JournalRecoveredRecord,
+        JournalRolledBack,
+        JournalChainVerified,
+        JournalChainBroken,
         DeckIntroducedRecord,
         DeckAgeWarning,
         DeckAgeExpired,
         DeckAlternation,
         StubCountDue,
         StubCountRecord,
+        DeckAgeHold,
+        StubCountQuestioned,
+        IdleProcedureDue,
+        IdleProcedureDoneRecord,
         LinkContribution,
         LinkContributionReversed,
         LinkClaim,

@@ -66,9 +66,13 @@ class DeckRules(BaseModel):
     stub_count_every_rounds: int | None = Field(default=None, ge=1, le=5)
     # 649a.3(b)(3): two decks alternate, each used for every other round.
     alternate: bool = False
+    # 649a.5(f), 653a.5(f) (643a.5(f) by analogy): no round for this long and the idle
+    # procedure is due before the next (None: not kept, a device that reshuffles by itself,
+    # 649a.5(g); and every journal written before revision 4).
+    idle_ms: int | None = later(None)
 
 
-RULES_REVISION = 3
+RULES_REVISION = 4
 
 
 class LinkRules(BaseModel):
@@ -102,8 +106,10 @@ class TableRules(BaseModel):
     deck: DeckRules | None = later(None)
     # Which revision of the core's own rules the journal was written under, so a journal
     # replays as it was written: 1, before issue 14 (no sensor levels; a shoe fault did not
-    # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 since (decks: identity,
-    # alternation, age and stub counts hold the table; core/decks.py).
+    # hold the table until `dealer clear-shoe`); 2 until issue 18; 3 until issue 27 (decks:
+    # identity, alternation, age and stub counts hold the table; core/decks.py); 4 since (a
+    # deck past its age is not dealt, a stub count the shoe's reads contradict is questioned,
+    # an idle table asks for the idle procedure).
     revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
     # The progressive wager is on a link: its meter is the link controller's.
     link: LinkRules | None = later(None)
@@ -338,6 +344,22 @@ class DeviceResumed(Input):
     events_held: int  # events past the journal's cursor it reported in that STATUS
 
 
+class CommandStalled(Input):
+    """A command a device took (SHUFFLE, DEAL) has not completed: nothing it reported reached
+    the table for the configured time, or the device says it is done while the table still
+    waits for its completion. The shell's clock decides (service/waits.py), as it decides a
+    link lost; the core hears the decision with what the device's last STATUS said, and
+    journals it as a fault only if it still waits."""
+
+    TYPE = "command_stalled"
+    device: Literal["shuffler", "shoe"]
+    awaited: Literal["shuffle", "deal"]
+    waited_ms: int = Field(ge=0)  # since the device took the command, or last progressed
+    reported: str | None = None  # the device's state in its last STATUS (ready, idle, ...)
+    card_count: int | None = None  # the count its last STATUS shows
+    replayed: int = 0  # events it listed again under ids already taken, while awaited
+
+
 # --- delivery to the backends ---------------------------------------------------------
 
 
@@ -353,6 +375,37 @@ class DeliveryRestored(Input):
     """The broker took a row of this table's again."""
 
     TYPE = "delivery_restored"
+
+
+class AckPastJournal(Input):
+    """A registered backend acknowledged rows past the journal's end: it holds rows this
+    journal does not, so the journal was put back from an older copy (or the backend's
+    acknowledgement is wrong). The seqs the table would hand out next are rows that backend
+    already holds with other content: nothing more is published, no round opens, until a
+    technician has looked into it (`tablectl journal recover`)."""
+
+    TYPE = "ack_past_journal"
+    backend_id: str
+    acked_through_seq: int
+    last_seq: int  # the journal's end when the acknowledgement came
+
+
+class JournalCheckPending(Input):
+    """The daemon verifies the journal's hash chains in full, in the background (a journal
+    too long to walk before it starts): no round opens until they pass."""
+
+    TYPE = "journal_check_pending"
+    through_seq: int  # the journal's end at the start: the rows the walk covers
+    through_input: int
+
+
+class JournalChainChecked(Input):
+    """The full walk of both hash chains ended: whole, or broken where `broken` says."""
+
+    TYPE = "journal_chain_checked"
+    through_seq: int
+    through_input: int
+    broken: str | None = None  # the first problem found (store/integrity.py), or None
 
 
 # --- a linked progressive: what the shell heard from the link controllers ---------------
@@ -528,6 +581,26 @@ class StubCounted(Command):
     TYPE = "stub_counted"
     cards: int | None = Field(default=None, ge=0, le=104)
     misdealt: bool = False
+    # The dealer's count stands against the shoe's reads that contradict it (it was
+    # questioned: both shown, the dealer confirms which).
+    confirmed: bool = later(False)
+
+
+class TableIdle(Input):
+    """No round was locked since since_ms (the last round's "no more bets", the last idle
+    procedure or deck introduced), as the shell read the time at at_ms (UTC milliseconds):
+    at a table that keeps its idle time, the idle procedure falls due (649a.5(f))."""
+
+    TYPE = "table_idle"
+    since_ms: int = Field(ge=0)
+    at_ms: int = Field(ge=0)
+
+
+class IdleProcedureDone(Command):
+    """The dealer did the idle procedure (649a.5(f)): the cards were spread for inspection,
+    then the deck from the table went into the shuffler and the one in it was removed."""
+
+    TYPE = "idle_procedure_done"
 
 
 class ReshuffleRequested(Command):
@@ -618,8 +691,12 @@ Event = (
     | ShoeRebooted
     | DealRequestFailed
     | DeviceResumed
+    | CommandStalled
     | DeliveryFault
     | DeliveryRestored
+    | AckPastJournal
+    | JournalCheckPending
+    | JournalChainChecked
     | DealRequested
     | DeviceAccepted
     | ShoeOutOfOrder
@@ -635,6 +712,8 @@ Event = (
     | DeckClock
     | DeckInPlay
     | StubCounted
+    | TableIdle
+    | IdleProcedureDone
     | LinkParametersHeard
     | LinkLost
     | LinkRestored
@@ -670,8 +749,12 @@ INPUT_TYPES: dict[str, type[Event]] = {
         ShoeRebooted,
         DealRequestFailed,
         DeviceResumed,
+        CommandStalled,
         DeliveryFault,
         DeliveryRestored,
+        AckPastJournal,
+        JournalCheckPending,
+        JournalChainChecked,
         DealRequested,
         DeviceAccepted,
         ShoeOutOfOrder,
@@ -687,6 +770,8 @@ INPUT_TYPES: dict[str, type[Event]] = {
         DeckClock,
         DeckInPlay,
         StubCounted,
+        TableIdle,
+        IdleProcedureDone,
         LinkParametersHeard,
         LinkLost,
         LinkRestored,

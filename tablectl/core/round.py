@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
-from tablectl.core import decks
+from tablectl.core import decks, stalls
 from tablectl.core import effects as rec
 from tablectl.core.compat import later
 from tablectl.core.decks import DeckLife
@@ -33,11 +33,13 @@ from tablectl.core.effects import (
     SeatLamp,
 )
 from tablectl.core.events import (
+    AckPastJournal,
     CardRead,
     Cards,
     ChipSensed,
     ClearGpioFault,
     ClearStuckInput,
+    CommandStalled,
     ConfirmDocumentation,
     DealRequested,
     DealRequestFailed,
@@ -55,6 +57,9 @@ from tablectl.core.events import (
     DeviceResumed,
     Event,
     GpioFault,
+    IdleProcedureDone,
+    JournalChainChecked,
+    JournalCheckPending,
     JournalRecovered,
     LinkClaimAnswer,
     LinkLost,
@@ -82,6 +87,7 @@ from tablectl.core.events import (
     ShufflerRebooted,
     ShuffleStarted,
     StubCounted,
+    TableIdle,
     TableRules,
     ValidateHit,
     VoidRound,
@@ -96,7 +102,9 @@ from tablectl.core.games.base import (
     TableGame,
     form_hands,
 )
+from tablectl.core.journal_checks import BROKEN_ACTION, ROLLBACK_ACTION, RolledBack
 from tablectl.core.recovery import Resolution, resolve_deal
+from tablectl.core.stalls import Awaited, Stall, Wait
 from tablectl.rules.meters import LinkedMeter, LinkLevel, LocalMeter, MeterState
 from tablectl.util.frozen import replaced, trusted
 
@@ -176,6 +184,7 @@ CounterName = Literal[
     "shoe_events_outside_a_deal",
     "shoe_faults",
     "link_losses",
+    "commands_stalled",
 ]
 
 
@@ -205,6 +214,7 @@ class Counters(BaseModel):
     shoe_events_outside_a_deal: int = 0
     shoe_faults: int = 0
     link_losses: int = 0  # the linked progressive's link lost
+    commands_stalled: int = 0  # a shuffle or deal taken by its device that never completed
     happened: tuple[CounterName, ...] = ()  # the counters above, in the order each first did
 
     @model_validator(mode="before")
@@ -354,6 +364,14 @@ class TableState(BaseModel):
     # were refused (None: not refused). Either locks out the progressive (5321.18(c)).
     link_silent: str | None = later(None)
     link_refused: str | None = later(None)
+    # device -> the wait that never ended, while its fault stands (core/stalls.py).
+    stalls: dict[str, Stall] = later({})
+    # What the journal's checks found while the table runs (core/journal_checks.py): a
+    # backend that acknowledged past its end; its chains being walked in full since this
+    # start (through this seq), or a break found there. Each holds the table.
+    rolled_back: RolledBack | None = later(None)
+    chain_pending: int | None = later(None)
+    chain_broken: str | None = later(None)
 
     @property
     def accepting_wagers(self) -> bool:
@@ -425,6 +443,10 @@ class TableStateUpdate(TypedDict, total=False):
     deck: DeckLife
     link_silent: str | None
     link_refused: str | None
+    stalls: dict[str, Stall]
+    rolled_back: RolledBack | None
+    chain_pending: int | None
+    chain_broken: str | None
 
 
 def _meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
@@ -513,8 +535,16 @@ def _on_power_up(event: PowerUp, s: TableState, ctx: _Context) -> TableState:
     # Whatever the shuffler held before is unknown now: reshuffle. A walk test that was
     # running ended with the daemon; a GPIO fault stays until a person clears it, and so does
     # a stuck input. The inputs' levels are read again from the lines.
+    # The journal's chains are walked again at this start (a pending walk or a break found
+    # by the last start's is decided anew).
     return _unverify(s).replace(
-        sensor_test=None, deal_refused=None, occupied={}, waiting=(), lockout_held=False
+        sensor_test=None,
+        deal_refused=None,
+        occupied={},
+        waiting=(),
+        lockout_held=False,
+        chain_pending=None,
+        chain_broken=None,
     )
 
 
@@ -533,7 +563,7 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         if s.sensor_test is not None:
             return s  # the technician's test press (service/walk_test.py), not play
         return s.replace(counters=s.counters.bump("lockout_presses_ignored"))
-    return _lock(
+    s = _lock(
         ctx.game,
         s,
         ctx.fx,
@@ -545,6 +575,11 @@ def _on_lockout_pressed(event: LockoutPressed, s: TableState, ctx: _Context) -> 
         # resolution go with the lock and the count.
         also={"lockout_held": held, "lockout_resolution_ns": event.resolution_ns},
     )
+    if not ctx.rules.shoe or s.shoe_out_of_order:
+        # "No more bets": the dealer deals now (649a.8(c), 649a.9(b)); not from a deck past
+        # its age (649a.3(c)).
+        s = _deck_age_at_deal(ctx.rules, ctx.game, s, ctx.fx)
+    return s
 
 
 @_apply.register
@@ -657,7 +692,7 @@ def _on_reshuffle(event: ReshuffleRequested, s: TableState, ctx: _Context) -> Ta
         raise Rejected("the shuffler reports no fault to recover from")
     ctx.fx.append(trusted(rec.ShufflerFaultCleared, code=s.shuffler_fault, by=event.by))
     # 649a.13(e): the cards are reshuffled; nothing reported before counts.
-    return _unverify(s.replace(shuffler_fault=None))
+    return _unverify(s.replace(shuffler_fault=None, stalls=_without(s.stalls, "shuffler")))
 
 
 @_apply.register
@@ -705,6 +740,11 @@ def _on_link_reset(event: DeviceLinkReset, s: TableState, ctx: _Context) -> Tabl
 @_apply.register
 def _on_resumed(event: DeviceResumed, s: TableState, ctx: _Context) -> TableState:
     return _resumed(ctx.game, s, event, ctx.fx)
+
+
+@_apply.register
+def _on_command_stalled(event: CommandStalled, s: TableState, ctx: _Context) -> TableState:
+    return _stalled(ctx.game, s, event, ctx.fx)
 
 
 # --- the automated dealing shoe ---------------------------------------------------------
@@ -782,7 +822,9 @@ def _on_shoe_out_of_order(event: ShoeOutOfOrder, s: TableState, ctx: _Context) -
 
 @_apply.register
 def _on_deck(
-    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted, s: TableState, ctx: _Context
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted | TableIdle | IdleProcedureDone,
+    s: TableState,
+    ctx: _Context,
 ) -> TableState:
     return _deck_input(ctx.rules, ctx.game, s, event, ctx.fx)
 
@@ -794,7 +836,7 @@ def _on_settle(event: Settle, s: TableState, ctx: _Context) -> TableState:
 
 @_apply.register
 def _on_void(event: VoidRound, s: TableState, ctx: _Context) -> TableState:
-    return _void(ctx.game, s, event, ctx.fx)
+    return _void(ctx.rules, ctx.game, s, event, ctx.fx)
 
 
 @_apply.register
@@ -848,7 +890,8 @@ def _on_link_answer(event: LinkClaimAnswer, s: TableState, ctx: _Context) -> Tab
 
 @_apply.register
 def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context) -> TableState:
-    # Nothing of the table changes: the journal says what was mended, and by whom.
+    # The journal says what was mended, and by whom; a rollback the table found stands until
+    # a technician accepts the acknowledgement that showed it as wrong.
     ctx.fx.append(
         trusted(
             rec.JournalRecoveredRecord,
@@ -858,7 +901,53 @@ def _on_journal_recovered(event: JournalRecovered, s: TableState, ctx: _Context)
             by=event.by,
         )
     )
+    if s.rolled_back is not None and "acks" in event.accepted:
+        return s.replace(rolled_back=None)
     return s
+
+
+@_apply.register
+def _on_ack_past_journal(event: AckPastJournal, s: TableState, ctx: _Context) -> TableState:
+    if s.rolled_back is not None:
+        return s  # found once: nothing more is published already
+    ctx.fx.append(
+        trusted(
+            rec.JournalRolledBack,
+            backend_id=event.backend_id,
+            acked_through_seq=event.acked_through_seq,
+            last_seq=event.last_seq,
+            action=ROLLBACK_ACTION,
+        )
+    )
+    return s.replace(rolled_back=RolledBack.of(event))
+
+
+@_apply.register
+def _on_chain_pending(event: JournalCheckPending, s: TableState, ctx: _Context) -> TableState:
+    return s.replace(chain_pending=event.through_seq, chain_broken=None)
+
+
+@_apply.register
+def _on_chain_checked(event: JournalChainChecked, s: TableState, ctx: _Context) -> TableState:
+    if event.broken is None:
+        ctx.fx.append(
+            trusted(
+                rec.JournalChainVerified,
+                through_seq=event.through_seq,
+                through_input=event.through_input,
+            )
+        )
+        return s.replace(chain_pending=None)
+    ctx.fx.append(
+        trusted(
+            rec.JournalChainBroken,
+            through_seq=event.through_seq,
+            through_input=event.through_input,
+            problem=event.broken,
+            action=BROKEN_ACTION,
+        )
+    )
+    return s.replace(chain_pending=None, chain_broken=event.broken)
 
 
 # Each input type's handler, as registered above, looked up once per step: singledispatch's
@@ -904,7 +993,15 @@ def _table_ready(rules: TableRules, s: TableState) -> bool:
     # No round opens while the lock-out button is down: it could not lock that round out.
     lockout_free = not s.lockout_held and all(f.seat is not None for f in s.stuck_inputs)
     sensors_ok = s.gpio_fault is None and s.sensor_test is None and lockout_free
-    return shoe_ok and sensors_ok and not s.hits_pending and _deck_block(rules, s) is None
+    # A journal rolled back, or not yet (or not) shown whole: no round is played on it.
+    journal_ok = s.rolled_back is None and s.chain_pending is None and s.chain_broken is None
+    return (
+        shoe_ok
+        and sensors_ok
+        and journal_ok
+        and not s.hits_pending
+        and _deck_block(rules, s) is None
+    )
 
 
 def _open_round(rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]) -> TableState:
@@ -1370,6 +1467,11 @@ def _settle(
         raise Rejected(f"no round to settle: the table is {s.phase.value}")
     if not s.counted:
         raise Rejected(f"the count is not final: seats {list(s.undecided)} are still resting")
+    if (old := _deck_too_old(rules, s)) is not None and s.deck.age_held_round == s.round_id:
+        raise Rejected(
+            f"deck {old.deck_id} reached its age limit before this round was dealt "
+            f"({decks.age_rule(game)}): void the round (`tablectl dealer void deck-age`)"
+        )
     for seat in {*event.hands, *event.folded}:
         if not 1 <= seat <= rules.seats:
             raise Rejected(f"seat {seat} does not exist (1..{rules.seats})")
@@ -1580,10 +1682,15 @@ def _floor(
     return s.replace(hits_pending=pending, hit_history=history)
 
 
-def _void(game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]) -> TableState:
+def _void(
+    rules: TableRules, game: TableGame, s: TableState, event: VoidRound, fx: list[Effect]
+) -> TableState:
     if s.phase is Phase.CLOSED:
         raise Rejected("no round in play to void")
     reasons = game.void_reasons()
+    if _deck_rules_since_4(rules) is not None:
+        # 649a.3(c): a round opened on a deck that passed its age before the deal.
+        reasons = {**reasons, "deck-age": decks.age_rule(game)}
     if event.reason not in reasons:
         raise Rejected(f"unknown void reason {event.reason!r}; one of {sorted(reasons)}")
     return _void_round(s, event.reason, reasons[event.reason], event.by, fx)
@@ -1794,6 +1901,81 @@ def _link_reset(s: TableState, event: DeviceLinkReset, fx: list[Effect]) -> Tabl
     return _unverify(s) if event.device == "shuffler" else s
 
 
+# --- waits: what the table awaits from its devices, and a wait that never ends -----------
+
+
+def waits(s: TableState) -> tuple[Wait, ...]:
+    """What the table waits for from its devices now (core/stalls.py): a shuffle's completion
+    while it wants a deck and nothing else explains the wait, the shoe's deal of the round."""
+    found: list[Wait] = []
+    if s.shuffle_requested and not s.deck_ready and _shuffler_usable(s):
+        found.append(Wait("shuffler", Awaited.SHUFFLE, (int(s.shuffle_started),)))
+    deal = s.deal
+    if (
+        deal is not None
+        and _dealing(s)
+        and s.shoe_fault is None
+        and not s.shoe_out_of_order
+        and "shoe" not in s.events_refused
+    ):
+        progress = (len(deal.cards), len(deal.stacks_done), deal.face_up, len(deal.discarded))
+        found.append(Wait("shoe", Awaited.DEAL, progress))
+    return tuple(found)
+
+
+def _stalled(game: TableGame, s: TableState, event: CommandStalled, fx: list[Effect]) -> TableState:
+    """A wait the shell found too long: a fault, if the table still waits for it (a
+    completion journaled meanwhile makes the decision moot: nothing is journaled)."""
+    awaited = Awaited(event.awaited)
+    if not any(w.device == event.device and w.awaited is awaited for w in waits(s)):
+        return s
+    stall = Stall.of(event)
+    chapter = _chapter(game)
+    dealt = awaited is Awaited.DEAL
+    fx.append(
+        trusted(
+            rec.CommandStalledRecord,
+            device=event.device,
+            awaited=awaited.value,
+            waited_ms=event.waited_ms,
+            reported=event.reported,
+            card_count=event.card_count,
+            replayed=event.replayed,
+            round_id=s.round_id if dealt else None,
+            rule=stalls.rule(chapter, awaited),
+            action=stalls.action(awaited),
+        )
+    )
+    s = s.replace(
+        stalls={**s.stalls, event.device: stall},
+        counters=s.counters.bump("commands_stalled"),
+    )
+    if dealt:
+        # 649a.13(f): the shoe stopped dealing: the round is void, its cards reshuffled.
+        return _shoe_fault(game, s, "stalled", fx)
+    # 649a.13(e): the shuffle cycle did not complete; the cards are reshuffled.
+    fx.append(trusted(rec.ShufflerFaultRecord, code="stalled", rule=stalls.rule(chapter, awaited)))
+    s = _shuffler_unusable(s, "stalled")
+    counted = stalls.miscount(stall)
+    if counted is None:
+        return s
+    # 649a.5(b): the shuffler showed the count in its STATUS, if not in an event.
+    fx.append(
+        trusted(
+            rec.DeckMiscount,
+            card_count=counted,
+            expected=DECK_SIZE,
+            rule="649a.5(b)",
+            action="deck removed; register a new deck",
+        )
+    )
+    return s.replace(blocked=f"deck-miscount:{counted}", counters=s.counters.bump("deck_miscounts"))
+
+
+def _without(stalled: dict[str, Stall], device: str) -> dict[str, Stall]:
+    return stalled if device not in stalled else {k: v for k, v in stalled.items() if k != device}
+
+
 # --- the automated dealing shoe -------------------------------------------------------
 
 
@@ -1841,6 +2023,15 @@ def _deal(
         )
     if s.deal is not None and (s.deal.cards or s.deal.face_up or s.deal.complete):
         raise Rejected("the shoe is already dealing this round")
+    if (old := _deck_too_old(rules, s)) is not None:
+        # 649a.3(c): not dealt from a deck past its age; journaled once, then refused.
+        if s.deck.age_held_round == s.round_id:
+            raise Rejected(
+                f"deck {old.deck_id} reached its age limit ({decks.age_rule(game)}): introduce "
+                f"the deck that replaces it (`tablectl dealer new-deck --id ID --back COLOUR "
+                f"--replaces {old.deck_id}`) and deal, or `tablectl dealer void deck-age`"
+            )
+        return _deck_age_at_deal(rules, game, s, fx)
     seats = tuple(sorted({*s.wagers, *event.seats}))
     for seat in seats:
         if not 1 <= seat <= rules.seats:
@@ -2026,7 +2217,7 @@ def _shoe_cleared(s: TableState, by: str, fx: list[Effect]) -> TableState:
     if s.shoe_fault is None:
         raise Rejected("the shoe reports no fault to clear")
     fx.append(trusted(rec.ShoeFaultCleared, code=s.shoe_fault, by=by))
-    return s.replace(shoe_fault=None)
+    return s.replace(shoe_fault=None, stalls=_without(s.stalls, "shoe"))
 
 
 def _deck_irregular(
@@ -2085,6 +2276,43 @@ def _deck_rules(rules: TableRules) -> DeckRules | None:
     return rules.deck if rules.revision >= 3 else None
 
 
+def _deck_rules_since_4(rules: TableRules) -> DeckRules | None:
+    """The deck rules of revision 4 on (a deck past its age is not dealt, a questioned stub
+    count, the idle procedure): journals written before replay as they were written."""
+    return rules.deck if rules.revision >= 4 else None
+
+
+def _deck_too_old(rules: TableRules, s: TableState) -> decks.DeckEntry | None:
+    return None if _deck_rules_since_4(rules) is None else decks.too_old_to_deal(s.deck)
+
+
+def _deck_age_at_deal(
+    rules: TableRules, game: TableGame, s: TableState, fx: list[Effect]
+) -> TableState:
+    """The deal starts: a round opened before its deck's limit is not dealt after it
+    (649a.3(c)). Journaled once per round; the round waits for a new deck (one introduced in
+    place of it) or is void (`dealer void deck-age`)."""
+    deck_rules = _deck_rules_since_4(rules)
+    old = _deck_too_old(rules, s)
+    if deck_rules is None or old is None or s.deck.age_held_round == s.round_id:
+        return s
+    rule = decks.age_rule(game)
+    fx.append(
+        trusted(
+            rec.DeckAgeHold,
+            round_id=s.round_id,
+            deck_id=old.deck_id,
+            age_ms=old.age_ms(s.deck.now_ms),
+            max_age_ms=deck_rules.max_age_ms,
+            rule=rule,
+            action=f"not dealt from deck {old.deck_id}: introduce the deck that replaces it "
+            f"(tablectl dealer new-deck --id ID --back COLOUR --replaces {old.deck_id}) and "
+            "deal from it, or void the round (tablectl dealer void deck-age)",
+        )
+    )
+    return _with_life(s, s.deck.replace(age_held_round=s.round_id))
+
+
 def _deck_block(rules: TableRules, s: TableState) -> decks.DeckBlock | None:
     deck_rules = _deck_rules(rules)
     return None if deck_rules is None else decks.block(deck_rules, s.deck)
@@ -2136,12 +2364,14 @@ def _deck_input(
     rules: TableRules,
     game: TableGame,
     s: TableState,
-    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted,
+    event: DeckIntroduced | DeckClock | DeckInPlay | StubCounted | TableIdle | IdleProcedureDone,
     fx: list[Effect],
 ) -> TableState:
     deck_rules = _deck_rules(rules)
-    if deck_rules is None:
-        if isinstance(event, DeckClock):
+    if deck_rules is None or (
+        isinstance(event, TableIdle | IdleProcedureDone) and _deck_rules_since_4(rules) is None
+    ):
+        if isinstance(event, DeckClock | TableIdle):
             return s  # nothing ages at a table that keeps no decks
         raise Rejected(
             f"this table keeps no decks: its config has no [deck] section ({decks.chapter(game)}.3)"
@@ -2154,7 +2384,58 @@ def _deck_input(
         case DeckInPlay():
             return _deck_in_play(game, deck_rules, s, event, fx)
         case StubCounted():
-            return _stub_counted(game, deck_rules, s, event, fx)
+            return _stub_counted(rules, game, deck_rules, s, event, fx)
+        case TableIdle():
+            return _table_idle(game, deck_rules, _deck_time(s, event.at_ms), event, fx)
+        case IdleProcedureDone():
+            return _idle_procedure_done(game, s, event, fx)
+
+
+def _table_idle(
+    game: TableGame, rules: DeckRules, s: TableState, event: TableIdle, fx: list[Effect]
+) -> TableState:
+    """649a.5(f): "If there is no gaming activity at a Three Card Poker table which is open
+    for gaming, the cards shall be removed from the dealing shoe and discard rack and spread
+    out on the table face down..." No round locked for the table's idle time: the procedure
+    is due before the next round; a round open without a wager is closed (void)."""
+    life = s.deck
+    idle_ms = rules.idle_ms
+    if idle_ms is None or life.idle_due_ms is not None:
+        return s
+    if s.phase is Phase.LOCKED or s.wagers or s.undecided:
+        return s  # a round under way, or wagers on the layout: the table is not idle
+    if event.at_ms - event.since_ms < idle_ms:
+        return s
+    rule = decks.idle_rule(game)
+    betting = s.phase is Phase.BETTING
+    fx.append(
+        trusted(
+            rec.IdleProcedureDue,
+            since_ms=event.since_ms,
+            idle_ms=idle_ms,
+            round_voided=s.round_id if betting else None,
+            rule=rule,
+            action="spread the cards for inspection, then place the deck from the table in "
+            "the shuffler and remove the one in it: tablectl dealer idle-procedure --by ID",
+        )
+    )
+    s = _with_life(s, life.replace(idle_due_ms=event.at_ms))
+    if betting:
+        # Nobody has wagered on it: it is not played on cards that sat uninspected.
+        s = _void_round(s, "table-idle", rule, "table", fx)
+    return s
+
+
+def _idle_procedure_done(
+    game: TableGame, s: TableState, event: IdleProcedureDone, fx: list[Effect]
+) -> TableState:
+    """The dealer did the idle procedure: the deck from the table goes into the shuffler and
+    is shuffled and counted before a round opens (649a.5(b), 649a.5(f)(2) of the 2011 text)."""
+    if s.deck.idle_due_ms is None:
+        raise Rejected("no idle procedure is due: the table has had rounds")
+    fx.append(trusted(rec.IdleProcedureDoneRecord, rule=decks.idle_rule(game), by=event.by))
+    s = _with_life(s, s.deck.replace(idle_due_ms=None))
+    return _unverify(s) if s.phase is Phase.CLOSED else s
 
 
 def _deck_time(s: TableState, at_ms: int) -> TableState:
@@ -2358,7 +2639,12 @@ def _shoe_read(rules: TableRules, s: TableState) -> TableState:
 
 
 def _stub_counted(
-    game: TableGame, rules: DeckRules, s: TableState, event: StubCounted, fx: list[Effect]
+    table_rules: TableRules,
+    game: TableGame,
+    rules: DeckRules,
+    s: TableState,
+    event: StubCounted,
+    fx: list[Effect],
 ) -> TableState:
     """649a.8(g)-(h), 649a.9(e)-(f), 649a.10(e)-(f) (653a.8(g)-(h), 653a.9(e)-(f),
     653a.10(e)-(f); 643a the same): 52, the stub goes to the discard rack; otherwise all hands
@@ -2382,6 +2668,37 @@ def _stub_counted(
         )
     cards = DECK_SIZE if event.cards is None else event.cards
     in_play = s.phase is Phase.LOCKED
+    read = life.shoe_read
+    if (
+        _deck_rules_since_4(table_rules) is not None
+        and read is not None
+        and cards != DECK_SIZE
+        and not event.confirmed
+    ):
+        # The shoe read `read` distinct cards of this deck: a whole deck leaves a stub of
+        # 52 - read. A count that says otherwise is asked again, both shown; the dealer
+        # confirms theirs (--confirm) or the shoe's (no count).
+        if life.stub_questioned == cards:
+            raise Rejected(
+                f"your count of {cards} is questioned already: the shoe read {read} cards, a "
+                f"whole deck leaves a stub of {DECK_SIZE - read}; confirm yours with "
+                f"`tablectl dealer stub-count {cards} --confirm`, or the shoe's with "
+                "`tablectl dealer stub-count`"
+            )
+        fx.append(
+            trusted(
+                rec.StubCountQuestioned,
+                round_id=s.round_id,
+                deck_id=life.round_deck,
+                counted=cards,
+                cards_read=read,
+                stub_counted=cards - read,
+                stub_expected=DECK_SIZE - read,
+                rule=every_rule,
+                by=event.by,
+            )
+        )
+        return _with_life(s, life.replace(stub_questioned=cards))
 
     def record(outcome: str, rule: str) -> None:
         fx.append(
@@ -2398,7 +2715,7 @@ def _stub_counted(
             )
         )
 
-    counted = life.replace(rounds_since_stub_count=0, stub_count_asked=False)
+    counted = life.replace(rounds_since_stub_count=0, stub_count_asked=False, stub_questioned=None)
     if cards == DECK_SIZE:
         if event.misdealt:
             raise Rejected(

@@ -373,9 +373,13 @@ class Relay:
         on_delivery: Callable[[str | None], None] = lambda fault: None,
         progressive_link: Callable[[], ProgressiveLinkState | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        on_ack_past_end: Callable[[str, int, int], None] = lambda backend, seq, last: None,
     ) -> None:
         """delivery_fault: the one the journal says stands; on_delivery: told a new delivery
-        fault (its text) or that delivery works again (None), once per change."""
+        fault (its text) or that delivery works again (None), once per change;
+        on_ack_past_end: told a registered backend's acknowledgement past the journal's end
+        (backend, its seq, the journal's last seq): a rollback's evidence."""
+        self._on_ack_past_end = on_ack_past_end
         self._config = config
         self._site, self._table = site, table
         self._boot_id = boot_id
@@ -885,10 +889,15 @@ class Relay:
             log.warning("malformed mqtt message refused", topic=topic, error=msg.error)
         elif msg.ack is not None:
             backend, seq = msg.ack
-            refused = self.acks.offer(backend, seq, self._reader.last_seq)
+            last_seq = self._reader.last_seq
+            refused = self.acks.offer(backend, seq, last_seq)
             if refused:
                 self.counters.acks_refused += 1
                 log.warning("mqtt ack refused", topic=topic, error=refused)
+                if backend in self.acks.acked and seq > last_seq:
+                    # A registered backend holds rows this journal does not: it was rolled
+                    # back (docs/design.md). The daemon stops publishing and says so.
+                    self._on_ack_past_end(backend, seq, last_seq)
             else:
                 self.counters.acks += 1
                 self._acks_arrived.set()

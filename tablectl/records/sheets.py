@@ -78,6 +78,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.DealCompleted: (),
     rec.DealRequestFailedRecord: (Sheet.DEVICE_EVENTS,),
     rec.DealResolved: (Sheet.DEVICE_EVENTS,),
+    rec.CommandStalledRecord: (Sheet.DEVICE_EVENTS,),
     rec.DeliveryFaultRecord: (Sheet.DEVICE_EVENTS,),
     rec.DeliveryFaultCleared: (Sheet.DEVICE_EVENTS,),
     rec.CardFaceUp: (Sheet.DECK_EVENTS,),
@@ -97,12 +98,19 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.JackpotDocumented: (Sheet.CONTROL_ACTIONS,),
     rec.JackpotReleased: (),
     rec.JournalRecoveredRecord: (Sheet.CONTROL_ACTIONS,),
+    rec.JournalRolledBack: (Sheet.DEVICE_EVENTS,),
+    rec.JournalChainVerified: (),
+    rec.JournalChainBroken: (Sheet.DEVICE_EVENTS,),
     rec.DeckIntroducedRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
     rec.DeckAgeWarning: (Sheet.DECK_EVENTS,),
     rec.DeckAgeExpired: (Sheet.DECK_EVENTS,),
     rec.DeckAlternation: (Sheet.DECK_EVENTS,),
     rec.StubCountDue: (Sheet.DECK_EVENTS,),
     rec.StubCountRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
+    rec.DeckAgeHold: (Sheet.DECK_EVENTS,),
+    rec.StubCountQuestioned: (Sheet.DECK_EVENTS,),
+    rec.IdleProcedureDue: (Sheet.DECK_EVENTS,),
+    rec.IdleProcedureDoneRecord: (Sheet.DECK_EVENTS, Sheet.CONTROL_ACTIONS),
     # A linked progressive: the link's ledger (PostgreSQL) keeps its meters and hits; the
     # table's own sheets list its link's ups, downs and refused parameters.
     rec.LinkContribution: (),
@@ -117,7 +125,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
 
 # The `by` of what the table did by itself, not a person (core/round.py voids a round the
 # shoe spoiled with by="shoe"): such rows are not control actions.
-AUTOMATIC_BY = frozenset({"shoe", "shuffler"})
+AUTOMATIC_BY = frozenset({"shoe", "shuffler", "table"})
 
 
 # --- rows -------------------------------------------------------------------------------

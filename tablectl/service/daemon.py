@@ -28,12 +28,16 @@ from tablectl.control.server import ControlServer
 from tablectl.core import decks
 from tablectl.core.effects import DealCards, Effect, Lamp, RequestShuffle, SeatLamp
 from tablectl.core.events import (
+    AckPastJournal,
     DeckClock,
     DeliveryFault,
     DeliveryRestored,
     Event,
+    JournalChainChecked,
+    JournalCheckPending,
     PowerUp,
     ShuffleCompleted,
+    TableIdle,
     TableRules,
 )
 from tablectl.core.round import Phase, Rejected, TableState
@@ -68,7 +72,7 @@ from tablectl.status import (
     PaceStatus,
     Status,
 )
-from tablectl.store.integrity import check_integrity
+from tablectl.store.integrity import chain_problems, check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, JournalRow, Store, utc_now
 from tablectl.util import sdnotify
@@ -78,8 +82,17 @@ from tablectl.util.faultpoint import fault_point
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again
+# The rows after which a table is not idle (649a.5(f)): a round's "no more bets", the idle
+# procedure done, a deck come to the table (inspected as it came, 649a.4).
+IDLE_ENDS = ("round.locked", "deck.idle_procedure_done", "deck.introduced")
 LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
+WAIT_CHECK_S = 1.0  # how often the waits on the devices are timed (service/waits.py)
 DEAL_ANSWER_S = 3.0  # `dealer deal` waits this long to say whether the shoe took the deal
+
+
+def _ts_ms(ts: str) -> int:
+    """A journal row's time (ISO 8601, UTC) in UTC milliseconds."""
+    return round(datetime.fromisoformat(ts).timestamp() * 1000)
 
 
 def freeze_start_up() -> None:
@@ -106,6 +119,10 @@ class Daemon:
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     stop_deadline_s: float = 10.0  # SIGTERM to exit, at most (systemd's TimeoutStopSec is 20s)
     shuffle_retry_s: float = 1.0  # a refused SHUFFLE is asked again after this, then doubling
+    # A journal of at most this many rows and inputs has both chains walked before the daemon
+    # starts (about a second here); a longer one is walked in the background with its rounds
+    # held (docs/design.md, "A journal that proves it is whole").
+    verify_before_start_rows: int = 20_000
     # The journal's and game pace's clock. bench/soak.py runs it faster,
     # so that hours of play, and pace's windows over them, pass in minutes.
     journal_clock: Callable[[], datetime] = utc_now
@@ -135,6 +152,12 @@ class Daemon:
         self.reader: JournalReader | None = None
         self.pace: PaceReporter | None = None  # game pace, from the journal once a minute
         self._owns_process = False  # serve(): the process is the daemon's (freeze_start_up)
+        self._idle_told_ms: int | None = None  # the core was last told of an idle table
+        # A rollback found (a backend acknowledged past the journal's end): nothing past this
+        # seq is handed to the relay (core/journal_checks.py).
+        self._publish_through: int | None = None
+        self._started_at_seq = 0  # the journal's end when this start opened it
+        self._relay_reader: JournalReader | None = None
 
     # --- what tests, simulators and the walk test reach through the daemon ---------------
 
@@ -239,8 +262,16 @@ class Daemon:
             self.reader.close()
             store.close()
             raise StartupError(f"{cfg.storage.database}: {integrity_refusal(problems)}")
+        self._started_at_seq = store.last_seq
+        walk_later = store.last_seq + store.head.input_seq > self.verify_before_start_rows
+        if not walk_later and (broken := chain_problems(store._db)):
+            self.reader.close()
+            store.close()
+            raise StartupError(f"{cfg.storage.database}: {integrity_refusal(broken)}")
         saved = store.get("table_state")
         state = TableState.model_validate_json(saved) if saved else TableState.initial(self.rules)
+        if state.rolled_back is not None:  # found before; the start refused it otherwise
+            self._publish_through = state.rolled_back.last_seq
         if state.game != self.game.name:
             store.close()
             raise StartupError(
@@ -258,13 +289,15 @@ class Daemon:
             last_seq=store.last_seq,
         )
         self.supervisor.open(store, self.usb_backend)
+        # The relay reads the journal through its own bound: a rollback found stops it there.
+        self._relay_reader = relay_reader = JournalReader(store.path, bound=self._publishable)
         self.relay = Relay(
             cfg.mqtt,
             site=cfg.table.site_id,
             table=cfg.table.table_id,
             boot_id=self.boot_id,
             store=store,
-            reader=self.reader,
+            reader=relay_reader,
             in_journal_thread=self.in_journal_thread,
             snapshot=self.snapshot,
             shuffler=self.shuffler.health,
@@ -274,6 +307,7 @@ class Daemon:
                 DeliveryRestored() if fault is None else DeliveryFault(reason=fault)
             ),
             progressive_link=self.progressive_link,
+            on_ack_past_end=self._ack_past_end,
         )
         # A linked progressive: the link controllers' broadcasts, heard (service/link.py).
         self.link = (
@@ -304,6 +338,13 @@ class Daemon:
             async with asyncio.TaskGroup() as tasks:
                 # The safe state first: nothing is accepted until the core opens a round.
                 self.post(PowerUp(rules=self.rules))
+                if walk_later:
+                    # No round opens until both chains have been walked whole.
+                    head = store.head
+                    self.post(
+                        JournalCheckPending(through_seq=head.seq, through_input=head.input_seq)
+                    )
+                    tasks.create_task(self._walk_chains(head.seq, head.input_seq), name="chains")
                 if self.rules.deck is not None:
                     # The decks aged while the daemon was down (649a.3(c)).
                     self.post(DeckClock(at_ms=self.wall_clock_ms()))
@@ -327,6 +368,7 @@ class Daemon:
                     tasks.create_task(self.link.run(), name="progressive-link")
                 tasks.create_task(self._watchdog(), name="watchdog")
                 tasks.create_task(self._deck_clock(), name="deck-clock")
+                tasks.create_task(self._watch_waits(), name="device-waits")
                 if self._owns_process:
                     freeze_start_up()
                 # Ready once the journal is open and commands are taken; devices and the
@@ -341,29 +383,113 @@ class Daemon:
                 self.gpio.close()
             self.dispatcher.close()
             self.relay.close()
+            relay_reader.close()
             self.reader.close()
             store.close()
             self.supervisor.close()
+
+    def _publishable(self) -> int:
+        """The last seq the relay may read: the last durable commit, or where a rollback was
+        found (core/journal_checks.py)."""
+        assert self.store is not None
+        last = self.store.last_seq
+        return last if self._publish_through is None else min(last, self._publish_through)
+
+    def _ack_past_end(self, backend: str, seq: int, last_seq: int) -> None:
+        """A registered backend acknowledged past the journal's end: nothing more leaves from
+        now on, and the core journals the fault (it holds the table)."""
+        if self._publish_through is not None:
+            return  # found already: nothing more leaves
+        # The rows this start journaled have seqs that backend holds with other content:
+        # not even those leave again.
+        self._publish_through = min(last_seq, self._started_at_seq)
+        log.error(
+            "a backend acknowledged rows past the journal's end: the journal was rolled back; "
+            "nothing more is published",
+            backend=backend,
+            acked_through_seq=seq,
+            last_seq=last_seq,
+        )
+        self.post(AckPastJournal(backend_id=backend, acked_through_seq=seq, last_seq=last_seq))
+
+    async def _walk_chains(self, through_seq: int, through_input: int) -> None:
+        """Both hash chains walked whole on a reader of its own, in a thread (the rounds are
+        held meanwhile); the core hears the outcome."""
+        assert self.store is not None
+        reader = JournalReader(self.store.path)
+        try:
+            broken = await asyncio.to_thread(chain_problems, reader._db)
+        finally:
+            reader.close()
+        log.info("journal chains walked", through_seq=through_seq, broken=len(broken))
+        self.post(
+            JournalChainChecked(
+                through_seq=through_seq,
+                through_input=through_input,
+                broken=broken[0].text() if broken else None,
+            )
+        )
 
     def wall_clock_ms(self) -> int:
         """UTC milliseconds: what a deck's age is measured in (core/decks.py)."""
         return time.time_ns() // 1_000_000
 
     async def _deck_clock(self) -> None:
-        """Tell the core the time whenever a deck's warning or age limit falls due
-        (649a.3(c)); the core never reads a clock, so its decisions replay."""
-        deck_rules = self.rules.deck
-        if deck_rules is None:
+        """Tell the core the time whenever a deck's warning or age limit (649a.3(c)) or the
+        idle procedure (649a.5(f)) falls due; the core never reads a clock, so its decisions
+        replay."""
+        if self.rules.deck is None:
             return
         while True:
-            due = None if self.state is None else decks.next_due_ms(deck_rules, self.state.deck)
-            now = self.wall_clock_ms()
-            if due is not None and due <= now:
-                self.post(DeckClock(at_ms=now))
-                await asyncio.sleep(DECK_CLOCK_SETTLE_S)  # until the core has taken it
-                continue
-            # A deck introduced meanwhile brings its own times: look again within a minute.
-            await asyncio.sleep(min(60.0, 60.0 if due is None else (due - now) / 1000))
+            delay_s = self.deck_clock_tick()
+            await asyncio.sleep(delay_s)
+
+    def deck_clock_tick(self) -> float:
+        """One look at the decks' clock (the loop above; tests on a clock): the input due now,
+        if any, and how long until the next look (seconds)."""
+        deck_rules = self.rules.deck
+        state = self.state
+        if deck_rules is None or state is None:
+            return 60.0
+        due = decks.next_due_ms(deck_rules, state.deck)
+        now = self.wall_clock_ms()
+        if due is not None and due <= now:
+            self.post(DeckClock(at_ms=now))
+            return DECK_CLOCK_SETTLE_S  # until the core has taken it
+        idle = self._idle_due(deck_rules.idle_ms, state)
+        if idle is not None and idle[1] <= now:
+            self.post(TableIdle(since_ms=idle[0], at_ms=now))
+            self._idle_told_ms = now  # not told again for another idle time
+            return DECK_CLOCK_SETTLE_S
+        # A deck introduced or a round locked meanwhile brings its own times: a minute.
+        nearest = min(
+            (t for t in (due, None if idle is None else idle[1]) if t is not None), default=None
+        )
+        return min(60.0, 60.0 if nearest is None else (nearest - now) / 1000)
+
+    def _idle_due(self, idle_ms: int | None, state: TableState) -> tuple[int, int] | None:
+        """(since, due): the last activity -- a round's "no more bets", the last idle
+        procedure, a deck introduced, this start -- and when the idle time runs out from it
+        (or from the last time the core was told, if it found the table in play)."""
+        if idle_ms is None or state.deck.idle_due_ms is not None or self.reader is None:
+            return None
+        row = self.reader.last_row(IDLE_ENDS, {})
+        since = round(self.started_at * 1000) if row is None else _ts_ms(row[1])
+        told = self._idle_told_ms
+        return since, max(since, told or 0) + idle_ms
+
+    async def _watch_waits(self) -> None:
+        """A shuffle or deal a device took and never completed becomes a journaled fault
+        (service/waits.py decides on its clock; the core journals it if it still waits)."""
+        while True:
+            await asyncio.sleep(WAIT_CHECK_S)
+            self.check_waits()
+
+    def check_waits(self) -> None:
+        """Hand the core each wait that has become a stall (the loop above; tests on a clock)."""
+        for stalled in self.supervisor.stalls():
+            log.warning("a device command stalled", **stalled.model_dump())
+            self.post(stalled)
 
     async def _open_gpio(self) -> tuple[GpioBackend, Levels]:
         if self.gpio_backend is not None:
@@ -412,7 +538,8 @@ class Daemon:
     def durable(self, rows: list[JournalRow]) -> None:
         # The relay hands the rows to the broker first, rather than waiting behind the
         # lamps, replies and log lines of committed() (docs/mqtt.md, Performance).
-        self.relay.offer(rows)
+        if self._publish_through is None:
+            self.relay.offer(rows)
 
     def committed(self, item: Stepped, rows: list[JournalRow]) -> None:
         """A step is on disk (input, rows and device cursor): its device hears it was taken,
@@ -616,6 +743,7 @@ class Daemon:
             shoe=self._device_status("shoe", s.shoe_fault),
             mqtt=self.relay.stats(),
             faults=self.faults(),
+            waits=self.supervisor.waits.views(s, self.supervisor.health()),
             decks=None
             if self.rules.deck is None
             else deck_status.view(self.rules.deck, s, self.wall_clock_ms()),

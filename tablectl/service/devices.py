@@ -53,6 +53,7 @@ from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.drivers.transport.base import TraceWriter
 from tablectl.service.recovery import PowerUpRecovery
+from tablectl.service.waits import WaitWatch
 from tablectl.store.journal import Store
 from tablectl.util.backoff import Backoff
 
@@ -124,6 +125,11 @@ class DeviceSupervisor:
         self._shuffle_requests = 0  # shuffle requests from the core so far: a new one is news
         # What each device says first after this start settles a command in flight to it.
         self.recovery = PowerUpRecovery(post)
+        # How long the table has waited for each device's command (service/waits.py).
+        timeouts = {"shuffler": float(config.shuffler.stall_timeout_s)}
+        if config.shoe is not None:
+            timeouts["shoe"] = float(config.shoe.stall_timeout_s)
+        self.waits = WaitWatch(timeouts)
 
     def open(self, store: Store, usb_backend: Any) -> None:
         """Each device's driver, going on from the journal's cursor."""
@@ -178,6 +184,13 @@ class DeviceSupervisor:
 
     def health(self) -> dict[str, dict[str, Any]]:
         return {name: device.health() for name, device in self.drivers.items()}
+
+    def stalls(self) -> list[Event]:
+        """The waits that have become stalls now (service/waits.py), for the core."""
+        state = self._state()
+        if state is None:
+            return []
+        return list(self.waits.check(state, self.health()))
 
     # --- commands ----------------------------------------------------------------------
 
@@ -290,6 +303,7 @@ class DeviceSupervisor:
                 return
             try:
                 await self.shuffler.shuffle()
+                self.waits.taken("shuffler")
                 return
             except LinkDown:
                 pass  # it shows as a link fault; asked again once the link is back
@@ -309,6 +323,7 @@ class DeviceSupervisor:
             async with asyncio.timeout(DEAL_LINK_WAIT_S):
                 await self.shoe.wait_link_up()
             await self.shoe.deal(stacks)
+            self.waits.taken("shoe")
             return None
         except (LinkError, OSError, TimeoutError) as exc:
             why = (

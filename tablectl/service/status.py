@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tablectl.core.round import Phase, RefusedEvent, StuckCause, StuckInput, TableState
+from tablectl.core.stalls import Stall
+from tablectl.drivers.reference.messages import MAX_EVENT_ID
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
 from tablectl.status import KNOWN_DEVICES, BrokerLink, DeviceStatus, FaultView, Stops
 from tablectl.util.money import dollars
@@ -123,21 +125,42 @@ def _deck(s: TableState, shoe: bool) -> Iterator[_Found]:
 
 
 def _refused(device: str, refused: RefusedEvent, then: str) -> _Found:
-    return _Found(
-        FaultView(
+    cause = (
+        f"the {device}'s event {refused.event_id} came where {refused.expected_event_id} "
+        f"was due (boot {refused.boot_id}): nothing it reports from there is taken, and "
+        f"{then} cannot fix that"
+    )
+    if _at_the_last_id(refused):
+        # Acknowledging the last id would let the device drop every later event unread: a
+        # reset cannot go on from there (drivers/reference/link.py, reset_point).
+        view = FaultView(
             what="events-refused",
             device=device,
-            cause=f"the {device}'s event {refused.event_id} came where {refused.expected_event_id} "
-            f"was due (boot {refused.boot_id}): nothing it reports from there is taken, and "
-            f"{then} cannot fix that",
+            cause=f"{cause}; its ids cannot go on from {MAX_EVENT_ID}, so a link reset cannot help",
+            stops=Stops.ROUNDS,
+            remedy=f"power the {device} off and on: its new boot's events are taken from "
+            f"their first, and {then} follows",
+            command=None,
+        )
+    else:
+        view = FaultView(
+            what="events-refused",
+            device=device,
+            cause=cause,
             stops=Stops.ROUNDS,
             remedy=f"reset its link (or reboot the {device}): the events it holds are skipped, "
             f"journaled as skipped, and {then} follows",
             command=f"tablectl devices reset-link {device} {WHO}",
-        ),
+        )
+    return _Found(
+        view,
         ("device.events_refused",),
         {"device": device, "event_id": refused.event_id},
     )
+
+
+def _at_the_last_id(refused: RefusedEvent) -> bool:
+    return refused.event_id >= MAX_EVENT_ID
 
 
 def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
@@ -145,17 +168,26 @@ def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
     if refused is not None:
         yield _refused("shuffler", refused, "a reshuffle")
     code = s.shuffler_fault
+    stall = s.stalls.get("shuffler")
     if code is not None:
         what = {
             "event-sequence": "its events broke their sequence",
             "event-conflict": "it reported one event two ways",
         }.get(code, f"it reported {code}")
-        first = "once its link is reset (above), " if refused is not None else ""
+        first = (
+            ""
+            if refused is None
+            else "once it has rebooted (above), "
+            if _at_the_last_id(refused)
+            else "once its link is reset (above), "
+        )
         physical = (
             ""  # nothing jammed: its reports were not believable
             if code.startswith("event-")
             else "clear the shuffler (take out any jammed card, close its door), then "
         )
+        if code == "stalled" and stall is not None:
+            what, physical = _shuffle_stalled(stall)
         yield _Found(
             FaultView(
                 what="shuffler-fault",
@@ -190,6 +222,7 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
     if refused is not None:
         yield _refused("shoe", refused, "clearing the shoe")
     code = s.shoe_fault
+    stall = s.stalls.get("shoe")
     if code is not None:
         what = {
             "incomplete": "the shoe failed to deal all the cards of the deal plan",
@@ -201,6 +234,8 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
             "deal-unconfirmed": "the shoe could not show whether it dealt the round asked of it "
             "before a power-up",
         }.get(code, f"the shoe reported {code}")
+        if code == "stalled" and stall is not None:
+            what = _deal_stalled(stall)
         out_of_order = s.shoe_out_of_order
         yield _Found(
             FaultView(
@@ -234,6 +269,55 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
             ("deal.request_failed",),
             {"reason": s.deal_refused},
         )
+
+
+def _waited(stall: Stall) -> str:
+    seconds = stall.waited_ms // 1000
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
+def _lost(stall: Stall) -> str:
+    """Why a device that says it is done left the table waiting."""
+    again = (
+        f"; it listed {stall.replayed} event(s) again under ids already taken, skipped as replays"
+        if stall.replayed
+        else ""
+    )
+    return (
+        f"its completion never reached the table{again}: its events are lost on the way (a "
+        "device that restarts keeping its boot id drops its new events on the table's old "
+        "acknowledgement)"
+    )
+
+
+def _shuffle_stalled(stall: Stall) -> tuple[str, str]:
+    """A shuffle that never completed (core/stalls.py): what happened, and the step first."""
+    count = "" if stall.card_count is None else f" with {stall.card_count} cards"
+    match stall.reported:
+        case "ready":
+            return (
+                f"it took the shuffle and says it is ready{count}, but {_lost(stall)}",
+                "power the shuffler off and on (its new boot's events are taken from their "
+                "first), then ",
+            )
+        case "shuffling":
+            return (
+                f"it has been shuffling for {_waited(stall)} without finishing",
+                "clear the shuffler (take out any jammed card, close its door), then ",
+            )
+        case _:
+            state = stall.reported or "nothing"
+            return (
+                f"it took the shuffle {_waited(stall)} ago and reports {state}: nothing of the "
+                "shuffle reached the table",
+                "check that the deck is in the shuffler and it is not in fault, then ",
+            )
+
+
+def _deal_stalled(stall: Stall) -> str:
+    if stall.reported == "idle":
+        return f"the shoe says it is idle, but the deal it took {_lost(stall)}"
+    return f"no card of the deal it took reached the table for {_waited(stall)}"
 
 
 def _unconfirmed(s: TableState, shoe: bool, awaited: frozenset[str]) -> Iterator[_Found]:
@@ -414,6 +498,55 @@ def _delivery(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
+def _journal(s: TableState, shoe: bool) -> Iterator[_Found]:
+    """What the journal's checks found while the table runs (core/journal_checks.py)."""
+    rolled = s.rolled_back
+    if rolled is not None:
+        yield _Found(
+            FaultView(
+                what="journal-rolled-back",
+                device="journal",
+                cause=f"backend {rolled.backend_id} acknowledged rows through seq "
+                f"{rolled.acked_through_seq}; this journal ended at seq {rolled.last_seq}: it "
+                "was put back from an older copy (or the backend's acknowledgement is wrong), "
+                f"and the seqs past {rolled.last_seq} are rows that backend holds with other "
+                "content: nothing more is published",
+                stops=Stops.ROUNDS,
+                remedy="stop the daemon and put back the newest copy of the database with its "
+                "mark (a backup); only if the backend's acknowledgement was wrong and has been "
+                "withdrawn (its retained ack cleared), accept it",
+                command=f"tablectl journal recover {WHO} --accept acks",
+            ),
+            ("journal.rolled_back",),
+            {"backend_id": rolled.backend_id},
+        )
+    if s.chain_pending is not None:
+        yield _Found(
+            FaultView(
+                what="journal-verifying",
+                device="journal",
+                cause=f"the journal's hash chains through seq {s.chain_pending} are being "
+                "walked in full since this start: no round opens until they pass",
+                stops=Stops.ROUNDS,
+                remedy="wait: it clears by itself when the walk passes",
+                command=None,
+            )
+        )
+    if s.chain_broken is not None:
+        yield _Found(
+            FaultView(
+                what="journal-chain-broken",
+                device="journal",
+                cause=f"the full walk at this start found {s.chain_broken}",
+                stops=Stops.ROUNDS,
+                remedy="stop the daemon; `tablectl journal verify` names where it breaks; put "
+                "back the database with its mark from a backup",
+                command="tablectl journal verify",
+            ),
+            ("journal.chain_broken",),
+        )
+
+
 # Each maps the core's state to the faults it holds; a new kind of fault is one more here.
 _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _deck,
@@ -423,6 +556,7 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
     _stuck,
     _people,
     _delivery,
+    _journal,
 )
 
 

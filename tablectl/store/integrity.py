@@ -30,6 +30,7 @@ past them would hand out seqs its backends already hold.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -339,6 +340,31 @@ def _ack_problems(
     return found
 
 
+def _rolled_back(db: sqlite3.Connection) -> IntegrityProblem | None:
+    """The table found a registered backend's acknowledgement past the journal's end while it
+    ran (core/journal_checks.py) and no technician has accepted it since: the journal was put
+    back from an older copy, which its mark, copied with it, cannot show."""
+    row = db.execute(
+        "SELECT CASE WHEN json_valid(value) THEN json_extract(value, '$.rolled_back') END "
+        "FROM kv WHERE key = 'table_state'"
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    found = json.loads(row[0])
+    backend, acked, last = found["backend_id"], found["acked_through_seq"], found["last_seq"]
+    return _problem(
+        Check.ACKS,
+        f"backend {backend!r} acknowledged through seq {acked} while this journal ended at seq "
+        f"{last} (journaled as a rollback): the database and its mark were put back from an "
+        f"older copy, and its seqs past {last} are rows that backend holds with other content; "
+        f"put back the newest copy of both from a backup. Accept only if that backend's "
+        "acknowledgement was wrong and has been withdrawn (its retained ack cleared): "
+        "otherwise it is found again at the next start",
+        Accept.ACKS,
+        backend,
+    )
+
+
 def _cursor_form_problems(
     head: JournalHead, mark: MarkReading, known: set[str | None]
 ) -> list[IntegrityProblem]:
@@ -403,6 +429,8 @@ def _problems(
     if (named := _rows_named_past_end(db, head)) is not None:
         found.append(named)
     found += _ack_problems(db, head, backends, vouched)
+    if (rolled := _rolled_back(db)) is not None:
+        found.append(rolled)
     found += _cursor_form_problems(head, mark, {p.subject for p in found})
     state = _state_problem(db, head)
     if state is not None and not any(p.check is Check.STATE for p in found):
@@ -468,6 +496,17 @@ def check_integrity(store: Store, backends: Sequence[str]) -> list[IntegrityProb
         if broken is not None
     ]
     return found + _problems(db, store.head, store.mark(), backends, store.path)
+
+
+def chain_problems(db: sqlite3.Connection) -> list[IntegrityProblem]:
+    """Both hash chains walked whole (what start-up's tail check cannot see: a row or input
+    edited in the middle). Read only; on a running daemon's journal too (a reader's own
+    connection): rows committed meanwhile are walked as well."""
+    return [
+        _broken(check, walk.broken)
+        for check, walk in ((Check.CHAIN, walk_rows(db)), (Check.INPUTS, walk_inputs(db)))
+        if walk.broken is not None
+    ]
 
 
 def refusal(problems: Sequence[IntegrityProblem]) -> str:
