@@ -142,7 +142,7 @@ def test_bash_offers_the_values_of_every_option_that_has_them() -> None:
     """--format (csv,jsonl,pdf; several with commas), --log-level, --game, --accept ..."""
     valued = _valued_options()
     options = {option for _, option, _ in valued}
-    assert {"--format", "--log-level", "--game", "--accept", "--wager"} <= options
+    assert {"--format", "--log-level", "--game", "--accept"} <= options
     for words, option, values in valued:
         offered = _bash_offers(["tablectl", *words, option, ""])
         assert set(values) <= offered, (words, option, offered)

@@ -23,9 +23,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "report",
         help="hand counts, probabilities, return and house edge, by exhaustive enumeration",
     )
-    rep.add_argument("--game", required=True, choices=games)
+    # Text, not argparse choices: the report's own refusal says more (`--wager blind`: why
+    # the Blind has no report of its own).
     rep.add_argument(
-        "--wager", required=True, choices=sorted({w for _, w in REPORTS}), help=f"by game: {wagers}"
+        "--game", required=True, type=printable("a game", 32), help=f"one of: {', '.join(games)}"
+    )
+    rep.add_argument(
+        "--wager", required=True, type=printable("a wager", 32), help=f"by game: {wagers}"
     )
     rep.add_argument(
         "--paytable",
