@@ -11,7 +11,13 @@ rate-limits requests, but asking less often is cheaper for everyone.
 
 `per_event_s` makes it a slow backend (that long to store each event): it then reads no more
 from the broker than it can take, so the broker's queue for it fills and drops, as Mosquitto
-does for any slow subscriber past `max_queued_messages`.
+does for any slow subscriber past `max_queued_messages`. `wildcard` subscribes to the table's
+whole tree (`#`), as a backend that records everything does: its own ack echoes and replay
+requests then share its queue at the broker with the events.
+
+A `delivery.row_withheld` placeholder (a row larger than the broker accepts) holds its seq
+like any event, so the ack moves past it; the row itself, when it comes whole later with the
+same seq, replaces it (docs/mqtt.md, Delivery).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tablectl.mqtt.client import MqttClient, MqttError
-from tablectl.mqtt.contract import topic_root
+from tablectl.mqtt.contract import ROW_WITHHELD, topic_root
 from tablectl.util.backoff import Backoff
 from tablectl.util.reconnect import Reconnector
 
@@ -49,6 +55,7 @@ class ReferenceBackend:
         per_event_s: float = 0.0,
         ask_on_gap: bool = True,
         replay_pause_s: float = 1.0,
+        wildcard: bool = False,
     ) -> None:
         self._host, self._port = host, port
         self.backend_id = backend_id
@@ -56,6 +63,7 @@ class ReferenceBackend:
         self._per_event_s = per_event_s
         self._ask_on_gap = ask_on_gap
         self._replay_pause_s = replay_pause_s
+        self._wildcard = wildcard
         self._pause_s = replay_pause_s
         self._next_ask_at = 0.0
         self._acked = 0
@@ -110,7 +118,10 @@ class ReferenceBackend:
         client.close()
 
     async def _serve(self, client: MqttClient) -> None:
-        for sub in ("evt", "meter/+", "status", "birth", "health", "res/+"):
+        subs = (
+            ("#",) if self._wildcard else ("evt", "meter/+", "status", "birth", "health", "res/+")
+        )
+        for sub in subs:
             await client.subscribe(f"{self.root}/{sub}")
         await self._ask_replay(client, "backend-reconnect")
         try:
@@ -175,7 +186,7 @@ class ReferenceBackend:
             seq = body["seq"]
             self.highest_seen = max(self.highest_seen, seq)
             self.deliveries.append((seq, body["replay"]))
-            if seq in self.events:
+            if seq in self.events and not _replaces(self.events[seq], body):
                 self.duplicates += 1
             else:
                 self.events[seq] = body
@@ -225,3 +236,8 @@ class ReferenceBackend:
             while not predicate():
                 self.changed.clear()
                 await self.changed.wait()
+
+
+def _replaces(held: dict[str, Any], body: dict[str, Any]) -> bool:
+    """The row whole, in place of the placeholder held for its seq."""
+    return bool(held["type"] == ROW_WITHHELD and body["type"] != ROW_WITHHELD)

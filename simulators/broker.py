@@ -99,7 +99,11 @@ class PrivateBroker:
     resume() (SIGSTOP, SIGCONT): a broker that holds its connections and answers nothing.
 
     max_queued: messages the broker queues per subscriber behind those in flight, past which it
-    drops them silently (Mosquitto's default is 1,000; a slow backend meets it)."""
+    drops them silently (Mosquitto's default is 1,000; a slow backend meets it).
+    max_inflight: messages sent to a subscriber awaiting its PUBACK (Mosquitto's default is
+    20); with max_queued, what a subscriber that reads no more is held before drops.
+    max_packet_size: the largest packet it takes, said in its CONNACK (Mosquitto's
+    `max_packet_size`); retain_available false: it keeps no retained messages."""
 
     def __init__(
         self,
@@ -108,6 +112,9 @@ class PrivateBroker:
         secure: Secure | None = None,
         max_queued: int = 100_000,
         host: str = "127.0.0.1",  # another address: a veth's, for a table in a netns
+        max_packet_size: int | None = None,
+        retain_available: bool = True,
+        max_inflight: int = 100,
     ) -> None:
         self.host = host
         self.port = port or free_port()
@@ -122,10 +129,12 @@ class PrivateBroker:
                 "allow_anonymous true\n"
                 "persistence false\n"
                 "set_tcp_nodelay true\n"
-                "max_inflight_messages 100\n"
+                f"max_inflight_messages {max_inflight}\n"
                 f"max_queued_messages {max_queued}\n"
                 f"log_dest file {self.log}\n"
                 "user root\n"
+                + (f"max_packet_size {max_packet_size}\n" if max_packet_size else "")
+                + ("" if retain_available else "retain_available false\n")
             )
         else:
             conf.write_text(self._secure_conf(secure))

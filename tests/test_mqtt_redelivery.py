@@ -21,10 +21,12 @@ from tablectl.core.round import Phase
 from tablectl.mqtt.redelivery import (
     ANONYMOUS,
     FRUITLESS_HEALS,
+    INITIAL_WINDOW,
     REPLAY_INTERVAL_S,
     Asked,
     Dormant,
     Redelivery,
+    Rewound,
     Started,
 )
 from tablectl.mqtt.relay import topic_root
@@ -34,14 +36,20 @@ from .conftest import SimulatedTable, simulated_table
 # --- the rules, on a virtual clock ------------------------------------------------------------
 
 
-def drain(r: Redelivery, limit: int = 1000) -> list[tuple[int, int]]:
+def drain(r: Redelivery, limit: int = 1000, now: float = 0.0) -> list[tuple[int, int]]:
     """Everything the rules let go now, as the relay would send it: [(after, through)]."""
     out = []
     while (batch := r.next_batch(limit)) is not None:
         after, count = batch
-        r.sent(after, after + count)
+        r.sent(after, after + count, now)
         out.append((after, after + count))
     return out
+
+
+def ack(r: Redelivery, acked: dict[str, int], backend: str, seq: int, now: float) -> None:
+    """A backend's ack, as the relay takes it."""
+    acked[backend] = seq
+    r.ack_moved(backend, now)
 
 
 def test_a_stalled_ack_heals_from_the_ack_paced_by_the_backends_acks() -> None:
@@ -51,14 +59,59 @@ def test_a_stalled_ack_heals_from_the_ack_paced_by_the_backends_acks() -> None:
     r.handed_through(400)  # rows 101..400 went to the broker, seen out at the check at 1 s
     assert r.tick(1) == [] and r.tick(5.9) == [] and drain(r) == []  # not stalled yet
     assert r.tick(6) == [Started("pgs", after=100, until=400, heal=True)]
-    assert drain(r) == [(100, 150)]  # at most the window past its ack
-    acked["pgs"] = 150  # it took them ...
-    assert drain(r) == [(150, 200)]  # ... so the next ones go
-    acked["pgs"] = 390  # the later rows it held make its ack jump
-    assert drain(r) == [(390, 400)]  # and what it holds is not sent again
-    assert r.replays == {}
-    acked["pgs"] = 400
+    assert drain(r, now=6) == [(100, 100 + INITIAL_WINDOW)]  # a small window past its ack
+    ack(r, acked, "pgs", 110, 6.5)  # it took them ...
+    assert drain(r, now=6.5) == [(110, 130)]  # ... so the next ones go, twice as many
+    ack(r, acked, "pgs", 390, 7)  # the later rows it held make its ack jump
+    assert drain(r, now=7) == [(390, 400)]  # and what it holds is not sent again
+    assert "pgs" in r.replays  # sent, not yet acknowledged: a lost tail would be seen
+    ack(r, acked, "pgs", 400, 7.5)
+    assert drain(r) == [] and r.replays == {}
     assert r.tick(100) == []  # caught up: nothing stalls
+
+
+def test_a_window_the_backend_does_not_acknowledge_is_sent_again_smaller() -> None:
+    # The broker's queue for the backend holds fewer rows than the window: the rest are
+    # dropped, its ack stops short, and the replay goes back to it within a few of its ack
+    # intervals (not the stall time), with half the window.
+    acked = {"pgs": 0}
+    r = Redelivery(acked, stall_s=60, window=100)
+    r.session(cursor=0, now=0)
+    r.handed_through(1000)
+    assert r.request("pgs", from_seq=1, now=0) is Asked.STARTED
+    now = 0.0
+    for _ in range(3):  # windows of 10, 20, 40 taken whole, an ack every half second
+        (batch,) = drain(r, now=now)
+        now += 0.5
+        ack(r, acked, "pgs", batch[1], now)
+    assert r.window("pgs") == 80
+    assert drain(r, now=now) == [(70, 150)]
+    now += 0.5
+    ack(r, acked, "pgs", 100, now)  # 30 of them fit its queue; 50 were dropped
+    assert drain(r, now=now) == [(150, 100 + r.window("pgs"))]  # it slides on with the ack ...
+    assert r.tick(now + 1.0) == []  # ... and is not given up on at once
+    lost = r.tick(now + 2.0)  # twice its ack interval (0.5 s) and more: lost
+    assert lost == [Rewound("pgs", after=100, window=r.window("pgs"))]
+    assert r.window("pgs") == 50  # half of what it had grown to
+    assert drain(r, now=now + 2) == [(100, 100 + r.window("pgs"))]
+    # Past the loss it grows by a row per window acknowledged, no longer doubling.
+    before = r.window("pgs")
+    ack(r, acked, "pgs", 100 + before, now + 2.5)
+    assert r.window("pgs") == before + 1
+
+
+def test_a_backend_that_asks_inside_a_running_replay_lost_rows_of_it() -> None:
+    acked = {"pgs": 0}
+    r = Redelivery(acked, stall_s=60, window=100)
+    r.session(cursor=0, now=0)
+    r.handed_through(500)
+    assert r.request("pgs", from_seq=1, now=0) is Asked.STARTED
+    assert drain(r, now=0) == [(0, 10)]
+    ack(r, acked, "pgs", 4, 0.5)
+    assert drain(r, now=0.5) == [(10, 4 + r.window("pgs"))]
+    # It lacks 5 onwards (dropped): the replay goes back to its ack, once a rate interval.
+    assert r.request("pgs", from_seq=5, now=REPLAY_INTERVAL_S) is Asked.RUNNING
+    assert drain(r, now=REPLAY_INTERVAL_S) == [(4, 4 + r.window("pgs"))]
 
 
 def test_a_backend_that_acknowledges_is_never_healed() -> None:
@@ -86,6 +139,7 @@ def test_a_backend_that_stays_silent_through_every_heal_is_sent_nothing_more() -
     heals: list[Started] = []
     dormant: list[Dormant] = []
     resent = 0
+    resent_when_dormant = 0
     # Hours of a busy table: pgs keeps up, audit is offline.
     for second in range(1, 6 * 3600):
         r.handed_through(second * 30)
@@ -93,12 +147,14 @@ def test_a_backend_that_stays_silent_through_every_heal_is_sent_nothing_more() -
         for change in r.tick(second):
             if isinstance(change, Dormant):
                 dormant.append(change)
-            else:
+                resent_when_dormant = resent
+            elif isinstance(change, Started):
                 heals.append(change)
-        resent += sum(through - after for after, through in drain(r))
+        resent += sum(through - after for after, through in drain(r, now=second))
     assert [h.requester for h in heals] == ["audit"] * FRUITLESS_HEALS
     assert dormant == [Dormant("audit")] and r.dormant("audit")
-    assert resent == 50 * FRUITLESS_HEALS  # one window per heal, then nothing for hours
+    # A window per heal and smaller ones as each goes unacknowledged, then nothing for hours.
+    assert 0 < resent == resent_when_dormant <= 2 * INITIAL_WINDOW * FRUITLESS_HEALS
     # A new connection starts from the lowest ack of the backends still listening.
     assert r.floor(handed_mark=99_999) == acked["pgs"]
     # It comes back and acknowledges: it is watched again, and healed if it stalls again.
@@ -161,7 +217,7 @@ def test_rows_resent_once_serve_every_backend_that_lacked_them() -> None:
     r.handed_through(60)
     assert r.tick(1) == []
     assert len(r.tick(6)) == 2  # both stalled at the same ack
-    assert drain(r) == [(10, 60)]  # one copy for both
+    assert drain(r) == [(10, 10 + INITIAL_WINDOW)]  # one copy for both
 
 
 # --- the relay, against a broker that drops ------------------------------------------------
@@ -183,6 +239,19 @@ async def burst(table: SimulatedTable, events: int) -> int:
     for i in range(events):
         seat = 1 + i // 2 % table.config.table.seats
         table.daemon.post(ChipSensed(seat=seat, present=i % 2 == 0, since_ns=now + i))
+    await table.daemon.wait_until(lambda _: store.steps_committed - steps >= events, 30)
+    return store.last_seq
+
+
+async def played(table: SimulatedTable, events: int, per_s: float) -> int:
+    """Chips placed and lifted at per_s, as a busy table makes rows. The last seq."""
+    store = table.daemon.store
+    assert store is not None
+    steps = store.steps_committed
+    for i in range(events):
+        seat = 1 + i // 2 % table.config.table.seats
+        table.daemon.post(ChipSensed(seat=seat, present=i % 2 == 0, since_ns=time.monotonic_ns()))
+        await asyncio.sleep(1 / per_s)
     await table.daemon.wait_until(lambda _: store.steps_committed - steps >= events, 30)
     return store.last_seq
 
@@ -239,6 +308,44 @@ async def test_rows_the_broker_drops_reach_a_slow_backend_without_a_reconnect(
         assert relay.counters.connects == 1 and table.backend.connects == 1
         # Paced by the backend's acks, not the whole tail again and again.
         assert relay.counters.redelivered < 3 * last
+
+
+async def test_a_slow_backend_on_the_whole_tree_is_healed_at_its_own_pace(tmp_path: Path) -> None:
+    # 20 ms a row, and subscribed to everything under the table's root: its own ack echoes
+    # and the table's status share its queue at the broker, which holds about 90 of its
+    # messages (20 in flight, 40 queued, 32 in its inbox): less than a window of 100 rows.
+    # The relay alone heals it (it asks only at its connect): a heal starts a replay its
+    # acks pace, and a window the broker drops is sent again from its ack, smaller, within
+    # its ack interval: the stall timer is not what moves delivery on.
+    with PrivateBroker(max_queued=40, max_inflight=20) as broker:
+        await _slow_backend_on_the_whole_tree(broker, tmp_path)
+
+
+async def _slow_backend_on_the_whole_tree(broker: PrivateBroker, tmp_path: Path) -> None:
+    async with simulated_table(
+        broker,
+        tmp_path / "data",
+        mqtt={"ack_stall_s": 3},
+        backend={"per_event_s": 0.02, "ask_on_gap": False, "wildcard": True},
+    ) as table:
+        await table.wait_phase(Phase.BETTING)
+        await table.wait_backend_caught_up()
+        started = time.monotonic()
+        last = await burst(table, 600)
+        await table.backend.wait_for(lambda: table.backend.last_contiguous_seq >= last, 120)
+        took = time.monotonic() - started
+        relay = table.daemon.relay
+        print(f"\n{last} rows through in {took:.2f} s; {relay.counters}")
+        await table.wait_backend_caught_up()
+        assert table.daemon.store is not None
+        assert set(table.backend.events) == set(range(1, table.daemon.store.last_seq + 1))
+        assert copies_first(table), "the broker dropped nothing: the test proves nothing"
+        assert any(sub.startswith("ack/") for sub, _ in table.backend.received)  # its echoes
+        # One heal (or two: the burst's tail can be dropped after the replay began), then
+        # the backend's acks pace it: not a heal per stall time.
+        assert 1 <= relay.counters.heals <= 2
+        assert relay.counters.connects == 1 and table.backend.connects == 1
+        assert table.backend.replays_asked == 1  # at its connect: the relay did the rest
 
 
 async def test_an_offline_backend_is_healed_a_few_times_then_sent_nothing(

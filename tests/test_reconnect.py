@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from structlog.testing import capture_logs
 
+from tablectl.mqtt.client import BROKER_RETRY_MAX_S, broker_backoff
 from tablectl.util.backoff import Backoff
 from tablectl.util.clock import run_virtual
 from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
@@ -243,3 +244,78 @@ def test_a_refusal_after_every_connect_is_one_error_not_one_per_connection() -> 
     assert r.counters.refusals == 4
     errors = [e for e in logs if e["log_level"] == "error"]
     assert [e["event"] for e in errors] == ["mqtt connection lost"]
+
+
+class Outage:
+    """A broker that is not there until `back_at` (virtual seconds), then accepts."""
+
+    def __init__(self, back_at: float) -> None:
+        self.back_at = back_at
+        self.attempts: list[float] = []
+
+    async def connect(self) -> str:
+        now = asyncio.get_running_loop().time()
+        self.attempts.append(now)
+        if now < self.back_at:
+            raise ConnectionRefusedError("nobody listening")
+        return "conn"
+
+    async def serve(self, conn: str) -> None:
+        await asyncio.sleep(3600)
+
+    async def close(self, conn: str) -> None:
+        pass
+
+
+def test_a_broker_back_from_a_three_minute_outage_is_found_within_seconds() -> None:
+    # The relay's backoff for a broker: from 0.25 s doubling to BROKER_RETRY_MAX_S, jittered
+    # by a fifth; mqtt.reconnect_max_s (30 s) is a refusal's wait, not a missing broker's.
+    outage = Outage(back_at=180.0)
+
+    async def main() -> Reconnector[str]:
+        r = Reconnector(
+            name="mqtt broker",
+            connect=outage.connect,
+            serve=outage.serve,
+            close=outage.close,
+            backoff=broker_backoff(30.0),
+            refused_wait_s=30.0,
+            retry_on=(OSError,),
+        )
+        task = asyncio.create_task(r.run())
+        await asyncio.sleep(200)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return r
+
+    r = run_virtual(main())
+    gaps = [b - a for a, b in zip(outage.attempts, outage.attempts[1:], strict=False)]
+    assert max(gaps) <= BROKER_RETRY_MAX_S * 1.2
+    found = outage.attempts[-1]
+    assert outage.back_at <= found <= outage.back_at + BROKER_RETRY_MAX_S * 1.2
+    assert r.counters.connects == 1 and r.counters.failures == len(outage.attempts) - 1
+
+
+def test_a_refusal_waits_its_own_time_not_the_network_backoff() -> None:
+    device = Device(refusals=3, error=type("Refused", (Permanent,), {})("bad certificate"))
+
+    async def main() -> None:
+        r = Reconnector(
+            name="mqtt broker",
+            connect=device.connect,
+            serve=device.serve,
+            close=device.close,
+            backoff=Backoff(initial_s=0.25, max_s=2, jitter=0),
+            refused_wait_s=30.0,
+            retry_on=(OSError, Permanent),
+        )
+        task = asyncio.create_task(r.run())
+        await asyncio.sleep(100)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    run_virtual(main())
+    gaps = [round(b - a, 3) for a, b in zip(device.attempts, device.attempts[1:], strict=False)]
+    assert gaps[:3] == [30.0, 30.0, 30.0]

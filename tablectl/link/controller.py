@@ -42,7 +42,7 @@ from tablectl.link.contract import (
     table_topic,
 )
 from tablectl.link.ledger import Connection, LedgerError, LinkRow
-from tablectl.mqtt.client import MqttClient, MqttError, tls_context
+from tablectl.mqtt.client import MqttClient, MqttError, broker_reconnector, client_for
 from tablectl.mqtt.contract import Status
 from tablectl.util import sdnotify
 from tablectl.util.backoff import Backoff
@@ -51,6 +51,7 @@ log = structlog.get_logger(__name__)
 REPLAY_EVERY_S = 1.0  # a table is asked for missing rows at most this often ...
 REPLAY_MAX_PAUSE_S = 30.0  # ... and then less and less often while none comes
 COUNTERS_EVERY_S = 60
+REFUSED_WAIT_S = 5.0  # a broker that refuses the controller is asked again this often
 YIELD_EVERY = 64  # inbound messages handled before the writer gets a turn
 
 
@@ -180,53 +181,53 @@ class Controller:
 
     # --- MQTT ------------------------------------------------------------------------------
 
-    def _make_client(self) -> MqttClient:
-        m = self.config.mqtt
-        return MqttClient(
-            m.host,
-            m.port,
-            client_id=m.client_id or f"tablectl-link-{self.id}",
-            username=m.username,
-            password=m.password,
-            keepalive_s=m.keepalive_s,
-            tls=tls_context(m.ca_file, m.cert_file, m.key_file) if m.tls else None,
-        )
-
     async def _mqtt_loop(self) -> None:
-        backoff = Backoff(initial_s=0.1, max_s=5.0)
-        while True:
-            try:
-                async with self._make_client() as client:
-                    for site in self.sites:
-                        for leaf in ("evt", "status"):
-                            await client.subscribe(table_topic(site, "+", leaf))
-                    await client.subscribe(f"{LINK_PREFIX}/+/state")
-                    self.client = client
-                    self._published_parameters.clear()
-                    self._mqtt_up.set()
-                    self._want_resync()  # ask every table again: rows may have gone by
-                    backoff.reset()
-                    log.info("link controller connected to the broker", controller=self.id)
-                    received = 0
-                    async with asyncio.TaskGroup() as session:
-                        # The connection's end (a ConnectionLost) ends the session too.
-                        session.create_task(client.wait_closed())
-                        async for message in client.messages():
-                            self._receive(message.topic, message.payload, message.retain)
-                            received += 1
-                            if received % YIELD_EVERY == 0:
-                                # The inbox hands messages over without suspending while it
-                                # holds any: without this, a flood would starve the writer (no
-                                # commits, no acks, more resends: a collapse).
-                                await asyncio.sleep(0)
-            except* MqttError as group:
-                exc = group.exceptions[0]
-                level = log.warning if backoff.first_failure else log.debug
-                level("link controller: broker connection lost", error=str(exc))
-            finally:
-                self.client = None
-                self._mqtt_up.clear()
-            await asyncio.sleep(backoff.next_delay())
+        """The broker connection, through the one reconnect component (util/reconnect.py)."""
+        m = self.config.mqtt
+        await broker_reconnector(
+            f"link controller's mqtt broker {m.host}:{m.port}",
+            self._mqtt_connect,
+            self._mqtt_session,
+            self._mqtt_close,
+            refused_wait_s=REFUSED_WAIT_S,
+        ).run()
+
+    async def _mqtt_connect(self) -> MqttClient:
+        m = self.config.mqtt
+        client = client_for(m, client_id=m.client_id or f"tablectl-link-{self.id}")
+        await client.connect()
+        return client
+
+    async def _mqtt_close(self, client: MqttClient) -> None:
+        self.client = None
+        self._mqtt_up.clear()
+        await client.disconnect()
+
+    async def _mqtt_session(self, client: MqttClient) -> None:
+        for site in self.sites:
+            for leaf in ("evt", "status"):
+                await client.subscribe(table_topic(site, "+", leaf))
+        await client.subscribe(f"{LINK_PREFIX}/+/state")
+        self.client = client
+        self._published_parameters.clear()
+        self._mqtt_up.set()
+        self._want_resync()  # ask every table again: rows may have gone by
+        log.info("link controller connected to the broker", controller=self.id)
+        received = 0
+        try:
+            async with asyncio.TaskGroup() as session:
+                # The connection's end (a ConnectionLost) ends the session too.
+                session.create_task(client.wait_closed())
+                async for message in client.messages():
+                    self._receive(message.topic, message.payload, message.retain)
+                    received += 1
+                    if received % YIELD_EVERY == 0:
+                        # The inbox hands messages over without suspending while it holds
+                        # any: without this, a flood would starve the writer (no commits, no
+                        # acks, more resends: a collapse).
+                        await asyncio.sleep(0)
+        except* MqttError as group:
+            raise group.exceptions[0] from None
 
     def _receive(self, topic: str, payload: Any, retained: bool = False) -> None:
         body = payload if isinstance(payload, bytes) else str(payload or "").encode()

@@ -2,7 +2,8 @@
 
 `mqtt5` (PyPI, by aiomqtt's maintainer, the codec aiomqtt 3 is built on) turns packets into
 bytes and back, in Rust; this module keeps the session: CONNECT and its CONNACK, QoS 1 in
-both directions, SUBSCRIBE, keep-alive, DISCONNECT and the last-will. Why not aiomqtt 2, nor
+both directions, SUBSCRIBE, keep-alive, DISCONNECT and the last-will (delayed, so a brief
+reconnect does not flap it). Why not aiomqtt 2, nor
 paho-mqtt underneath (docs/mqtt.md, "The MQTT client"): aiomqtt's public API awaits one PUBACK
 per call, writes a publish a loop turn or two later and drops MQTT 5 PUBACK reason codes (a
 publish the broker's ACL refused looks delivered); paho's packet code, in Python, was half of
@@ -23,8 +24,20 @@ What it gives the relay:
 - `max_inbox`: a consumer slower than its messages stops reading the socket while that many
   wait, so the broker holds (and past its queue, drops) what it has not taken, as it does for
   any slow subscriber; reading goes on once half of them are consumed.
+- A silent broker is found: a PINGREQ goes out when nothing came in (or went out) for half
+  the keep-alive, and one unanswered within the keep-alive ends the connection; a PUBACK or
+  SUBACK not come within `puback_timeout_s` ends it with `PublishUnacknowledged`, so every
+  user learns of a dead session, whether or not it awaits its futures.
+- The broker's limits (its CONNACK, MQTT 5.0, 3.2.2.3) are kept: no packet larger than its
+  Maximum Packet Size is sent (`publish_nowait` raises `PacketTooLarge`, nothing is sent and
+  the session goes on), a broker that takes QoS 0 only is refused at connect
+  (`BrokerUnsuitable`), and with Retain Available 0 a retained publish goes out unretained
+  (counted in `retains_dropped`; a broker that refuses the retained last-will is asked again
+  with it unretained). Our own Maximum Packet Size (`max_packet_bytes`) goes in the CONNECT,
+  and no packet announced larger is buffered.
 - One connection per client object: a reconnect is a new client (util/reconnect.py), so no
-  message of a dead session is ever sent into a new one.
+  message of a dead session is ever sent into a new one. `client_for` builds every client
+  of the daemon and the link controller, from its configuration section.
 
 Everything runs on the loop's thread.
 """
@@ -36,26 +49,36 @@ import contextlib
 import socket
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 import mqtt5
 
-from tablectl.util.reconnect import Permanent
+from tablectl.util.backoff import Backoff
+from tablectl.util.reconnect import Permanent, Reconnector
 
 __all__ = [
     "SOCKET_OPTIONS",
+    "BrokerLimits",
+    "BrokerSettings",
+    "BrokerUnsuitable",
     "ClosedBeforeAccepted",
     "ConnectRefused",
     "ConnectionLost",
     "Message",
     "MqttClient",
     "MqttError",
+    "PacketTooLarge",
     "PublishRefused",
+    "PublishUnacknowledged",
     "Refused",
     "SubscribeRefused",
     "Will",
+    "broker_backoff",
+    "broker_reconnector",
+    "client_for",
     "tls_context",
 ]
 
@@ -71,6 +94,14 @@ TRANSIENT_CONNACK = frozenset({0x88, 0x89, 0x97, 0x9F})
 KEEPALIVE_CHECK_S = 1.0
 QOS1 = mqtt5.QoS.AT_LEAST_ONCE
 MAX_PACKET_ID = 0xFFFF
+RETAIN_NOT_SUPPORTED = 0x9A  # a CONNACK refusing a retained will (MQTT 5.0, 3.2.2.2)
+PACKET_TOO_LARGE = 0x95  # a DISCONNECT for a packet past our Maximum Packet Size
+# The largest packet this client takes unless told otherwise: a backend's birth and a link
+# controller's broadcasts are a few KiB; a MiB bounds what one packet can make us buffer.
+MAX_PACKET_BYTES = 1 << 20
+# A broker on the site's LAN that is not there is tried again this often at most, so one
+# back from an outage is found within a few seconds; a refusal waits longer (docs/mqtt.md).
+BROKER_RETRY_MAX_S = 2.0
 
 
 def tls_context(
@@ -90,6 +121,32 @@ class MqttError(Exception):
 
 class ConnectionLost(MqttError):
     """The connection ended while in use."""
+
+
+class PublishUnacknowledged(ConnectionLost):
+    """No PUBACK (or SUBACK) within the client's deadline: the broker holds the connection
+    but is not answering what we send, so the connection is ended."""
+
+    def __init__(self, what: str, timeout_s: float) -> None:
+        super().__init__(f"the broker did not acknowledge {what} within {timeout_s:g} s")
+        self.timeout_s = timeout_s
+
+
+class PacketTooLarge(MqttError):
+    """A publish larger than the broker's Maximum Packet Size: not sent; the session goes on
+    (the broker would have closed the connection for it, MQTT 5.0, 3.2.2.3.6)."""
+
+    def __init__(self, topic: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"a publish to {topic} of {size} bytes is larger than the broker accepts "
+            f"({limit} bytes, its CONNACK's Maximum Packet Size)"
+        )
+        self.topic, self.size, self.limit = topic, size, limit
+
+
+class BrokerUnsuitable(MqttError, Permanent):
+    """The broker accepted the connection with limits this client cannot work within (QoS 0
+    only): a configuration to change, not a failure that waiting cures."""
 
 
 class ClosedBeforeAccepted(MqttError):
@@ -128,11 +185,26 @@ class SubscribeRefused(Refused, Permanent):
 
 @dataclass(frozen=True, slots=True)
 class Will:
-    """The broker publishes this (QoS 1) when the connection ends without a DISCONNECT."""
+    """The broker publishes this (QoS 1) when the connection ends without a DISCONNECT, once
+    `delay_s` has passed without a new connection of the same client id (MQTT 5.0, 3.1.3.2.2:
+    the Will Delay Interval; the session is kept that long for it), so a brief reconnect does
+    not flap it."""
 
     topic: str
     payload: bytes
     retain: bool = True
+    delay_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLimits:
+    """What the broker's CONNACK said it takes (MQTT 5.0, 3.2.2.3)."""
+
+    receive_max: int = 65535
+    max_packet_bytes: int | None = None  # None: no limit but the protocol's
+    max_qos: int = 2
+    retain_available: bool = True
+    keepalive_s: int = 0  # as settled: ours, or the broker's Server Keep Alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,17 +243,28 @@ def _packet_length(buffer: bytearray, start: int) -> int | None:
     return None
 
 
+def _publish_size(topic: str, payload: bytes) -> int:
+    """The bytes of a QoS 1 PUBLISH without properties, as `mqtt5` writes it: the fixed header,
+    the topic, the packet identifier, an empty property length and the payload."""
+    remaining = 2 + len(topic.encode()) + 2 + 1 + len(payload)
+    length_bytes = 1 if remaining < 128 else 2 if remaining < 16_384 else 3
+    return 1 + (length_bytes if remaining < 2_097_152 else 4) + remaining
+
+
 class _Wire(asyncio.Protocol):
     """asyncio's end of the connection: bytes in and the connection's end, for the client."""
 
     def __init__(self, client: MqttClient) -> None:
         self._client = client
+        self.detached = False  # a refused connection's end is not the next one's
 
     def data_received(self, data: bytes) -> None:
-        self._client._received(data)
+        if not self.detached:
+            self._client._received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._client._transport_lost(exc)
+        if not self.detached:
+            self._client._transport_lost(exc)
 
 
 @dataclass(slots=True)
@@ -210,6 +293,8 @@ class MqttClient:
         will: Will | None = None,
         connect_timeout_s: float = 10.0,
         max_inbox: int | None = None,
+        puback_timeout_s: float = 10.0,
+        max_packet_bytes: int = MAX_PACKET_BYTES,
     ) -> None:
         self.host, self.port = host, port
         self._client_id = client_id
@@ -219,8 +304,13 @@ class MqttClient:
         self._will = will
         self._connect_timeout_s = connect_timeout_s
         self._max_inbox = max_inbox
+        self._puback_timeout_s = puback_timeout_s
+        self._max_packet_bytes = max_packet_bytes
+        self.limits = BrokerLimits(keepalive_s=keepalive_s)
+        self.retains_dropped = 0  # retained publishes sent unretained (Retain Available 0)
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
+        self._wire: _Wire | None = None
         self._inbuf = bytearray()
         self._out: list[bytes] = []  # encoded, not yet written (flush, or the next turn)
         self._flush_due = False
@@ -230,25 +320,51 @@ class MqttClient:
         self._lost: MqttError | None = None  # why the connection ended, if not by us
         self._closing = False
         self._next_id = 0
-        self._pubacks: dict[int, tuple[asyncio.Future[None], str]] = {}
+        # Awaiting their PUBACK, oldest first: (its future, topic, loop time it was sent).
+        self._pubacks: dict[int, tuple[asyncio.Future[None], str, float]] = {}
         self._held: deque[_Held] = deque()
         self._quota = 0  # publishes the broker takes now (its Receive Maximum, less in flight)
-        self._subacks: dict[int, tuple[asyncio.Future[list[int]], str]] = {}
+        self._subacks: dict[int, tuple[asyncio.Future[list[int]], str, float]] = {}
         self._inbox: asyncio.Queue[Message] = asyncio.Queue()
         self._reading = True  # False while max_inbox messages wait
         self._misc: asyncio.TimerHandle | None = None
-        self._last_out = 0.0  # loop time of the last packet written (keep-alive)
+        self._last_out = 0.0  # loop time of the last packet written (keep-alive) ...
+        self._last_in = 0.0  # ... and of the last bytes received
         self._ping_sent: float | None = None
 
     # --- connecting --------------------------------------------------------------------
 
     async def connect(self) -> None:
-        """Connect (TCP, TLS) and wait for the broker's CONNACK."""
+        """Connect (TCP, TLS) and wait for the broker's CONNACK. A broker without retained
+        messages refuses a retained last-will (0x9A): it is asked once more, unretained."""
+        try:
+            await self._connect_once()
+        except ConnectRefused as exc:
+            will = self._will
+            if exc.reason_code != RETAIN_NOT_SUPPORTED or will is None or not will.retain:
+                raise
+            self._will = replace(will, retain=False)
+            self._fresh_connection()
+            await self._connect_once()
+
+    def _fresh_connection(self) -> None:
+        """Back to before a connect that the broker refused (nothing was sent in it)."""
+        if self._wire is not None:
+            self._wire.detached = True
+        self._transport = None
+        self._inbuf.clear()
+        self._out.clear()
+        self._connected = self._loop.create_future()
+        self._closed = asyncio.Event()
+        self._lost = None
+
+    async def _connect_once(self) -> None:
         try:
             async with asyncio.timeout(self._connect_timeout_s):
                 try:
+                    self._wire = wire = _Wire(self)
                     self._transport, _ = await self._loop.create_connection(
-                        lambda: _Wire(self),
+                        lambda: wire,
                         self.host,
                         self.port,
                         ssl=self._tls,
@@ -265,7 +381,14 @@ class MqttClient:
         except BaseException:
             self.close()
             raise
-        self._misc = self._loop.call_later(KEEPALIVE_CHECK_S, self._on_misc)
+        self._last_in = self._loop.time()
+        self._misc = self._loop.call_later(self._check_every_s, self._on_misc)
+
+    @property
+    def _check_every_s(self) -> float:
+        """Often enough that a deadline is kept to within a quarter of itself."""
+        keepalive = self._keepalive_s or KEEPALIVE_CHECK_S * 4
+        return min(KEEPALIVE_CHECK_S, keepalive / 4, self._puback_timeout_s / 4)
 
     def _connect_packet(self) -> mqtt5.ConnectPacket:
         will = self._will
@@ -275,9 +398,18 @@ class MqttClient:
             password=None if self._password is None else self._password.encode(),
             clean_start=True,
             keep_alive=self._keepalive_s,
+            # Kept as long as the will waits: a session that ended sooner would send it.
+            session_expiry_interval=0 if will is None else will.delay_s,
+            max_packet_size=self._max_packet_bytes,
             will=None
             if will is None
-            else mqtt5.Will(will.topic, payload=will.payload, qos=QOS1, retain=will.retain),
+            else mqtt5.Will(
+                will.topic,
+                payload=will.payload,
+                qos=QOS1,
+                retain=will.retain,
+                will_delay_interval=will.delay_s,
+            ),
         )
 
     async def __aenter__(self) -> MqttClient:
@@ -318,6 +450,12 @@ class MqttClient:
         the future is done when the broker's PUBACK arrives."""
         if not self.is_connected:
             raise self._lost or ConnectionLost(f"not connected: cannot publish to {topic}")
+        limit = self.limits.max_packet_bytes
+        if limit is not None and (size := _publish_size(topic, payload)) > limit:
+            raise PacketTooLarge(topic, size, limit)
+        if retain and not self.limits.retain_available:
+            retain = False  # a retained publish would end the session (MQTT 5.0, 3.3.1.3)
+            self.retains_dropped += 1
         acked: asyncio.Future[None] = self._loop.create_future()
         if self._quota > 0 and not self._held:
             self._send_publish(topic, payload, retain, acked)
@@ -334,7 +472,7 @@ class MqttClient:
         packet = mqtt5.PublishPacket(topic, payload, qos=QOS1, retain=retain, packet_id=packet_id)
         self._write(packet.write())  # a bad topic raises here, before anything is in flight
         self._quota -= 1
-        self._pubacks[packet_id] = (acked, topic)
+        self._pubacks[packet_id] = (acked, topic, self._loop.time())
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish at QoS 1, written at once; returns when the broker has acknowledged it."""
@@ -349,7 +487,7 @@ class MqttClient:
         packet_id = self._packet_id()
         granted: asyncio.Future[list[int]] = self._loop.create_future()
         self._write(mqtt5.SubscribePacket(packet_id, [_subscription(topic)]).write())
-        self._subacks[packet_id] = (granted, topic)
+        self._subacks[packet_id] = (granted, topic, self._loop.time())
         if not self._reading:
             self._read_again()
         self.flush()
@@ -402,6 +540,7 @@ class MqttClient:
     # --- inbound -----------------------------------------------------------------------
 
     def _received(self, data: bytes) -> None:
+        self._last_in = self._loop.time()
         self._inbuf += data
         self._parse()
 
@@ -415,6 +554,9 @@ class MqttClient:
         start = 0
         try:
             while not self._inbox_full() and (length := _packet_length(buffer, start)):
+                if length > self._max_packet_bytes:  # not buffered: MQTT 5.0, 3.1.2.11.4
+                    self._too_large(length)
+                    return
                 if len(buffer) - start < length or self._closed.is_set():
                     break
                 packet, _ = mqtt5.read(memoryview(buffer)[start : start + length])
@@ -431,6 +573,18 @@ class MqttClient:
         if self._reading and self._inbox_full() and self._transport is not None:
             self._reading = False
             self._transport.pause_reading()
+
+    def _too_large(self, length: int) -> None:
+        self._write(
+            mqtt5.DisconnectPacket(reason_code=mqtt5.DisconnectReasonCode(PACKET_TOO_LARGE)).write()
+        )
+        self.flush()
+        self._end(
+            ConnectionLost(
+                f"the broker sent a packet of {length} bytes, more than our Maximum Packet "
+                f"Size ({self._max_packet_bytes} bytes)"
+            )
+        )
 
     def _inbox_full(self) -> bool:
         """The consumer is max_inbox messages behind and no answer is awaited (a PUBACK, a
@@ -472,10 +626,28 @@ class MqttClient:
                 ConnectRefused("the broker refused the connection", code, _reason_text(code))
             )
             return
-        self._up = True
-        self._quota = packet.receive_max
         if packet.server_keep_alive is not None:  # the broker's word wins (MQTT 5.0, 3.2.2.3.14)
             self._keepalive_s = packet.server_keep_alive
+        self.limits = BrokerLimits(
+            receive_max=packet.receive_max,
+            max_packet_bytes=packet.max_packet_size,
+            max_qos=int(packet.max_qos),
+            retain_available=packet.retain_available,
+            keepalive_s=self._keepalive_s,
+        )
+        if packet.max_qos is mqtt5.QoS.AT_MOST_ONCE:
+            # Nothing this client sends may go at QoS 1 (MQTT 5.0, 3.2.2.3.4): say goodbye.
+            self._write(mqtt5.DisconnectPacket().write())
+            self.flush()
+            self._connected.set_exception(
+                BrokerUnsuitable(
+                    "the broker takes QoS 0 only (its CONNACK's Maximum QoS): every message "
+                    "of this contract is QoS 1; allow QoS 1 on the broker (Mosquitto: max_qos)"
+                )
+            )
+            return
+        self._up = True
+        self._quota = packet.receive_max
         self._connected.set_result(None)
 
     def _puback(self, packet_id: int, code: int) -> None:
@@ -486,7 +658,7 @@ class MqttClient:
         while self._held and self._quota > 0:
             held = self._held.popleft()
             self._send_publish(held.topic, held.payload, held.retain, held.acked)
-        acked, topic = pending
+        acked, topic, _ = pending
         if acked.done():
             return
         if code >= 0x80:
@@ -510,24 +682,43 @@ class MqttClient:
             self._loop.call_soon(self._parse)  # what was left unread first
 
     def _on_misc(self) -> None:
-        """Keep-alive (MQTT 5.0, 3.1.2.10): a PINGREQ when nothing else went out for the
-        keep-alive; a broker that does not answer one within the keep-alive is gone."""
+        """Keep-alive (MQTT 5.0, 3.1.2.10), judged on what comes in as well as what goes out:
+        a PINGREQ when nothing went out, or nothing came in, for half the keep-alive; a broker
+        that does not answer one within the keep-alive is gone. A PUBACK or SUBACK not come
+        within `puback_timeout_s` ends the connection too."""
         self._misc = None
         if self._transport is None:
             return
         now = self._loop.time()
-        if self._keepalive_s == 0:  # no keep-alive (the broker may say so)
+        late = self._late_answer(now)
+        if late is not None:
+            self._end(late)
             return
-        if self._ping_sent is not None and now - self._ping_sent >= self._keepalive_s:
+        keepalive = self._keepalive_s  # 0: no keep-alive (the broker may say so)
+        if keepalive and self._ping_sent is not None and now - self._ping_sent >= keepalive:
             self._end(ConnectionLost("the broker did not answer a PINGREQ within the keep-alive"))
             return
-        if self._ping_sent is None and now - self._last_out >= self._keepalive_s / 2:
+        quiet = max(now - self._last_out, now - self._last_in)
+        if keepalive and self._ping_sent is None and quiet >= keepalive / 2:
             self._write(mqtt5.PingReqPacket().write())
             self.flush()
             self._ping_sent = now
             if not self._reading:
                 self._read_again()  # its PINGRESP comes behind what the broker queued for us
-        self._misc = self._loop.call_later(KEEPALIVE_CHECK_S, self._on_misc)
+        self._misc = self._loop.call_later(self._check_every_s, self._on_misc)
+
+    def _late_answer(self, now: float) -> PublishUnacknowledged | None:
+        """The oldest PUBACK or SUBACK awaited, if it is past the deadline (each dict holds
+        them in the order they were sent)."""
+        for pending, what in (
+            (self._pubacks, "a publish to"),
+            (self._subacks, "a subscription to"),
+        ):
+            for _, topic, sent_at in pending.values():
+                if now - sent_at >= self._puback_timeout_s:
+                    return PublishUnacknowledged(f"{what} {topic}", self._puback_timeout_s)
+                break
+        return None
 
     # --- ending ------------------------------------------------------------------------
 
@@ -552,9 +743,9 @@ class MqttClient:
         if not self._connected.done():
             self._connected.set_exception(failure)
         waiting: list[asyncio.Future[None] | asyncio.Future[list[int]]] = [
-            *(acked for acked, _ in self._pubacks.values()),
+            *(acked for acked, _, _ in self._pubacks.values()),
             *(held.acked for held in self._held),
-            *(granted for granted, _ in self._subacks.values()),
+            *(granted for granted, _, _ in self._subacks.values()),
         ]
         for future in waiting:
             if not future.done():
@@ -588,3 +779,81 @@ def _disconnect_text(code: int) -> str:
     with contextlib.suppress(ValueError):
         return mqtt5.DisconnectReasonCode(code).name.replace("_", " ").capitalize()
     return "Unknown reason"
+
+
+class BrokerSettings(Protocol):
+    """A configuration section that names a broker and how to log in (the table's `[mqtt]`,
+    the link controller's `[mqtt]`)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def username(self) -> str | None: ...
+    @property
+    def password(self) -> str | None: ...
+    @property
+    def keepalive_s(self) -> int: ...
+    @property
+    def tls(self) -> bool: ...
+    @property
+    def ca_file(self) -> Path | None: ...
+    @property
+    def cert_file(self) -> Path | None: ...
+    @property
+    def key_file(self) -> Path | None: ...
+
+
+def broker_backoff(longest_s: float) -> Backoff:
+    """The reconnect backoff for a broker: from 0.25 s, doubling, jittered, to BROKER_RETRY_MAX_S
+    (or `longest_s`, if shorter)."""
+    return Backoff(initial_s=0.25, max_s=min(BROKER_RETRY_MAX_S, longest_s))
+
+
+def broker_reconnector(
+    name: str,
+    connect: Callable[[], Awaitable[MqttClient]],
+    serve: Callable[[MqttClient], Awaitable[None]],
+    close: Callable[[MqttClient], Awaitable[None]],
+    *,
+    refused_wait_s: float,
+) -> Reconnector[MqttClient]:
+    """The one reconnect component (util/reconnect.py) for a broker: a broker that is not
+    there is tried again within BROKER_RETRY_MAX_S, a refusal every `refused_wait_s`."""
+    return Reconnector(
+        name=name,
+        connect=connect,
+        serve=serve,
+        close=close,
+        backoff=broker_backoff(refused_wait_s),
+        refused_wait_s=refused_wait_s,
+        retry_on=(MqttError,),
+    )
+
+
+def client_for(
+    broker: BrokerSettings,
+    *,
+    client_id: str,
+    will: Will | None = None,
+    max_inbox: int | None = None,
+    max_packet_bytes: int = MAX_PACKET_BYTES,
+) -> MqttClient:
+    """A client as configured: TLS verifying the broker (and showing our certificate), the
+    credentials, the keep-alive, and a PUBACK deadline of half the keep-alive (a broker
+    answers a PUBACK as soon as it reads the publish: one that has not by then is not
+    delivering). Every client of the daemon and the link controller is made here."""
+    return MqttClient(
+        broker.host,
+        broker.port,
+        client_id=client_id,
+        username=broker.username,
+        password=broker.password,
+        keepalive_s=broker.keepalive_s,
+        tls=tls_context(broker.ca_file, broker.cert_file, broker.key_file) if broker.tls else None,
+        will=will,
+        max_inbox=max_inbox,
+        puback_timeout_s=broker.keepalive_s / 2,
+        max_packet_bytes=max_packet_bytes,
+    )

@@ -19,6 +19,7 @@ from pydantic.json_schema import models_json_schema
 from tablectl.core.effects import RECORD_TYPES, Record
 from tablectl.core.games import GameConfig
 from tablectl.core.round import HitEntry
+from tablectl.mqtt.client import MAX_PACKET_BYTES
 from tablectl.records.pace import Pace
 
 VERSION = 1
@@ -204,6 +205,31 @@ EVENT_MODELS: dict[str, type[Envelope]] = {
     name: _event_model(cls) for name, cls in sorted(RECORD_TYPES.items())
 }
 
+ROW_WITHHELD = "delivery.row_withheld"
+# The table's last-will waits this long for the connection to come back (MQTT 5 Will Delay
+# Interval, and the session kept as long): a reconnect within it does not flap `status`.
+WILL_DELAY_S = 5
+
+
+class RowWithheld(Message):
+    """In place of a journal row larger than the broker accepts (docs/mqtt.md, Delivery)."""
+
+    withheld_type: str = Field(description="the type of the row withheld")
+    packet_bytes: int = Field(ge=1, description="the size of its publish packet")
+    broker_max_bytes: int = Field(
+        ge=1, description="the broker's Maximum Packet Size (its CONNACK) when it was withheld"
+    )
+
+
+class RowWithheldEvent(Envelope):
+    """An `evt` message in place of a journal row larger than the broker accepts: the row's
+    own seq, event_id, ts and boot_id, and what was withheld. Not a journal record: the row
+    stays in the table's journal, the table journals a `delivery.fault` naming its seq, and
+    sends the row whole, with the same seq, once a broker takes it."""
+
+    type: Literal["delivery.row_withheld"]
+    data: RowWithheld
+
 
 # A JSON string literal, escaped as pydantic's JSON escapes it (non-ASCII kept as UTF-8).
 _json_string = json.JSONEncoder(ensure_ascii=False).encode
@@ -266,6 +292,11 @@ def _asyncapi_schema(schema: Any) -> Any:
     return schema
 
 
+def _evt_models() -> list[type[Envelope]]:
+    """Every message of `evt`: one per journal record type, and the placeholder."""
+    return [*EVENT_MODELS.values(), RowWithheldEvent]
+
+
 def asyncapi_document() -> dict[str, Any]:
     """The contract as an AsyncAPI 3.0 document, every schema generated from the models."""
     plain: dict[str, type[BaseModel]] = {
@@ -283,7 +314,7 @@ def asyncapi_document() -> dict[str, Any]:
     # What the table sends is described as it serialises; what it accepts, as it validates.
     _, defs = models_json_schema(
         [(m, "validation" if m in inbound else "serialization") for m in plain.values()]
-        + [(m, "serialization") for m in EVENT_MODELS.values()],
+        + [(m, "serialization") for m in _evt_models()],
         ref_template="#/components/schemas/{model}",
     )
     schemas = _asyncapi_schema(defs["$defs"])
@@ -303,7 +334,13 @@ def asyncapi_document() -> dict[str, Any]:
             "summary": (record.__doc__ or f"The {type_} event.").strip().splitlines()[0],
             "payload": {"$ref": f"#/components/schemas/{model.__name__}"},
         }
-    events = {m.__name__: m.__name__ for m in EVENT_MODELS.values()}
+    messages[RowWithheldEvent.__name__] = {
+        "name": ROW_WITHHELD,
+        "contentType": "application/json",
+        "summary": (RowWithheldEvent.__doc__ or "").strip().splitlines()[0],
+        "payload": {"$ref": f"#/components/schemas/{RowWithheldEvent.__name__}"},
+    }
+    events = {m.__name__: m.__name__ for m in _evt_models()}
     channels = {
         name: _channel(
             spec.address,
@@ -458,8 +495,11 @@ def _servers() -> dict[str, Any]:
                 "topic": f"{TOPIC_PREFIX}/{{site}}/{{table}}/{will.address}",
                 "qos": will.qos,
                 "retain": will.retain,
-                "message": "a Status with status offline",
+                "message": "a Status with status offline, sent once the connection has been "
+                f"gone {WILL_DELAY_S} s (its Will Delay Interval: a brief reconnect sends none)",
             },
+            "sessionExpiryInterval": WILL_DELAY_S,
+            "maximumPacketSize": MAX_PACKET_BYTES,
             "bindingVersion": MQTT_BINDING_VERSION,
         }
     }
@@ -467,7 +507,7 @@ def _servers() -> dict[str, Any]:
         "site": {
             "host": "{broker}:8883",
             "protocol": "secure-mqtt",
-            "protocolVersion": "3.1.1",
+            "protocolVersion": "5.0",
             "description": "the site's broker (mqtt.host, mqtt.port; mqtt.tls = true)",
             "variables": {"broker": {"description": "the broker's host name (mqtt.host)"}},
             "security": [
@@ -479,7 +519,7 @@ def _servers() -> dict[str, Any]:
         "local": {
             "host": f"{defaults.host}:{defaults.port}",
             "protocol": "mqtt",
-            "protocolVersion": "3.1.1",
+            "protocolVersion": "5.0",
             "description": "a broker on the table PC itself: make demo, simulated tables",
             "bindings": binding,
         },

@@ -21,7 +21,6 @@ import asyncio
 import functools
 import ssl
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,14 +35,19 @@ from tablectl.mqtt.client import (
     ConnectRefused,
     MqttClient,
     MqttError,
+    PacketTooLarge,
     PublishRefused,
+    PublishUnacknowledged,
     Will,
+    broker_reconnector,
+    client_for,
 )
 from tablectl.mqtt.client import tls_context as client_tls_context
 from tablectl.mqtt.contract import (
     COMMAND_MODELS,
     COMMANDS,
     MAX_INBOUND_BYTES,
+    WILL_DELAY_S,
     Ack,
     BacklogAlarm,
     Birth,
@@ -60,12 +64,12 @@ from tablectl.mqtt.contract import (
     envelope_json,
     topic_root,
 )
-from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery
+from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery, Rewound
+from tablectl.mqtt.withheld import WithheldRows, placeholder_json
 from tablectl.status import BacklogAlarm as StatusBacklogAlarm
 from tablectl.status import BrokerLink, BrokerStats, DeviceStatus
 from tablectl.store.journal import HandedMark, JournalReader, JournalRow, Store, meter_reading
-from tablectl.util.backoff import Backoff
-from tablectl.util.reconnect import Permanent, Reconnector, ReconnectState
+from tablectl.util.reconnect import Permanent, ReconnectState
 from tablectl.util.slices import Slices
 
 log = structlog.get_logger(__name__)
@@ -103,15 +107,11 @@ class BrokerRefused(MqttError, Permanent):
     change its mind, so the relay retries at the longest backoff and logs it once."""
 
 
-class PublishUnacknowledged(MqttError):
-    """No PUBACK within the bound: the broker holds the connection but is not delivering."""
-
-
 def delivery_fault(exc: PublishRefused | PublishUnacknowledged) -> str:
     """What a delivery fault says, the same each time the broker says it (journaled once)."""
     if isinstance(exc, PublishRefused):
         return f"the broker refused a publish: {exc.reason} (reason code 0x{exc.reason_code:02x})"
-    return str(exc)
+    return f"the broker did not acknowledge a publish within {exc.timeout_s:g} s"
 
 
 def identity_warnings(config: MqttSection, table_id: str) -> list[str]:
@@ -135,18 +135,12 @@ def tls_context(config: MqttSection) -> ssl.SSLContext:
 
 
 def make_client(config: MqttSection, *, site: str, table: str, will: bytes) -> MqttClient:
-    """The table's client: TLS verifying the broker (and showing our certificate), our
-    credentials, TCP_NODELAY, and the retained offline status as last-will."""
-    c = config
-    return MqttClient(
-        c.host,
-        c.port,
-        client_id=c.client_id or f"tablectl-{site}-{table}",
-        username=c.username,
-        password=c.password,
-        keepalive_s=c.keepalive_s,
-        tls=tls_context(c) if c.tls else None,
-        will=Will(f"{topic_root(site, table)}/status", will, retain=True),
+    """The table's client (`client_for`), with the retained offline status as last-will,
+    sent once the connection has been gone WILL_DELAY_S."""
+    return client_for(
+        config,
+        client_id=config.client_id or f"tablectl-{site}-{table}",
+        will=Will(f"{topic_root(site, table)}/status", will, retain=True, delay_s=WILL_DELAY_S),
     )
 
 
@@ -169,8 +163,10 @@ class RelayCounters:
     commands: int = 0
     publishes_refused: int = 0  # a PUBACK that said no (the ACL): the session ends
     publishes_unacknowledged: int = 0  # no PUBACK within the bound: the session ends
+    rows_withheld: int = 0  # placeholders sent for rows larger than the broker accepts
     redelivered: int = 0  # rows sent again on one connection: heals and replays asked for
     heals: int = 0  # replays started because a backend's ack stalled
+    replay_rewinds: int = 0  # replays gone back to the ack: a window lost, its window halved
     replay_requests: int = 0  # cmd/replay requests taken (each answered)
     replays_started: int = 0  # replays begun for them (at once, or once the limit allowed)
     replays_held: int = 0  # requests held by the rate limit (folded into one, started later)
@@ -335,13 +331,11 @@ class _Session:
     in_flight: int = 0
     room: asyncio.Event = field(default_factory=asyncio.Event)  # a PUBACK freed a slot
     meters: dict[str, MeterValue] = field(default_factory=dict)
-    # Publishes awaiting their PUBACK, oldest first: (when handed, its future).
-    pending: deque[tuple[float, asyncio.Future[None]]] = field(default_factory=deque)
-    # A PUBACK that said no, or none in time: the session ends.
-    failed: PublishRefused | PublishUnacknowledged | None = None
+    # A PUBACK that said no: the session ends (one not come in time ends the client's).
+    failed: PublishRefused | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def fail(self, exc: PublishRefused | PublishUnacknowledged) -> None:
+    def fail(self, exc: PublishRefused) -> None:
         if self.failed is None:
             self.failed = exc
             self.ended.set()
@@ -399,10 +393,7 @@ class Relay:
         self.acks = AckBook(config.backends, store.acks())
         self._now = clock
         self.redelivery = Redelivery(self.acks.acked, stall_s=config.ack_stall_s, now=clock())
-        # A broker answers a PUBACK as soon as it reads the publish; one that has not within
-        # half the keep-alive is not delivering (and the client's keep-alive would take up to
-        # one and a half to notice a broker that stopped answering altogether).
-        self.puback_timeout_s = config.keepalive_s / 2
+        self.withheld = WithheldRows()
         self._delivery_fault = delivery_fault
         self._on_delivery = on_delivery
         self._progressive_link = progressive_link  # a linked table's LINK DOWN, in health
@@ -411,13 +402,12 @@ class Relay:
         self._alarmed: set[str] = set()
         for warning in identity_warnings(config, table):
             log.warning(warning)
-        self.reconnector: Reconnector[MqttClient] = Reconnector(
-            name=f"mqtt broker {config.host}:{config.port}",
-            connect=self._open,
-            serve=self._serve,
-            close=self._close,
-            backoff=Backoff(initial_s=0.5, max_s=config.reconnect_max_s),
-            retry_on=(MqttError,),
+        self.reconnector = broker_reconnector(
+            f"mqtt broker {config.host}:{config.port}",
+            self._open,
+            self._serve,
+            self._close,
+            refused_wait_s=config.reconnect_max_s,
         )
 
     def close(self) -> None:
@@ -577,18 +567,12 @@ class Relay:
     async def _publish(
         self, client: MqttClient, topic: str, payload: bytes, *, retain: bool = False
     ) -> None:
-        """Publish and await the PUBACK, within the bound."""
+        """Publish and await the PUBACK (within the client's deadline). A message larger
+        than the broker accepts is left out (it is made again on the next change)."""
         try:
-            async with asyncio.timeout(self.puback_timeout_s):
-                await client.publish(topic, payload, retain=retain)
-        except TimeoutError:
-            raise self._unacknowledged(topic) from None
-
-    def _unacknowledged(self, topic: str) -> PublishUnacknowledged:
-        log.warning("no PUBACK in time", topic=topic, bound_s=self.puback_timeout_s)
-        return PublishUnacknowledged(
-            f"the broker did not acknowledge a publish within {self.puback_timeout_s:g} s"
-        )
+            await client.publish(topic, payload, retain=retain)
+        except PacketTooLarge as exc:
+            log.error("message larger than the broker accepts: not sent", error=str(exc))
 
     async def _say_offline(self, client: MqttClient) -> None:
         """On an orderly stop; the broker's last-will covers every other way of going."""
@@ -609,6 +593,7 @@ class Relay:
         self._cursor = self.redelivery.floor(self._handed.seq)
         self.redelivery.session(self._cursor, self._now())
         session = _Session(client, self._config.publish_window)
+        self._send_whole(session)
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._inbound(session), name="mqtt-inbound")
@@ -639,9 +624,9 @@ class Relay:
         raise MqttError("the connection ended")
 
     async def _redeliver(self, session: _Session) -> None:
-        """The stall rule and the held replay requests (redelivery.py), and the PUBACK bound
-        on the rows in flight, checked a few times per stall time and per bound."""
-        period = min(1.0, self._config.ack_stall_s / 4, self.puback_timeout_s / 4)
+        """The stall rule, a replay's lost window and the held replay requests
+        (redelivery.py), checked a few times per stall time."""
+        period = min(0.5, self._config.ack_stall_s / 4)
         while True:
             await asyncio.sleep(period)
             now = self._now()
@@ -652,6 +637,16 @@ class Relay:
                         "backend's ack stayed put through every heal: sending it nothing more "
                         "until it acknowledges or asks (its rows stay in the journal)",
                         backend=change.backend,
+                    )
+                    continue
+                if isinstance(change, Rewound):
+                    self.counters.replay_rewinds += 1
+                    log.info(
+                        "backend's ack stopped short of a replay: sending again from it, "
+                        "fewer rows at a time",
+                        backend=change.backend,
+                        after_seq=change.after,
+                        window=change.window,
                     )
                     continue
                 self.counters.heals += change.heal
@@ -666,11 +661,6 @@ class Relay:
                 )
             if changes:
                 self.wake()
-            pending = session.pending
-            while pending and pending[0][1].done():
-                pending.popleft()
-            if pending and now - pending[0][0] >= self.puback_timeout_s:
-                session.fail(self._unacknowledged("evt"))
 
     def birth(self) -> Birth:
         snapshot = self._snapshot()
@@ -779,7 +769,7 @@ class Relay:
             await session.slot()
             self._hand(session, row, replay=True, meters=False)
             await slices.check()
-        self.redelivery.sent(after, rows[-1].seq)
+        self.redelivery.sent(after, rows[-1].seq, self._now())
         self.counters.redelivered += len(rows)
         session.client.flush()
         return len(rows)
@@ -798,7 +788,10 @@ class Relay:
             replay=replay,
             data_json=row.data_json,
         )
-        self._send(session, f"{self._root}/evt", payload, evt=True)
+        try:
+            self._send(session, f"{self._root}/evt", payload, seq=row.seq)
+        except PacketTooLarge as exc:
+            self._withhold(session, row, exc, replay=replay)
         self.counters.published += 1
         self.counters.replayed += replay
         if not meters:
@@ -813,6 +806,27 @@ class Relay:
                 meter_id=reading.meter_id, amount_cents=reading.meter_cents, seq=row.seq, ts=row.ts
             )
 
+    def _withhold(
+        self, session: _Session, row: PublishedRow, refused: PacketTooLarge, *, replay: bool
+    ) -> None:
+        """A row larger than the broker accepts: a placeholder under its seq instead, and a
+        delivery fault naming it (withheld.py)."""
+        withheld = self.withheld.add(row.seq, row.type, refused)
+        self.counters.rows_withheld += 1
+        log.error("journal row larger than the broker accepts: placeholder sent", seq=row.seq)
+        placeholder = placeholder_json(
+            withheld, row, site=self._site, table=self._table, replay=replay
+        )
+        self._send(session, f"{self._root}/evt", placeholder, seq=None)
+        self._delivery_is(self.withheld.fault())
+
+    def _send_whole(self, session: _Session) -> None:
+        """Rows this run withheld that the broker now takes (its limit raised): whole, with
+        their seq, whatever the backends acknowledged past their placeholders."""
+        for seq in self.withheld.fitting(session.client.limits.max_packet_bytes):
+            for row in self._reader.outbox_after(seq - 1, limit=1):
+                self._hand(session, row, replay=True, meters=False)
+
     def _send(
         self,
         session: _Session,
@@ -820,23 +834,27 @@ class Relay:
         payload: bytes,
         *,
         retain: bool = False,
-        evt: bool = False,
+        seq: int | None = None,
     ) -> None:
-        """Hand one message to the client now (it keeps call order); its PUBACK frees a slot."""
+        """Hand one message to the client now (it keeps call order); its PUBACK frees a slot.
+        seq: the journal row it is, if it is one."""
         puback = session.client.publish_nowait(topic, payload, retain=retain)
         session.in_flight += 1
-        session.pending.append((self._now(), puback))
-        puback.add_done_callback(functools.partial(self._acked, session, evt))
+        puback.add_done_callback(functools.partial(self._acked, session, seq))
 
-    def _acked(self, session: _Session, evt: bool, puback: asyncio.Future[None]) -> None:
+    def _acked(self, session: _Session, seq: int | None, puback: asyncio.Future[None]) -> None:
         session.in_flight -= 1
         session.room.set()
         if puback.cancelled():
             return
         refused = puback.exception()  # a lost connection is the watcher's to report
         if refused is None:
-            if evt and self._delivery_fault is not None:
-                self._delivery_is(None)  # a row got through: the broker delivers again
+            if seq is not None:
+                self.withheld.delivered(seq)
+                if self._delivery_fault is not None:
+                    # A row got through: the broker delivers again (but a row withheld for
+                    # its size stays a fault until it goes out whole).
+                    self._delivery_is(self.withheld.fault())
         elif isinstance(refused, PublishRefused):
             # Not published: the row stays outstanding and goes again on the next connect.
             session.fail(refused)
@@ -901,7 +919,7 @@ class Relay:
             else:
                 self.counters.acks += 1
                 self._acks_arrived.set()
-                if self.redelivery.waits_on(backend):
+                if self.redelivery.ack_moved(backend, self._now()):
                     self.wake()  # its paced replay may send the next rows
         else:
             self.counters.commands += 1

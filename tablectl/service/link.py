@@ -41,11 +41,9 @@ from tablectl.link.contract import (
     state_topic,
     table_topic,
 )
-from tablectl.mqtt.client import MqttClient, MqttError
-from tablectl.mqtt.relay import tls_context
+from tablectl.mqtt.client import MqttClient, MqttError, broker_reconnector, client_for
 from tablectl.rules.meters import LinkedMeter
 from tablectl.status import LinkLevel, LinkPending, LinkView
-from tablectl.util.backoff import Backoff
 
 log = structlog.get_logger(__name__)
 CHECK_S = 0.2  # how often the watch is asked: LINK DOWN within the timeout plus this
@@ -157,40 +155,45 @@ class TableLink:
                 self._wake.clear()
 
     async def _listen(self) -> None:
-        backoff = Backoff(initial_s=0.2, max_s=self.config.mqtt.reconnect_max_s)
-        while True:
-            try:
-                await self._session()
-                backoff.reset()
-            except* (MqttError, OSError) as group:
-                log.debug("link connection lost", error=str(group.exceptions[0]))
-            self.connected = False
-            await asyncio.sleep(backoff.next_delay())
-
-    async def _session(self) -> None:
+        """Its own connection, through the one reconnect component (util/reconnect.py)."""
         c = self.config.mqtt
-        async with MqttClient(
-            c.host,
-            c.port,
-            client_id=f"{c.client_id or f'tablectl-{self.site}-{self.table}'}-link",
-            username=c.username,
-            password=c.password,
-            keepalive_s=c.keepalive_s,
-            tls=tls_context(c) if c.tls else None,
-        ) as client:
-            for topic in (
-                parameters_topic(self.link_id),
-                state_topic(self.link_id),
-                answers_topic(self.link_id, self.site, self.table),
-                self.ack_topic,
-            ):
-                await client.subscribe(topic)
-            self.connected = True
+        await broker_reconnector(
+            f"link listener on mqtt broker {c.host}:{c.port}",
+            self._connect,
+            self._session,
+            self._close,
+            refused_wait_s=c.reconnect_max_s,
+        ).run()
+
+    async def _connect(self) -> MqttClient:
+        c = self.config.mqtt
+        client = client_for(
+            c, client_id=f"{c.client_id or f'tablectl-{self.site}-{self.table}'}-link"
+        )
+        await client.connect()
+        return client
+
+    async def _close(self, client: MqttClient) -> None:
+        self.connected = False
+        client.close()
+
+    async def _session(self, client: MqttClient) -> None:
+        for topic in (
+            parameters_topic(self.link_id),
+            state_topic(self.link_id),
+            answers_topic(self.link_id, self.site, self.table),
+            self.ack_topic,
+        ):
+            await client.subscribe(topic)
+        self.connected = True
+        try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(client.wait_closed(), name="link-connection")
                 async for message in client.messages():
                     if isinstance(message.payload, bytes | bytearray) and message.payload:
                         self.receive(message.topic, bytes(message.payload), retained=message.retain)
+        except* MqttError as group:
+            raise group.exceptions[0] from None
 
     # --- what people see -----------------------------------------------------------------
 

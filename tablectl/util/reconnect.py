@@ -4,8 +4,12 @@ Modelled on aioesphomeapi's reconnect_logic: a state a technician can read, the 
 choosing the backoff, and the log saying a thing once. A refusal that waiting will not cure
 (`Permanent`: refused credentials or certificate, the wrong device) waits the longest backoff
 and is logged as an error once; a network failure (the device or broker not there yet) is
-retried soon and quietly: a warning for the first, debug for the repeats. Every client uses
-it: the devices' links (shuffler, shoe), the MQTT relay and the simulated table's GPIO link.
+retried soon and quietly: a warning for the first, debug for the repeats. A network failure's
+backoff is capped low where the peer is near (a broker on the site's LAN: `Backoff.max_s` of
+a couple of seconds finds it within that of its return) while a refusal waits
+`refused_wait_s`. Every client uses it: the devices' links (shuffler, shoe), the MQTT relay,
+the table's link listener, the link controller's broker connection, the reference backend
+and the simulated table's GPIO link.
 Time is the loop's, so a test runs it on virtual time and asserts when each attempt happened.
 """
 
@@ -61,6 +65,8 @@ class Reconnector(Generic[C]):
     close: Callable[[C], Awaitable[None]]
     backoff: Backoff = field(default_factory=lambda: Backoff(initial_s=0.1, max_s=1.0))
     retry_on: tuple[type[BaseException], ...] = (OSError,)
+    # The wait after a refusal (`Permanent`); None: the backoff's longest.
+    refused_wait_s: float | None = None
     state: ReconnectState = ReconnectState.DISCONNECTED
     counters: ReconnectCounters = field(default_factory=ReconnectCounters)
     last_error: str | None = None
@@ -118,6 +124,8 @@ class Reconnector(Generic[C]):
             self.counters.refusals += 1
             self.backoff.failures = max(self.backoff.failures, 30)
         delay = self.backoff.next_delay()
+        if refused and self.refused_wait_s is not None:
+            delay = self.refused_wait_s
         self.last_error = None if exc is None else f"{type(exc).__name__}: {exc}"
         # News once: a refusal is an error someone must fix, a network failure a warning;
         # their repeats are not news.
