@@ -61,6 +61,24 @@ UNUSED_PACKAGES = (
     "reportlab/fonts/*.afm",
     "reportlab/fonts/*.ttf",
     "reportlab/fonts/*.sfd",
+    # The libraries' own test programs and test helpers, never imported at run time:
+    # reportlab's test modules (only its renderers' self-test functions load them),
+    # multidict's C-API test extension, Pillow's Tk binding (no Tk on a table PC; Debian
+    # ships it apart, python3-pil.imagetk), aiohttp's test client and pytest plugin,
+    # annotated-types' test cases, the stub of cryptography's test support.
+    # tests/test_deb.py fails on any test module left in the package.
+    "reportlab/lib/testutils.py",
+    "reportlab/graphics/testshapes.py",
+    "reportlab/graphics/testdrawings.py",
+    "reportlab/graphics/barcode/test.py",
+    "multidict/_testcapi.*",
+    "PIL/_imagingtk.*",
+    "PIL/ImageTk.py",
+    "PIL/_tkinter_finder.py",
+    "aiohttp/test_utils.py",
+    "aiohttp/pytest_plugin.py",
+    "annotated_types/test_cases.py",
+    "cryptography/hazmat/bindings/_rust/test_support.pyi",
 )
 # Built from source against Debian's libraries: the PyPI wheels embed their own copies
 # (pillow.libs: libjpeg, libtiff, freetype ...; lintian: embedded-library).

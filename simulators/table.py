@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tablectl.drivers.reference.messages import Identity
-from tablectl.drivers.reference.shoe_codec import ShoeFaultCode
+from tablectl.drivers.reference.shoe_codec import MAX_STACKS, ShoeFaultCode
 from tablectl.drivers.reference.shuffler_codec import FaultCode
 from tablectl.simulators.card_flow import CardFlow
 from tablectl.simulators.device import SimulatedDevice
@@ -31,9 +31,21 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import DeviceSection, TableConfig
 from tablectl.core.games.base import DealPlan
 from tablectl.rules.cards import parse_cards
+from tablectl.util.bounds import Limit
 from tablectl.util.instance_lock import OwnedPath
 
 UNPLUGGED_REPLIES = 1 << 30  # a device whose cable is pulled answers nothing
+# The numbers typed here, bounded as the CLI's arguments are (util/bounds.py). A gap of any
+# size is the same sequence fault to the daemon: a thousand edges is plenty to cause it.
+DROPPED_EDGES = Limit(0, 1000, "0 cancels; a gap of any size is the same fault")
+DECK_CARD = Limit(0, 51, "the 52 cards of a deck, from 0")
+CARDS_SHORT = Limit(1, 51, "fewer than a deck's 52")
+STACK = Limit(0, MAX_STACKS - 1, f"the reference DEAL's {MAX_STACKS} stacks, from 0")
+SHOE_NUMBERED = dict.fromkeys(
+    ("jam", "stop", "face-up", "unread", "duplicate", "foreign"), DECK_CARD
+)
+SHOE_NUMBERED |= {"short": CARDS_SHORT, "extra": STACK}
+SHOE_PLAIN = ("empty", "gap", "clear")  # these take no number
 SHOE_FAULTS = (
     "jam [N]: it jams at card N of the next deal (from 0)",
     "stop [N]: it stops dealing at card N",
@@ -175,26 +187,32 @@ class SimulatedTable:
         return "commands:\n  " + "\n  ".join(usage for usage, _ in self._verbs().values())
 
     def _seats(self, args: tuple[str, ...]) -> list[int]:
+        """Every seat named, each once and within the table's, before any chip moves."""
         if not args:
             raise TypeError
-        try:
-            return [int(a) for a in args]
-        except ValueError:
-            raise ValueError(f"seats are numbers 1 to {self.inputs.seats}") from None
+        limit = Limit(1, self.inputs.seats, "table.seats in the config")
+        seats = [limit.whole(a, "a seat") for a in args]
+        for seat in seats:
+            if seats.count(seat) > 1:
+                raise ValueError(f"seat {seat} is named twice (one chip per seat)")
+        return seats
 
     def _place(self, *args: str) -> str:
-        for seat in self._seats(args):
+        seats = self._seats(args)
+        for seat in seats:
             self.inputs.place_chip(seat)
-        return f"chip on seat {', '.join(args)}"
+        return f"chip on seat {', '.join(map(str, seats))}"
 
     def _remove(self, *args: str) -> str:
-        for seat in self._seats(args):
+        seats = self._seats(args)
+        for seat in seats:
             self.inputs.remove_chip(seat)
-        return f"chip off seat {', '.join(args)}"
+        return f"chip off seat {', '.join(map(str, seats))}"
 
     def _bounce(self, seat: str) -> str:
-        self.inputs.bounce_chip(self._seats((seat,))[0])
-        return f"a chip bounced on seat {seat} and rolled off"
+        (number,) = self._seats((seat,))
+        self.inputs.bounce_chip(number)
+        return f"a chip bounced on seat {number} and rolled off"
 
     def _press(self) -> str:
         self.inputs.press_lockout()
@@ -242,8 +260,13 @@ class SimulatedTable:
         return "a new 52-card deck is in the shuffler"
 
     def _drop_edges(self, count: str) -> str:
-        self.inputs.drop_edges = int(count)
-        return f"the next {count} sensor edges are lost (the daemon sees a sequence gap)"
+        self.inputs.drop_edges = DROPPED_EDGES.whole(count, "drop-edges N")
+        if not self.inputs.drop_edges:
+            return "no sensor edge will be lost"
+        return (
+            f"the next {self.inputs.drop_edges} sensor edges are lost "
+            "(the daemon sees a sequence gap)"
+        )
 
     def set_serial(self, device: str, serial: str) -> None:
         """Start with another unit of the model (`simulate table --shoe-serial X`)."""
@@ -304,9 +327,12 @@ class SimulatedTable:
         assert isinstance(shoe, ShoeSimulator)
         if fault == "deck":
             return self._stack_deck(shoe, [c for c in (arg, *more) if c])
-        if more:
+        if fault not in SHOE_NUMBERED and fault not in SHOE_PLAIN:
+            raise ValueError(f"unknown shoe fault {fault!r}; type help")
+        if more or (arg is not None and fault in SHOE_PLAIN):
             raise TypeError
-        n = _count(arg, 0)
+        limit = SHOE_NUMBERED.get(fault, DECK_CARD)
+        n = limit.whole(str(limit.low) if arg is None else arg, f"shoe {fault} N")
         k = shoe.knobs
         at = f"at card {n} of the next deal"
         match fault:
@@ -317,8 +343,8 @@ class SimulatedTable:
                 k.stop_at = n
                 return f"the shoe stops dealing {at}"
             case "short":
-                k.short_by = max(1, n)
-                return f"the shoe reports the next deal complete {max(1, n)} card(s) early"
+                k.short_by = n
+                return f"the shoe reports the next deal complete {n} card(s) early"
             case "face-up":
                 k.face_up_at.add(n)
                 return f"a card is found face up {at}"
@@ -337,7 +363,7 @@ class SimulatedTable:
             case "clear":
                 shoe.clear()
                 return "the dealer cleared the shoe: idle, a new deck inside"
-        raise ValueError(f"unknown shoe fault {fault!r}; type help")
+        raise AssertionError(fault)  # every name in SHOE_NUMBERED and SHOE_PLAIN has its case
 
     def _stack_deck(self, shoe: ShoeSimulator, groups: list[str]) -> str:
         if not groups:
@@ -350,14 +376,6 @@ class SimulatedTable:
             raise ValueError("deck: a card is named twice")
         shoe.stack(top)
         return f"the shoe deals next: {' '.join(str(c) for c in top)}, then a shuffled rest"
-
-
-def _count(arg: str | None, default: int) -> int:
-    if arg is None:
-        return default
-    if not arg.isdigit() or int(arg) > 60:
-        raise ValueError(f"{arg!r}: a card or stack number from 0")
-    return int(arg)
 
 
 def _link(name: str, path: Path, target: str) -> Path:

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tablectl import cli
-from tablectl.cli.common import EXIT_BAD_INPUT, path_arg
+from tablectl.cli.common import EXIT_BAD_INPUT, HostPort, When, is_text
+from tablectl.cli.control import SeatHand
+from tablectl.util.bounds import Limit
 
 from .conftest import EXAMPLE_CONFIG
 
@@ -76,26 +79,14 @@ def _is_garbage(action: argparse.Action, value: str) -> bool:
     "1e999999") is a value, not garbage."""
     if action.choices:
         return value not in action.choices
-    if action.type in (None, str, path_arg):
+    kind: Any = action.type
+    if kind is None or is_text(kind):
         return False
     try:
-        parsed = action.type(value)  # type: ignore[operator]
+        parsed = kind(value)
     except (argparse.ArgumentTypeError, ValueError, TypeError):
         return True
     return not isinstance(parsed, str)
-
-
-# Where the refusal is not argparse's and names the value, not the option: the real reason.
-REASONS = {
-    ("records", "--from"): "give a time such as",
-    ("records", "--to"): "give a time such as",
-    ("pace", "--since"): "give a time such as",
-    ("pace", "--until"): "give a time such as",
-    ("paytable", "report", "--game"): "unknown game '\\x00garbage'",
-    ("paytable", "report", "--wager"): "unknown wager '\\x00garbage'",
-    ("paytable", "report", "--paytable"): "unknown paytable '\\x00garbage'",
-    ("demo", "--game"): "unknown game '\\x00garbage'",
-}
 
 
 def _needed(verb: tuple[str, ...], parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -149,7 +140,8 @@ def garbage_for(verb: tuple[str, ...], parser: argparse.ArgumentParser) -> list[
         if isinstance(action, VALUE_FREE) or not action.option_strings:
             continue
         option = action.option_strings[-1]
-        named = REASONS.get((*verb, option), option)
+        # Every argument is typed (test_every_argument_is_bounded_or_text): argparse names it.
+        named = option
         cases.append(Case(with_([option, GARBAGE], action), named))
         every_name = "/".join(action.option_strings)
         cases.append(Case(with_([option], action), f"argument {every_name}: expected one"))
@@ -260,3 +252,126 @@ def test_help_groups_the_daemons_commands_by_role(capsys: pytest.CaptureFixture[
     assert "devices, devices accept, devices reset-link, shuffler count, shuffler self-test" in out
     assert "dealer (group tablectl-dealer): status, dealer settle, dealer deal" in out
     assert "floorperson (group tablectl-floor): status, floor validate, floor document" in out
+
+
+def _parsers(p: argparse.ArgumentParser, path: str = "tablectl") -> list[tuple[str, Any]]:
+    """Every parser below p (verb groups too), with the words that reach it."""
+    found: list[tuple[str, Any]] = [(path, p)]
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += _parsers(child, f"{path} {name}")
+    return found
+
+
+VALUED = [
+    (f"{where} {_name(action)}", action)
+    for where, parser in _parsers(cli.parser())
+    for action in parser._actions
+    if action.nargs != 0 and not isinstance(action, (argparse._SubParsersAction, *VALUE_FREE))
+]
+BOUNDED = [(name, action) for name, action in VALUED if hasattr(action.type, "limit")]
+
+
+def test_every_argument_is_bounded_or_text() -> None:
+    """Each argument that takes a value has choices, a type declared text (cli/common.py
+    `text`: a path, a name, an id) or a bounded type: a new `type=int`, `type=float` or an
+    untyped option fails here until it says its limit and where the limit comes from."""
+    assert len(VALUED) > 60 and len(BOUNDED) > 15
+    for name, action in VALUED:
+        if action.choices:
+            continue
+        limit = getattr(action.type, "limit", None)
+        assert isinstance(limit, Limit) or is_text(action.type), (
+            f"{name}: give it a bounded type (WholeNumber, Number, When: cli/common.py) or "
+            f"declare its type text; it has {action.type!r}"
+        )
+        if isinstance(limit, Limit):
+            assert limit.source and limit.low <= limit.high, name
+
+
+def _written(kind: object, number: float | str) -> str:
+    """A number as the argument writes it (SEAT=CARDS, HOST:PORT, a time ago)."""
+    shown = str(int(number)) if isinstance(number, int | float) and number % 1 == 0 else str(number)
+    if isinstance(kind, SeatHand):
+        return f"{shown}=AsKsQs"
+    if isinstance(kind, HostPort):
+        return f"127.0.0.1:{shown}"
+    if isinstance(kind, When):
+        return f"{shown}s"
+    return shown
+
+
+@pytest.mark.parametrize(("name", "action"), BOUNDED, ids=[name for name, _ in BOUNDED])
+def test_each_bound_is_held_and_named_at_parse_time(name: str, action: argparse.Action) -> None:
+    """Its limits are accepted; past them it is refused as argparse refuses (exit 2), naming
+    the limit and where it comes from; inf, nan, exponents and the like are refused too."""
+    kind: Any = action.type
+    limit: Limit = kind.limit
+    for fine in (limit.low + 0.5 if limit.low_open else limit.low, limit.high):
+        kind(_written(kind, fine))
+    past = [limit.high + 1, *([limit.low] if limit.low_open else [])]
+    if not isinstance(kind, When):  # -1s is a time ago too, as journalctl writes it
+        past.append(limit.low - 1)
+    for number in past:
+        with pytest.raises(argparse.ArgumentTypeError) as refused:
+            kind(_written(kind, number))
+        assert limit.source in str(refused.value), (name, number, str(refused.value))
+    for odd in ("1e9", "nan", "inf", "0x10", "1_0", "99999999999999999999999"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            kind(_written(kind, odd))
+    if not isinstance(kind, When):  # " 5s" is a time ago as a person types it
+        with pytest.raises(argparse.ArgumentTypeError):
+            kind(_written(kind, " 5"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["dealer", "stub-count", "99999999999"],
+            "argument N: '99999999999': the cards the count shows in the deck: 0 to 104 "
+            "(52 a whole deck, 649a.8(g)",
+        ),
+        (
+            ["pace", "--since", "99999h"],
+            "argument --since: '99999h': a time ago is at most 31 days",
+        ),
+        (["journal", "export", "--since", "99999999999d"], "at most 3,660 days"),
+        (["journal", "tail", "-n", "0"], "argument -n: '0': a number of rows: 1 to 100,000"),
+        (["dealer", "deal", "--seat", "8"], "a seat: 1 to 7 (649a.2(a)"),
+        (["test", "sensors", "--seats", "1,3,1"], "seat 1 is named twice"),
+        (["test", "shoe", "--timeout", "601"], "more than 0 and at most 600"),
+        (["test", "shoe", "--cards", "53"], "'53': cards of a test deal: 1 to 52"),
+        (["simulate", "floor", "--tables", "2", "--link", "a", "--seats", "8"], "1 to 7"),
+        (["simulate", "table", "--shuffle-ms", "1e9"], "a whole number, 0 to 600,000"),
+        (["simulate", "shuffler", "--listen", "127.0.0.1:0"], "the port: 1 to 65,535"),
+        (["demo", "--rounds", "1001"], "'1001': rounds: 1 to 1,000 (the most the demo plays)"),
+    ],
+)
+def test_numbers_past_their_limit_are_usage_errors(
+    argv: list[str], said: str, unreachable_table: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's cases among them: exit 2 before any daemon is asked, naming the limit."""
+    assert cli.main(argv) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"error: {said}" in err or said in err, err
+
+
+def test_a_seat_past_the_table_s_own_is_refused_where_its_config_is_known(
+    unreachable_table: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The example table has 6 seats: seat 7 is a usage error naming table.seats and the
+    file, for --config and the default config alike; with --socket alone the daemon judges."""
+    for argv in (
+        ["dealer", "deal", "--seat", "7"],
+        ["dealer", "settle", "--hand", "7=AsKsQs", "--config", str(unreachable_table)],
+        ["dealer", "clear-fault", "--seat", "7"],
+        ["test", "sensors", "--seats", "1,7"],
+    ):
+        assert cli.main(argv) == EXIT_BAD_INPUT, argv
+        err = capsys.readouterr().err
+        assert f"seat 7: this table has seats 1 to 6 (table.seats in {unreachable_table})" in err
+    assert cli.main(["dealer", "deal", "--seat", "6"]) == 1  # in range: no daemon to ask
+    assert "no tablectl daemon is listening" in capsys.readouterr().err
+    assert cli.main(["dealer", "deal", "--seat", "7", "--socket", str(tmp_path / "s")]) == 1

@@ -101,6 +101,55 @@ def test_the_completion_offers_every_verb(shell: str) -> None:
         assert proc.returncode == 0, proc.stderr
 
 
+def test_the_man_page_shows_commands_in_bold_not_in_backticks() -> None:
+    """The help texts write a command as Markdown code (`tablectl records key`): the page
+    shows it in bold, as man pages do, and no backtick is left."""
+    page = cli_docs.manpage("9.9", date=None)
+    assert "`" not in page
+    assert "\\fBtablectl records key\\fR" in page
+
+
+def _bash_offers(words: list[str]) -> set[str]:
+    """What bash's completion offers for the last of words (tablectl's first)."""
+    bash = shutil.which("bash")
+    assert bash is not None
+    line = " ".join(words)
+    probe = (
+        cli_docs.completion("bash")
+        + f"\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+        + f"COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; _shtab_tablectl; "
+        + 'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    proc = subprocess.run([bash], input=probe, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return set(proc.stdout.split())
+
+
+def _valued_options() -> list[tuple[list[str], str, tuple[str, ...]]]:
+    """(the words of a verb, an option, the values it takes) for every option with values."""
+    found = []
+    for words, p in [([], parser()), *((v.words, v.parser) for v in verbs(parser()))]:
+        for action in p._actions:
+            if not action.option_strings or action.help == cli_docs.GLOBAL_OPTION_HELP:
+                continue
+            values = action.choices or getattr(action.type, "words", None)
+            if values:
+                found.append((list(words), action.option_strings[-1], tuple(map(str, values))))
+    return found
+
+
+def test_bash_offers_the_values_of_every_option_that_has_them() -> None:
+    """--format (csv,jsonl,pdf; several with commas), --log-level, --game, --accept ..."""
+    valued = _valued_options()
+    options = {option for _, option, _ in valued}
+    assert {"--format", "--log-level", "--game", "--accept"} <= options
+    for words, option, values in valued:
+        offered = _bash_offers(["tablectl", *words, option, ""])
+        assert set(values) <= offered, (words, option, offered)
+    assert _bash_offers(["tablectl", "records", "--format", "csv,"]) == {"csv,jsonl", "csv,pdf"}
+    assert _bash_offers(["tablectl", "records", "--format", "p"]) == {"pdf"}
+
+
 def test_bash_completes_a_verb_group() -> None:
     bash = shutil.which("bash")
     assert bash is not None

@@ -25,6 +25,16 @@ pytestmark = [
 VENV = "usr/lib/tablectl/venv"
 DOC = "/usr/share/doc/tablectl"
 LINTIAN = shutil.which("lintian")
+# What a library's test program is called; LIBRARY_CODE: names like it that are run-time code
+# (tablectl's walk tests are a verb; structlog imports its testing module at start).
+TEST_PROGRAM = re.compile(
+    r"/(tests?|testing)/|/test[^/]*$|/conftest\.py$|_test[^/]*$|pytest_plugin|_imagingtk|ImageTk"
+)
+LIBRARY_CODE = (
+    "/tablectl/cli/test.py",
+    "/tablectl/service/walk_test.py",
+    "/structlog/testing.py",
+)
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +101,10 @@ def test_the_package_holds_everything_a_table_pc_needs(deb: Path) -> None:
     assert venv_bin <= {"python", "python3", "python3.11", "python3.12", ""}, venv_bin
     for banned in ("/pip/", "/setuptools/", "__pycache__", ".pyc", "Activate.ps1", "gpiozerocli"):
         assert not [p for p in entries if banned in p], banned
+    # No library's test programs (reportlab's test modules, multidict's _testcapi, Pillow's
+    # Tk binding ...): pruned by build_deb.py.
+    tests = [p for p in entries if TEST_PROGRAM.search(p) and not p.endswith(LIBRARY_CODE)]
+    assert not tests, tests
 
     control = dpkg_deb("--field", str(deb))
     depends = re.search(r"^Depends: (.*)$", control, re.M)
@@ -104,11 +118,26 @@ def test_the_package_holds_everything_a_table_pc_needs(deb: Path) -> None:
     assert "mosquitto-clients" not in control  # nothing in tablectl runs it
 
 
-@pytest.fixture(scope="module")
-def installed(deb: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Installed with dpkg into a scratch root (maintainer scripts run against it), or, when
-    not root, unpacked there."""
-    root = tmp_path_factory.mktemp("root")
+def dpkg(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """dpkg on a scratch root, its maintainer scripts run here with $DPKG_ROOT set."""
+    return subprocess.run(
+        [
+            "dpkg",
+            f"--root={root}",
+            "--force-script-chrootless",  # the scripts run here, with $DPKG_ROOT set
+            "--force-depends",  # python3, systemd, udev are the host's, not the root's
+            "--log=/dev/null",
+            *argv,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def scratch_root(deb: Path, root: Path) -> Path:
+    """The package installed with dpkg into root (maintainer scripts run against it), or,
+    when not root, unpacked there."""
     # The python3 the package depends on: the host's, where the root would have its own.
     (root / "usr/bin").mkdir(parents=True)
     (root / "usr/bin/python3").symlink_to(SYSTEM_PYTHON)
@@ -117,22 +146,15 @@ def installed(deb: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             (root / d).mkdir(parents=True)
         for f in ("var/lib/dpkg/status", "var/lib/dpkg/available"):
             (root / f).touch()
-        subprocess.run(
-            [
-                "dpkg",
-                f"--root={root}",
-                "--force-script-chrootless",  # postinst runs here, with $DPKG_ROOT set
-                "--force-depends",  # python3, systemd, udev are the host's, not the root's
-                "--log=/dev/null",
-                "--install",
-                str(deb),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        dpkg(root, "--install", str(deb))
     else:
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
     return root
+
+
+@pytest.fixture(scope="module")
+def installed(deb: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return scratch_root(deb, tmp_path_factory.mktemp("root"))
 
 
 def test_the_installed_program_runs_from_its_venv(installed: Path) -> None:
@@ -208,7 +230,8 @@ def test_the_installed_unit_verifies_and_is_hardened(installed: Path) -> None:
 def test_postinst_compiles_the_bytecode_and_prerm_removes_it(installed: Path) -> None:
     caches = list((installed / VENV).rglob("__pycache__"))
     assert any(c.parent.name == "tablectl" for c in caches)  # postinst compiled them
-    env = {**os.environ, "DPKG_ROOT": str(installed)}
+    # As dpkg runs them: deb-systemd-helper refuses to run for anything else.
+    env = {**os.environ, "DPKG_ROOT": str(installed), "DPKG_MAINTSCRIPT_PACKAGE": "tablectl"}
     script = installed / "var/lib/dpkg/info/tablectl.prerm"
     proc = subprocess.run(
         [str(script), "upgrade", "0.1.0"], env=env, capture_output=True, text=True, check=False
@@ -221,6 +244,31 @@ def test_postinst_compiles_the_bytecode_and_prerm_removes_it(installed: Path) ->
     )
     assert proc.returncode == 0 and proc.stdout == proc.stderr == "", proc  # silent
     assert list((installed / VENV).rglob("__pycache__"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dpkg --root runs the maintainer scripts as root")
+@pytest.mark.skipif(shutil.which("systemctl") is None, reason="no systemctl to enable the unit")
+def test_purge_removes_the_link_systemctl_enable_made(
+    deb: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The README's `systemctl enable` makes multi-user.target.wants/tablectl.service; the
+    postinst records the unit's links with deb-systemd-helper, as dh_installsystemd does, so
+    a purge removes it (it was left behind). The journal's directory and the key stay."""
+    root = scratch_root(deb, tmp_path_factory.mktemp("purge"))
+    state = root / "var/lib/systemd/deb-systemd-helper-enabled"
+    assert (state / "tablectl.service.dsh-also").exists()  # registered, not enabled
+    wants = root / "etc/systemd/system/multi-user.target.wants/tablectl.service"
+    assert not wants.exists() and not wants.is_symlink()
+    enable = ["systemctl", f"--root={root}", "enable", "tablectl.service"]
+    subprocess.run(enable, check=True, capture_output=True)
+    assert wants.is_symlink()
+    dpkg(root, "--remove", "tablectl")  # removed, not purged: the administrator's choice kept
+    assert wants.is_symlink()
+    purged = dpkg(root, "--purge", "tablectl")
+    assert "deb-systemd-helper" not in purged.stderr, purged.stderr
+    assert not wants.is_symlink() and not list(root.glob("etc/systemd/system/*/tablectl*"))
+    assert not list(state.glob("**/tablectl*"))
+    assert (root / "var/lib/tablectl/records-signing.key").exists()  # never removed
 
 
 @pytest.mark.skipif(LINTIAN is None, reason="lintian is not installed (make lintian installs it)")

@@ -212,3 +212,29 @@ def _sim_config(lines: list[str]) -> str:
         if "--config " in line:
             return line.split("--config ", 1)[1].split()[0]
     raise AssertionError("the try-steps name no config")
+
+
+def test_purge_leaves_no_unit_link_behind(fresh_debian: Path, deb: Path) -> None:
+    """After the README's `systemctl enable`, `apt-get purge` removes the link it made
+    (multi-user.target.wants/tablectl.service): the postinst records the unit's links with
+    deb-systemd-helper, as dh_installsystemd does. The journal's directory and the key stay."""
+    wants = "/etc/systemd/system/multi-user.target.wants/tablectl.service"
+    script = [
+        "set -e",
+        f"apt-get install -y -qq /home/{USER}/{deb.name} >/dev/null",  # done already, or now
+        "systemctl enable tablectl 2>&1",
+        f"test -L {wants} && echo enabled-link",
+        "apt-get remove -y -qq tablectl >/dev/null",
+        f"test -L {wants} && echo kept-on-remove",
+        "apt-get purge -y -qq tablectl >/dev/null",
+        f"if [ -e {wants} ] || [ -L {wants} ]; then echo LEFT-BEHIND; fi",
+        "ls /var/lib/systemd/deb-systemd-helper-enabled/ | grep tablectl || echo no-state-left",
+        "test -e /var/lib/tablectl/records-signing.key && echo key-kept",
+    ]
+    done = chroot(fresh_debian, "\n".join(script), timeout=900)
+    out = done.stdout + done.stderr
+    print(out[-3000:])
+    assert done.returncode == 0, out[-3000:]
+    assert "enabled-link" in out and "kept-on-remove" in out, out[-3000:]
+    assert "LEFT-BEHIND" not in out and "no-state-left" in out, out[-3000:]
+    assert "key-kept" in out, out[-3000:]

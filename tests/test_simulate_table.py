@@ -174,8 +174,16 @@ async def test_simulated_table_commands_say_what_they_did(tmp_path: Path) -> Non
     assert table.command("jam") == "the shuffler jams on its next shuffle"
     for bad, message in (
         ("place", "usage: place SEAT [SEAT...]"),
-        ("place seven", "seats are numbers 1 to 6"),
-        ("place 9", "seat 9: this table has seats 1 to 6"),
+        ("place seven", "'seven': a seat: a whole number, 1 to 6 (table.seats in the config)"),
+        ("place 9", "'9': a seat: 1 to 6 (table.seats in the config)"),
+        ("place 1 1 1", "seat 1 is named twice"),
+        ("place 2 7", "'7': a seat: 1 to 6"),  # refused before seat 2 has its chip
+        ("drop-edges -5", "'-5': drop-edges N: 0 to 1,000"),
+        ("drop-edges 1e9", "'1e9': drop-edges N: a whole number, 0 to 1,000"),
+        ("shoe jam 52", "'52': shoe jam N: 0 to 51 (the 52 cards of a deck, from 0)"),
+        ("shoe short 0", "'0': shoe short N: 1 to 51"),
+        ("shoe extra 16", "'16': shoe extra N: 0 to 15 (the reference DEAL's 16 stacks, from 0)"),
+        ("shoe gap 3", "usage: shoe FAULT [N]"),
         ("unplug toaster", "usage: unplug gpio|shuffler|shoe"),
         ("shoe dance", "unknown shoe fault 'dance'; type help"),
         ("shoe deck AsAs", "deck: a card is named twice"),
@@ -184,6 +192,9 @@ async def test_simulated_table_commands_say_what_they_did(tmp_path: Path) -> Non
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             table.command(bad)
+    assert not table.inputs.levels[2]  # nothing typed wrong moved a chip
+    assert table.command("drop-edges 3").startswith("the next 3 sensor edges are lost")
+    assert table.command("shoe short") == "the shoe reports the next deal complete 1 card(s) early"
 
 
 @pytest.mark.parametrize(

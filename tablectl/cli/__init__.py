@@ -16,7 +16,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tablectl.cli import (
     control,
@@ -34,8 +34,16 @@ from tablectl.cli import (
     test,
     watch,
 )
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, fail
-from tablectl.config import ConfigError
+from tablectl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_REFUSED,
+    config_path,
+    fail,
+    text,
+)
+from tablectl.config import ConfigError, load_config
 from tablectl.util import logs
 from tablectl.util.files import permission_advice
 
@@ -43,6 +51,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 GLOBAL_OPTION_HELP = "see tablectl -h"  # --log-level, repeated on every verb
 
 
+@text
 def _log_level(text: str) -> str:
     level = text.upper()
     if level not in LOG_LEVELS:
@@ -71,6 +80,7 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--log-level",
         type=_log_level,
+        choices=LOG_LEVELS,
         default=argparse.SUPPRESS,
         help="DEBUG, INFO, WARNING, ERROR (default INFO; demo WARNING)",
     )
@@ -100,7 +110,11 @@ def parser() -> argparse.ArgumentParser:
         module.add_parsers(sub)
     for sp in _subparsers(p):  # verb groups too: `tablectl config --log-level X check`
         sp.add_argument(
-            "--log-level", type=_log_level, default=argparse.SUPPRESS, help=GLOBAL_OPTION_HELP
+            "--log-level",
+            type=_log_level,
+            choices=LOG_LEVELS,
+            default=argparse.SUPPRESS,
+            help=GLOBAL_OPTION_HELP,
         )
     p.epilog = reference.roles_epilog(p)  # from the verbs just defined: it cannot drift
     return p
@@ -146,6 +160,34 @@ def _deepest_verb(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Argum
     return p
 
 
+def _outside_the_table(args: argparse.Namespace, verb: argparse.ArgumentParser) -> str | None:
+    """A seat past the table's own (table.seats), where its config is known: the config the
+    verb would read (not a --socket alone, whose daemon checks). The message, or None."""
+    given: list[tuple[argparse.Action, list[Any]]] = []
+    for action in verb._actions:
+        value = getattr(args, action.dest, None)
+        if getattr(action.type, "per_table", False) and value not in (None, []):
+            repeated = isinstance(action, argparse._AppendAction)  # --seat 1 --seat 3
+            given.append((action, value if repeated else [value]))
+    if not given or getattr(args, "socket", None):
+        return None
+    path = config_path(args)
+    try:
+        seats = load_config(path).table.seats
+    except (ConfigError, OSError):
+        return None  # the verb says what is wrong with it, as it would without seats
+    for action, values in given:
+        for item in values:
+            for seat in action.type.seats_in(item):  # type: ignore[union-attr]
+                if seat > seats:
+                    name = "/".join(action.option_strings) or action.metavar or action.dest
+                    return (
+                        f"argument {name}: seat {seat}: this table has seats 1 to {seats} "
+                        f"(table.seats in {path})"
+                    )
+    return None
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -173,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parser().parse_args(argv)
+        verb = _deepest_verb(parser(), argv)
+        if (outside := _outside_the_table(args, verb)) is not None:
+            verb.error(outside)
     except UsageError as exc:
         # argparse reports arguments no verb took (`status --bogus`) on the top parser: show
         # the usage of the verb that was typed instead.

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    SEAT,
+    SEAT_LIMIT,
+    WholeNumber,
     call,
     cents,
     describe,
@@ -17,15 +21,58 @@ from tablectl.cli.common import (
     person,
     printable,
     read_reply,
-    seat_arg,
     socket_args,
+    text,
     yes_no,
 )
+from tablectl.control.protocol import STUB_COUNT_MOST
 from tablectl.status import DecksView, FaultView, PaceStatus, Status, Stops, schema_json
+from tablectl.util.bounds import Limit
 
 # As the core spells them (core/events.py DeckId, Back): refused here, naming the option.
 DECK_ID = matching("a deck id", r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 BACK = matching("a back colour in lower case, e.g. red", r"[a-z][a-z-]{0,23}")
+STUB_COUNT = WholeNumber(
+    "the cards the count shows in the deck",
+    Limit(
+        0,
+        STUB_COUNT_MOST,
+        "52 a whole deck, 649a.8(g); a wrong count up to both of the table's decks, 649a.3(b)",
+    ),
+)
+
+
+@text
+def cards(text: str) -> str:
+    """Cards as the dealer reads them, e.g. AhKh9c2d3s (checked here: a malformed card is
+    bad input, exit 2, not a refusal by the daemon)."""
+    from tablectl.rules.cards import parse_cards
+
+    try:
+        parse_cards(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class SeatHand:
+    """SEAT=CARDS, e.g. 3=AsKsQs: a seat's cards as the dealer reads them."""
+
+    limit: Limit = SEAT_LIMIT
+    per_table: bool = True
+
+    def __call__(self, text: str) -> tuple[int, str]:
+        seat, sep, shown = text.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{text!r}: write SEAT=CARDS, e.g. 3=AsKsQs")
+        try:
+            return SEAT(seat), cards(shown)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+
+    def seats_in(self, value: tuple[int, str]) -> list[int]:
+        return [value[0]]
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,20 +94,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     settle.add_argument(
         "--hand",
         action="append",
+        type=SeatHand(),
         default=[],
         metavar="SEAT=CARDS",
         help="a seat's cards, e.g. 3=AsKsQs (repeat per seat)",
     )
-    settle.add_argument("--community", default="", help="community cards, e.g. AhKh9c2d3s")
-    settle.add_argument("--dealer", default="", help="the dealer's cards (optional)")
-    settle.add_argument("--fold", action="append", type=seat_arg, default=[], metavar="SEAT")
+    settle.add_argument(
+        "--community", type=cards, default="", help="community cards, e.g. AhKh9c2d3s"
+    )
+    settle.add_argument("--dealer", type=cards, default="", help="the dealer's cards (optional)")
+    settle.add_argument("--fold", action="append", type=SEAT, default=[], metavar="SEAT")
     deal = dealer_sub.add_parser(
         "deal", help="the shoe deals the round (649a.10(b)); its cards form the hands"
     )
     deal.add_argument(
         "--seat",
         action="append",
-        type=seat_arg,
+        type=SEAT,
         default=[],
         metavar="SEAT",
         help="a player in the round without a table-system wager (repeat per seat)",
@@ -100,7 +150,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="the stub was counted (649a.8(f)-(h), 649a.9(d)-(f), 649a.10(d)-(f)): the cards "
         "the count shows in the deck; none: confirm the count the shoe's reads give",
     )
-    stub_count.add_argument("cards", nargs="?", type=int, metavar="N", help="52 when whole")
+    stub_count.add_argument(
+        "cards", nargs="?", type=STUB_COUNT, metavar="N", help="0 to 104; 52 when whole"
+    )
     stub_count.add_argument(
         "--misdealt",
         action="store_true",
@@ -132,7 +184,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     stuck = clear_fault.add_mutually_exclusive_group()
     stuck.add_argument(
         "--seat",
-        type=seat_arg,
+        type=SEAT,
         metavar="SEAT",
         help="a stuck seat sensor (its chip lifted, repaired)",
     )
@@ -199,14 +251,11 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     if args.dealer_verb == "deal":
         return {"cmd": "deal", "seats": args.seat, **by}
     if args.dealer_verb == "settle":
-        hands = {}
-        for item in args.hand:
-            seat, sep, cards = item.partition("=")
-            if not sep or not seat.isdigit():
-                raise ValueError(f"--hand {item!r}: write SEAT=CARDS, e.g. 3=AsKsQs")
-            hands[seat] = _cards(f"--hand {item}", cards)
-        _cards("--community", args.community)
-        _cards("--dealer", args.dealer)
+        hands: dict[str, str] = {}
+        for seat, shown in args.hand:
+            if str(seat) in hands:
+                raise ValueError(f"--hand: seat {seat} is given twice")
+            hands[str(seat)] = shown
         return {
             "cmd": "settle",
             "hands": hands,
@@ -291,17 +340,6 @@ def _print_decks(decks: DecksView | None) -> None:
         print(f"  idle procedure after {_hours(decks.idle_minutes * 60_000)} without a round")
     if decks.blocked_by:
         print(f"  the next round waits: {decks.blocked_by} (see below)")
-
-
-def _cards(option: str, text: str) -> str:
-    """Cards as typed, checked here: a malformed card is bad input (exit 2), not a refusal."""
-    from tablectl.rules.cards import parse_cards
-
-    try:
-        parse_cards(text)
-    except ValueError as exc:
-        raise ValueError(f"{option}: {exc}") from None
-    return text
 
 
 def send_command(args: argparse.Namespace) -> int:

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_BAD_INPUT, fail, path_arg
+from tablectl.cli.common import EXIT_BAD_INPUT, WholeNumber, fail, path_arg
 from tablectl.config import load_config
 from tablectl.core.games import GAME_NAMES
+from tablectl.util.bounds import Limit
+
+# The demo plays a few rounds for people to watch; a long run is `tablectl simulate table`.
+DEMO_ROUNDS = WholeNumber("rounds", Limit(1, 1000, "the most the demo plays"))
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="run the daemon on simulated devices with a backend")
-    demo.add_argument("--game", default="three-card-poker", help=", ".join(GAME_NAMES))
-    demo.add_argument("--rounds", type=int, default=6)
+    demo.add_argument("--game", choices=GAME_NAMES, default="three-card-poker")
+    demo.add_argument("--rounds", type=DEMO_ROUNDS, default=6, help="1 to 1000 (default 6)")
     demo.add_argument(
         "--config",
         type=path_arg,
@@ -29,12 +33,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _demo(args: argparse.Namespace) -> int:
     from tablectl.simulators import demo
 
-    if args.game not in GAME_NAMES:
-        return fail(
-            args, f"unknown game {args.game!r}; one of {', '.join(GAME_NAMES)}", EXIT_BAD_INPUT
-        )
-    if args.rounds < 1:
-        return fail(args, "--rounds: at least 1", EXIT_BAD_INPUT)
     path = args.config or Path("config") / f"{args.game}.toml"
     config = load_config(path)  # fail before starting anything
     if config.game.name != args.game:

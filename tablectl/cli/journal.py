@@ -12,14 +12,13 @@ import csv
 import json
 import os
 import pwd
-import re
 import sqlite3
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +26,8 @@ from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
+    When,
+    WholeNumber,
     config_path,
     describe,
     fail,
@@ -53,50 +54,24 @@ from tablectl.store.journal import (
     open_read_only,
 )
 from tablectl.util import instance_lock
+from tablectl.util.bounds import Limit
 from tablectl.util.files import permission_advice
 from tablectl.util.instance_lock import InstanceLocked
 
 FOLLOW_POLL_S = 0.5  # how often `tail -f` looks for new rows
 # hash_v: the formula of hash (store/chain.py); 2 covers every column, boot_id included.
 EXPORT_FIELDS = ("seq", "event_id", "ts", "boot_id", "type", "data", "prev_hash", "hash", "hash_v")
-_RELATIVE = re.compile(r"^-?(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-def point_in_time(text: str, zone: tzinfo | None = None) -> datetime:
-    """--since/--until: ISO 8601 (no zone: this machine's local time, or `zone`'s), today,
-    yesterday, now, or a time ago: 30m, 2h, 7d (also --since=-2h, as journalctl writes it)."""
-    now = datetime.now(zone) if zone else datetime.now().astimezone()
-    word = text.strip().lower()
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if word == "now":
-        return now
-    if word == "today":
-        return midnight
-    if word == "yesterday":
-        return midnight - timedelta(days=1)
-    if match := _RELATIVE.match(word):
-        return now - timedelta(**{_UNITS[match[2]]: int(match[1])})
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give a time such as 2024-05-01, 2024-05-01T14:30, "
-            "2024-05-01T14:30:00Z, today, yesterday, now, 2h (ago)"
-        ) from None
-    if when.tzinfo is not None:
-        return when
-    return when.replace(tzinfo=zone) if zone else when.astimezone()
-
-
-def rows_count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of rows") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n}: give a number of rows, at least 1")
-    return n
+# A time ago (--since 30d) reaches back at most this far: longer than any journal a table PC
+# keeps here, and short of the dates Python can hold (99999999999d overflowed); an earlier
+# time is given as a date.
+AGO_MOST = timedelta(days=3660)
+EXPORT_TIME = When(AGO_MOST, "the most a time ago reaches back; give a date for earlier")
+# How many rows `tail -n` prints at most: more is an export (`journal export`).
+TAIL_ROWS = WholeNumber(
+    "a number of rows", Limit(1, 100_000, "the most `tail` prints; journal export for more")
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -108,7 +83,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(exit 1 names the check)",
     )
     tail = journal_sub.add_parser("tail", help="the last journal rows (-f: and new ones)")
-    tail.add_argument("-n", type=rows_count, default=20, help="how many rows (at least 1)")
+    tail.add_argument(
+        "-n", type=TAIL_ROWS, default=20, help="how many rows (1 to 100,000; default 20)"
+    )
     tail.add_argument(
         "-f", "--follow", action="store_true", help="keep printing rows as they are journaled"
     )
@@ -116,10 +93,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "export", help="every row in a time range, as JSON lines or CSV, with its hashes"
     )
     export.add_argument(
-        "--since", type=point_in_time, help="from this time on (inclusive); default: the start"
+        "--since", type=EXPORT_TIME, help="from this time on (inclusive); default: the start"
     )
     export.add_argument(
-        "--until", type=point_in_time, help="before this time (exclusive); default: now"
+        "--until", type=EXPORT_TIME, help="before this time (exclusive); default: now"
     )
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     export.add_argument("--output", "-o", type=path_arg, help="write here instead of stdout")
@@ -263,8 +240,8 @@ def _tail(args: argparse.Namespace, path: Path) -> int:
 
 
 def _export(args: argparse.Namespace, db: sqlite3.Connection, path: Path) -> int:
-    since = journal_ts(args.since) if args.since else ""
-    until = journal_ts(args.until or datetime.now(UTC))
+    since = journal_ts(EXPORT_TIME.at(args.since)) if args.since else ""
+    until = journal_ts(EXPORT_TIME.at(args.until) if args.until else datetime.now(UTC))
     if since and since >= until:
         return fail(args, f"--since {since} is not before --until {until}", EXIT_BAD_INPUT)
     try:

@@ -25,6 +25,7 @@ from tablectl.cli.common import (
     fail,
     matching,
     path_arg,
+    text,
 )
 from tablectl.mqtt.contract import ID_PATTERN
 
@@ -46,6 +47,7 @@ def _config_arg(sp: argparse.ArgumentParser) -> None:
     )
 
 
+@text
 def _moment(text: str) -> datetime:
     """A date (midnight UTC) or an ISO 8601 time (UTC unless it says otherwise)."""
     try:

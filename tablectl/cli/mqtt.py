@@ -7,9 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, fail, path_arg
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, fail, path_arg, text
 
 
+@text
 def _json_file(text: str) -> Path:
     path = path_arg(text)
     if path.suffix != ".json":

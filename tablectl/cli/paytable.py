@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail
+from tablectl.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail, printable
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,9 +23,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "report",
         help="hand counts, probabilities, return and house edge, by exhaustive enumeration",
     )
-    rep.add_argument("--game", required=True, help=f"one of: {', '.join(games)}")
-    rep.add_argument("--wager", required=True, help=f"by game: {wagers}")
-    rep.add_argument("--paytable", required=True, help="the paytable's letter, e.g. A")
+    # Text, not argparse choices: the report's own refusal says more (`--wager blind`: why
+    # the Blind has no report of its own).
+    rep.add_argument(
+        "--game", required=True, type=printable("a game", 32), help=f"one of: {', '.join(games)}"
+    )
+    rep.add_argument(
+        "--wager", required=True, type=printable("a wager", 32), help=f"by game: {wagers}"
+    )
+    rep.add_argument(
+        "--paytable",
+        required=True,
+        type=printable("a paytable's name", 16),
+        help="the paytable's letter, e.g. A",
+    )
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(handler=_report)
 

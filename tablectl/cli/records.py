@@ -23,11 +23,14 @@ from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
+    When,
+    WordList,
     config_path,
     fail,
     path_arg,
+    printable,
 )
-from tablectl.cli.journal import point_in_time
+from tablectl.cli.journal import AGO_MOST
 from tablectl.config import TableConfig, load_config
 from tablectl.records.zones import duration_text, report_zone
 from tablectl.util.money import dollars
@@ -36,17 +39,14 @@ if TYPE_CHECKING:  # the records modules load cryptography and pydantic models: 
     from tablectl.records.export import Format
     from tablectl.records.pace import Durations, Pace, PaceFigures
 
-_FORMATS: dict[str, Format] = {"csv": "csv", "jsonl": "jsonl", "pdf": "pdf"}
+FORMATS = WordList("a format", ("csv", "jsonl", "pdf"))
 DEFAULT_FORMATS: list[Format] = ["csv", "pdf"]
-
-
-def _formats(text: str) -> list[Format]:
-    out = []
-    for name in (n.strip() for n in text.split(",") if n.strip()):
-        if name not in _FORMATS:
-            raise argparse.ArgumentTypeError(f"{name!r}: one of {', '.join(_FORMATS)}")
-        out.append(_FORMATS[name])
-    return out
+RECORDS_TIME = When(AGO_MOST, "the most a time ago reaches back; give a date for earlier")
+# Game pace is read shift by shift: a month of shifts at most (93 at three a day; 12,000
+# lines once came of --since 99999h). A longer period is the record set's (`records`).
+PACE_MOST = timedelta(days=31)
+PACE_TIME = When(PACE_MOST, "the longest window pace reports; `tablectl records` for longer")
+ZONE = printable("an IANA time zone name", 64)
 
 
 def _where(sp: argparse.ArgumentParser) -> None:
@@ -57,6 +57,7 @@ def _where(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--tz",
+        type=ZONE,
         metavar="ZONE",
         help="show local times in this IANA zone (default records.time_zone, else this "
         "machine's); times given without a zone are in it too",
@@ -77,15 +78,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     records.add_argument(
         "--from",
         dest="start",
+        type=RECORDS_TIME,
         metavar="TIME",
         help="from this time on (inclusive): 2024-06-01, 2024-06-01T06:00, yesterday, 8h",
     )
     records.add_argument(
-        "--to", dest="end", metavar="TIME", help="until this time (exclusive); default: now"
+        "--to",
+        dest="end",
+        type=RECORDS_TIME,
+        metavar="TIME",
+        help="until this time (exclusive); default: now",
     )
     records.add_argument(
         "--format",
-        type=_formats,
+        type=FORMATS,
         action="append",
         metavar="FORMATS",
         help="csv, jsonl, pdf, or several: csv,pdf (default csv,pdf)",
@@ -108,7 +114,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     verify.add_argument("--json", action="store_true", help="JSON output, errors included")
     verify.set_defaults(handler=_verify)
     key = records_sub.add_parser(
-        "key", help="print the table's public key (PEM); --init makes the key, once"
+        "key",
+        help="print the table's public key (PEM), as the table's user (sudo -u tablectl); "
+        "--init makes the key, once",
     )
     key.add_argument("--init", action="store_true", help="make the table's key (never replaced)")
     where = key.add_mutually_exclusive_group()
@@ -124,9 +132,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="game pace from the journal: rounds and hands per hour, times, blocked time",
     )
     pace.add_argument(
-        "--since", default="8h", metavar="TIME", help="from this time (default 8h: 8 hours ago)"
+        "--since",
+        type=PACE_TIME,
+        default="8h",
+        metavar="TIME",
+        help="from this time (default 8h: 8 hours ago; at most 31 days before --until)",
     )
-    pace.add_argument("--until", default="now", metavar="TIME", help="to this time (default now)")
+    pace.add_argument(
+        "--until", type=PACE_TIME, default="now", metavar="TIME", help="to this time (default now)"
+    )
     _where(pace)
     pace.set_defaults(handler=_pace)
 
@@ -148,7 +162,7 @@ def _zone(args: argparse.Namespace, config: TableConfig) -> ZoneInfo:
 
 
 def _period(zone: ZoneInfo, start: str, end: str) -> tuple[datetime, datetime]:
-    return point_in_time(start, zone), point_in_time(end, zone)
+    return RECORDS_TIME.at(start, zone), RECORDS_TIME.at(end, zone)
 
 
 # --- records ------------------------------------------------------------------------------
@@ -370,6 +384,13 @@ def _pace(args: argparse.Namespace) -> int:
         return fail(args, str(exc), EXIT_BAD_INPUT)
     if start >= end:
         return fail(args, f"--since {start} is not before --until {end}", EXIT_BAD_INPUT)
+    if end - start > PACE_MOST:
+        return fail(
+            args,
+            f"--since {start} to --until {end}: pace reports at most {PACE_MOST.days} days "
+            f"({PACE_TIME.source})",
+            EXIT_BAD_INPUT,
+        )
     database = config.storage.database
     if not database.exists():
         return fail(args, f"no journal at {database}", EXIT_REFUSED)

@@ -23,7 +23,7 @@ from tablectl.cli.common import (
     socket_args,
 )
 from tablectl.cli.control import send_command
-from tablectl.cli.journal import point_in_time
+from tablectl.cli.journal import EXPORT_TIME
 from tablectl.config import load_config
 
 
@@ -37,7 +37,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="per deck and shuffler: each test's uses, alarms, smallest p-value and a verdict",
     )
     rep.add_argument(
-        "--since", default="8h", metavar="TIME", help="from this time (default 8h: 8 hours ago)"
+        "--since",
+        type=EXPORT_TIME,
+        default="8h",
+        metavar="TIME",
+        help="from this time (default 8h: 8 hours ago)",
     )
     rep.add_argument(
         "--config",
@@ -73,7 +77,7 @@ def _report(args: argparse.Namespace) -> int:
 
     config = load_config(config_path(args))
     try:
-        since = point_in_time(args.since)
+        since = EXPORT_TIME.at(args.since)
     except argparse.ArgumentTypeError as exc:
         return fail(args, f"--since: {exc}", EXIT_BAD_INPUT)
     path = database(config.storage.data_dir)

@@ -8,24 +8,27 @@ import codecs
 import os
 import signal
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
-    at_least_zero,
+    HOST_PORT,
+    SEAT_LIMIT,
+    Number,
+    WholeNumber,
     config_arg,
     config_path,
     fail,
-    finite,
-    host_port,
     matching,
+    text,
 )
 from tablectl.config import load_config
+from tablectl.control.protocol import DECK_CARDS
 from tablectl.mqtt.contract import ID_PATTERN
 from tablectl.util import instance_lock
+from tablectl.util.bounds import Limit
 from tablectl.util.instance_lock import InstanceLocked
 
 if TYPE_CHECKING:
@@ -34,18 +37,35 @@ if TYPE_CHECKING:
     from tablectl.simulators.table import SimulatedTable as SimulatedTableLike
 
 
+# The knobs' bounds: a deck's cards (649a.5(b)), the rules' seats, and maxima a simulator
+# states for itself (it stands in for devices and tables, not for every number).
+DECK_SIZE = WholeNumber("cards in its deck", Limit(0, DECK_CARDS, "a deck, 649a.5(b)"))
+JAM_AT = WholeNumber("the card it jams at", Limit(0, DECK_CARDS - 1, "the cards of a deck, from 0"))
+SHUFFLE_MS = WholeNumber(
+    "a shuffle's milliseconds", Limit(0, 600_000, "ten minutes, the longest simulated shuffle")
+)
+FLOOR_TABLES = WholeNumber("tables", Limit(1, 2000, "the most one floor simulator runs"))
+ROUNDS_PER_MINUTE = Number(
+    "rounds a minute",
+    Limit(0, 600, "a load test's ten a second; a real table deals one or two", low_open=True),
+)
+FLOOR_SEATS = WholeNumber("players per table", SEAT_LIMIT)
+CLAIM_EVERY_S = Number("seconds between claims", Limit(0, 86_400, "a day; 0: no claims"))
+RUN_SECONDS = Number("seconds to run", Limit(0, 7 * 86_400, "a week; 0: until stopped"))
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     simulate = sub.add_parser("simulate", help="run a device simulator for a daemon to talk to")
     sim_sub = simulate.add_subparsers(dest="device", required=True)
     shuffler = sim_sub.add_parser("shuffler", help="the card shuffler, on a pty or TCP")
     shuffler.add_argument(
         "--listen",
-        type=host_port,
+        type=HOST_PORT,
         metavar="HOST:PORT",
         help='serve on TCP (daemon: port = "socket://HOST:PORT"); default: a new pseudo-terminal',
     )
     shuffler.add_argument(
-        "--cards", type=deck_size, default=52, help="cards in its deck, 0-52 (51: a miscount)"
+        "--cards", type=DECK_SIZE, default=52, help="cards in its deck, 0-52 (51: a miscount)"
     )
     shuffler.set_defaults(handler=lambda args: asyncio.run(_shuffler(args)))
     shoe = sim_sub.add_parser(
@@ -53,13 +73,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     shoe.add_argument(
         "--listen",
-        type=host_port,
+        type=HOST_PORT,
         metavar="HOST:PORT",
         help='serve on TCP (daemon: shoe.port = "socket://HOST:PORT"); default: a pseudo-terminal',
     )
     shoe.add_argument(
         "--jam-at",
-        type=deck_size,
+        type=JAM_AT,
         metavar="N",
         help="jam at the N-th card of its first deal (0: first)",
     )
@@ -72,9 +92,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     config_arg(table)
     table.add_argument(
         "--shuffle-ms",
-        type=at_least_zero,
+        type=SHUFFLE_MS,
         default=1500,
-        help="how long a shuffle takes (default 1500)",
+        help="how long a shuffle takes, 0 to 600000 (default 1500)",
     )
     for device, default in (("shuffler", "SHF-0001"), ("shoe", "SHOE-0001")):
         table.add_argument(
@@ -99,11 +119,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "floor",
         help="N light tables on a link, for link controllers (docs/linked-progressives.md)",
     )
-    floor.add_argument("--tables", type=_positive(2000), required=True, metavar="N")
+    floor.add_argument("--tables", type=FLOOR_TABLES, required=True, metavar="N")
     floor.add_argument(
         "--link", type=matching("a link id", ID_PATTERN), required=True, metavar="LINK_ID"
     )
-    floor.add_argument("--broker", type=host_port, default=("127.0.0.1", 1883), metavar="HOST:PORT")
+    floor.add_argument("--broker", type=HOST_PORT, default=("127.0.0.1", 1883), metavar="HOST:PORT")
     floor.add_argument(
         "--site",
         type=matching("a site id", SITE_PATTERN),
@@ -116,30 +136,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default="link",
         help="the controllers' ack id",
     )
-    floor.add_argument("--rounds-per-minute", type=finite(above=0), default=60.0, help="per table")
-    floor.add_argument("--seats", type=_positive(7), default=5, help="players per table, at most")
+    floor.add_argument(
+        "--rounds-per-minute", type=ROUNDS_PER_MINUTE, default=60.0, help="per table, up to 600"
+    )
+    floor.add_argument("--seats", type=FLOOR_SEATS, default=5, help="players per table, at most")
     floor.add_argument(
         "--claim-every-s",
-        type=finite(at_least=0),
+        type=CLAIM_EVERY_S,
         default=0.0,
         help="a claim somewhere this often (0: none)",
     )
     floor.add_argument(
-        "--seconds", type=finite(at_least=0), default=0.0, help="then stop (0: run until ^C)"
+        "--seconds", type=RUN_SECONDS, default=0.0, help="then stop (0: run until ^C)"
     )
     floor.set_defaults(handler=lambda args: asyncio.run(_floor(args)), quiet_logs=True)
 
 
 SITE_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"  # table.site_id (config.py)
-
-
-def _positive(most: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.isdigit() or not 1 <= int(text) <= most:
-            raise argparse.ArgumentTypeError(f"{text!r}: a whole number from 1 to {most}")
-        return int(text)
-
-    return parse
 
 
 async def _floor(args: argparse.Namespace) -> int:
@@ -204,6 +217,7 @@ def _table(args: argparse.Namespace) -> int:
         return fail(args, f"cannot start the simulated table: {exc}", EXIT_REFUSED)
 
 
+@text
 def _mixing(text: str) -> Mixing:
     from tablectl.simulators.shuffler import Mixing
 
@@ -213,6 +227,7 @@ def _mixing(text: str) -> Mixing:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
+@text
 def serial_number(text: str) -> str:
     if not 1 <= len(text) <= 32 or not text.isprintable() or " " in text:
         raise argparse.ArgumentTypeError(f"{text!r}: 1 to 32 printable characters, no spaces")
@@ -263,12 +278,6 @@ async def _play_table(table: SimulatedTableLike) -> int:
     finally:
         table.close()
     return EXIT_OK
-
-
-def deck_size(text: str) -> int:
-    if not text.isdigit() or int(text) > 52:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of cards from 0 to 52")
-    return int(text)
 
 
 async def _shuffler(args: argparse.Namespace) -> int:

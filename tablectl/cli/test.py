@@ -16,16 +16,27 @@ from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
+    SEATS,
+    Number,
+    WholeNumber,
     fail,
     person,
-    seat_list,
     socket_args,
     socket_path,
 )
 from tablectl.control import client
+from tablectl.control.protocol import DECK_CARDS, TEST_TIMEOUT_MOST_S
 from tablectl.status import Status
+from tablectl.util.bounds import Limit
 
 MARGIN_S = 5.0  # the client waits this much longer than the daemon's own timeout
+TEST_CARDS = WholeNumber(
+    "cards of a test deal", Limit(1, DECK_CARDS, "a deck, 649a.5(b); the test-shoe request's")
+)
+TIMEOUT = Number(
+    "seconds to wait at each step",
+    Limit(0, TEST_TIMEOUT_MOST_S, "the walk test requests' timeout_s", low_open=True),
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +47,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     sensors.add_argument(
         "--seats",
-        type=seat_list,
+        type=SEATS,
         help="which seats, e.g. 1,3,5 (default: every seat of the table)",
     )
     lockout = test_sub.add_parser("lockout", help="ask for a press of the lock-out button")
@@ -44,12 +55,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "shoe", help="the shoe deals a few cards of a test deck; each card it reads is shown"
     )
     shoe.add_argument(
-        "--cards", type=_card_count, default=5, help="how many cards it deals, 1-52 (default 5)"
+        "--cards", type=TEST_CARDS, default=5, help="how many cards it deals, 1-52 (default 5)"
     )
     end = test_sub.add_parser("end", help="end a walk test left running (the table reopens)")
     for sp in (sensors, lockout, shoe):
         sp.add_argument(
-            "--timeout", type=float, default=30, help="seconds to wait at each step (default 30)"
+            "--timeout",
+            type=TIMEOUT,
+            default=30,
+            help=f"seconds to wait at each step, up to {TEST_TIMEOUT_MOST_S} (default 30)",
         )
     steps = {
         sensors: ("status", "test-begin", "test-seat", "test-end"),
@@ -63,12 +77,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "--by", type=person, help="who you are (an employee id), journaled with the result"
         )
         sp.set_defaults(handler=_test)
-
-
-def _card_count(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 52:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of cards from 1 to 52")
-    return int(text)
 
 
 class _Refused(Exception):
@@ -111,8 +119,6 @@ def _test(args: argparse.Namespace) -> int:
         else:
             print("walk test ended; the table may open a round")
         return EXIT_OK
-    if args.timeout <= 0 or args.timeout > 600:
-        return fail(args, "--timeout: more than 0 and at most 600 seconds", EXIT_BAD_INPUT)
     test = args.test_verb
     try:
         # The seats are checked against the running table's before anything is asked of it.
@@ -164,7 +170,7 @@ def _seats(args: argparse.Namespace, status: Status) -> list[int]:
     count = len(status.seat_lamps)
     if not args.seats:
         return list(range(1, count + 1))
-    seats: list[int] = args.seats  # whole numbers 1 to 7 (seat_list)
+    seats: list[int] = args.seats  # whole numbers 1 to 7, each once (SEATS)
     outside = [s for s in seats if not 1 <= s <= count]
     if outside:
         raise ValueError(

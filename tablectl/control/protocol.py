@@ -45,10 +45,20 @@ from tablectl.core.events import (
     ValidateHit,
     VoidRound,
 )
+from tablectl.core.games import MAX_SEATS
 from tablectl.rules.cards import parse_cards
 
-Seat = Annotated[StrictInt, Field(ge=1, le=7)]
-SeatKey = Annotated[str, Field(pattern=r"^[1-7]$")]
+# The bounds of the numbers a request carries; the CLI refuses past them at parse time,
+# naming them (cli/common.py), before any request is sent.
+SEATS_MOST = max(MAX_SEATS.values())  # 649a.2(a): seven betting positions, the most of any game
+# A stub count of 52 is a whole deck (649a.8(g)); anything else is a wrong count (649a.8(h)),
+# which may reach both of the table's decks mixed together (649a.3(b)): 104.
+STUB_COUNT_MOST = 104
+TEST_TIMEOUT_MOST_S = 600  # a walk test waits at most ten minutes for each step
+DECK_CARDS = 52  # 649a.5(b): a deck is 52 cards (what a test deal may deal at most)
+
+Seat = Annotated[StrictInt, Field(ge=1, le=SEATS_MOST)]
+SeatKey = Annotated[str, Field(pattern=rf"^[1-{SEATS_MOST}]$")]
 
 
 class Role(StrEnum):
@@ -162,7 +172,7 @@ class StubCountRequest(_Request):
 
     ROLES = frozenset({Role.DEALER})
     cmd: Literal["stub-count"]
-    cards: StrictInt | None = Field(default=None, ge=0, le=104)
+    cards: StrictInt | None = Field(default=None, ge=0, le=STUB_COUNT_MOST)
     misdealt: StrictBool = False
     confirmed: StrictBool = False  # the dealer's count stands against the shoe's reads
 
@@ -253,13 +263,13 @@ class TestSeatRequest(_Request):
     ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-seat"]
     seat: Seat
-    timeout_s: float = Field(default=30, gt=0, le=600)
+    timeout_s: float = Field(default=30, gt=0, le=TEST_TIMEOUT_MOST_S)
 
 
 class TestLockoutRequest(_Request):
     ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-lockout"]
-    timeout_s: float = Field(default=30, gt=0, le=600)
+    timeout_s: float = Field(default=30, gt=0, le=TEST_TIMEOUT_MOST_S)
 
 
 class TestShoeRequest(_Request):
@@ -267,8 +277,8 @@ class TestShoeRequest(_Request):
 
     ROLES = frozenset({Role.TECHNICIAN})
     cmd: Literal["test-shoe"]
-    cards: StrictInt = Field(default=5, ge=1, le=52)
-    timeout_s: float = Field(default=30, gt=0, le=600)
+    cards: StrictInt = Field(default=5, ge=1, le=DECK_CARDS)
+    timeout_s: float = Field(default=30, gt=0, le=TEST_TIMEOUT_MOST_S)
 
 
 class TestEndRequest(_Request):
