@@ -31,7 +31,7 @@ from tablectl.core.events import (
 )
 from tablectl.core.round import Phase, TableState
 from tablectl.rules.cards import Card, parse_cards
-from tablectl.service.status import table_faults
+from tablectl.service.faults import table_faults
 from tablectl.status import BrokerStats
 from tablectl.util.clock import run_virtual
 

@@ -33,8 +33,8 @@ from tablectl.core.events import (
     ShuffleStarted,
 )
 from tablectl.core.round import Phase, Rejected, step
+from tablectl.service.faults import table_faults
 from tablectl.service.replay import replay
-from tablectl.service.status import table_faults
 from tablectl.service.waits import MISMATCH_GRACE_S, WaitWatch
 from tablectl.status import BrokerLink, FaultView, Stops
 

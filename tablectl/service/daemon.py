@@ -50,10 +50,10 @@ from tablectl.drivers.shuffler.base import Shuffler
 from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import deck_status
-from tablectl.service import status as status_view
 from tablectl.service.control_port import DaemonControl
 from tablectl.service.devices import DeviceSupervisor
 from tablectl.service.dispatcher import Dispatcher, StepObserver, Stepped
+from tablectl.service.faults import table_faults
 from tablectl.service.link import TableLink
 from tablectl.service.pace import PaceReporter
 from tablectl.service.shuffle_monitor import ShuffleWatch
@@ -652,7 +652,7 @@ class Daemon:
     def faults(self) -> list[FaultView]:
         """What stands in the way, each with since when and what clears it."""
         assert self.state is not None and self.reader is not None
-        found = status_view.table_faults(
+        found = table_faults(
             self.state,
             shoe=self.rules.shoe,
             devices={name: DeviceStatus.of(h) for name, h in self.supervisor.health().items()},

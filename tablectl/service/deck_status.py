@@ -12,7 +12,7 @@ from tablectl.core import decks
 from tablectl.core.events import DeckRules
 from tablectl.core.games.base import DECK_SIZE, Procedure, TableGame
 from tablectl.core.round import Phase, TableState
-from tablectl.service.status import WHO
+from tablectl.service.faults import WHO
 from tablectl.status import DecksView, DeckView, FaultView, Stops
 
 
