@@ -31,6 +31,7 @@ NOT_FOR_THE_DAEMON = (
     "tablectl.records.export",
     "tablectl.records.signing",
     "tablectl.records.build",
+    "tablectl.records.sheets",
     "tablectl.link.controller",
     "tablectl.link.ledger",
     "tablectl.link.sign",

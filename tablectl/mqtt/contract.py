@@ -210,6 +210,7 @@ def event_models() -> dict[str, type[Envelope]]:
     start (bench/startup.py); the AsyncAPI document and the tests use them."""
     return {name: _event_model(cls) for name, cls in sorted(RECORD_TYPES.items())}
 
+
 ROW_WITHHELD = "delivery.row_withheld"
 # The table's last-will waits this long for the connection to come back (MQTT 5 Will Delay
 # Interval, and the session kept as long): a reconnect within it does not flap `status`.
