@@ -141,6 +141,21 @@ async def test_the_client_says_its_maximum_packet_size_and_buffers_no_larger_pac
         assert isinstance(goodbye, mqtt5.DisconnectPacket) and int(goodbye.reason_code) == 0x95
 
 
+async def test_a_topic_the_codec_cannot_read_is_a_malformed_packet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A PUBLISH whose topic is not UTF-8 made the codec panic (pyo3's PanicException, a
+    BaseException the parser let through): asyncio printed a fatal error with a traceback
+    and the session ended on "PyObject pointer is null". It is a malformed packet."""
+    async with ScriptedBroker() as broker:
+        client = MqttClient("127.0.0.1", broker.port)
+        await client.connect()
+        broker.send(b"\x30\x05\x00\x02\xff\xfe\x00")  # topic: 2 bytes, not UTF-8
+        with pytest.raises(ConnectionLost, match="a malformed packet from the broker"):
+            await asyncio.wait_for(client.wait_closed(), 10)
+    assert "Fatal error" not in capsys.readouterr().err
+
+
 async def test_the_tables_client_delays_its_will_and_keeps_its_session_as_long() -> None:
     async with ScriptedBroker() as broker:
         config = MqttSection(port=broker.port)
