@@ -686,6 +686,10 @@ class MqttClient:
     def _inbound(self, packet: mqtt5.PublishPacket) -> None:
         if packet.qos is mqtt5.QoS.EXACTLY_ONCE:
             raise ValueError("a QoS 2 publish on a QoS 1 subscription")
+        if packet.topic_alias is not None:  # MQTT 5.0, 3.3.2.3.4: our Topic Alias Maximum is 0
+            raise ValueError(f"a topic alias ({packet.topic_alias}), though we allow none")
+        if "+" in packet.topic or "#" in packet.topic:  # MQTT 5.0, 3.3.2.1
+            raise ValueError(f"a topic name with a wildcard ({packet.topic!r})")
         if packet.qos is QOS1 and packet.packet_id is not None:
             self._write(mqtt5.PubAckPacket(packet.packet_id).write())
         self._inbox.put_nowait(Message(packet.topic, bytes(packet.payload), packet.retain))
