@@ -180,10 +180,11 @@ async def test_a_lockout_while_nothing_is_written_is_committed_on_the_loop_at_on
     assert before is not None
     table.daemon.post(LockoutPressed(at_ns=1, resolution_ns=1))
     # Journaled, and handed to the broker, before the post returned.
-    assert commits.seen == [(threading.current_thread().name, ["lockout_pressed"])]
+    # (A shuffler report queued at that moment may share the commit: ours() leaves it out.)
+    assert commits.ours() == [(threading.current_thread().name, ["lockout_pressed"])]
     assert store.last_seq > seq
     assert table.daemon.relay.counters.offered - offered == store.last_seq - seq
-    assert [row.type for row in store.inputs()][-1] == "lockout_pressed"
+    assert "lockout_pressed" in [row.type for row in store.inputs()][-len(commits.seen[0][1]) :]
     # The mark's record of it (a second fdatasync) is the journal thread's, not the loop's.
     async with asyncio.timeout(10):
         while table.daemon.dispatcher.writing:  # noqa: ASYNC110 -- the journal thread's state
