@@ -18,7 +18,7 @@ from pydantic.json_schema import models_json_schema
 
 from tablectl.core.effects import RECORD_TYPES, Record
 from tablectl.core.games import GameConfig
-from tablectl.core.round import HitEntry
+from tablectl.core.table import HitEntry
 from tablectl.mqtt.client import MAX_PACKET_BYTES
 from tablectl.records.pace import Pace
 

@@ -40,7 +40,7 @@ from tablectl.core.events import (
     TableIdle,
     TableRules,
 )
-from tablectl.core.round import Phase, Rejected, TableState
+from tablectl.core.table import Phase, Rejected, TableState
 from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
 from tablectl.drivers.gpio.registry import open_backend
 from tablectl.drivers.gpio.table_io import TableGpio

@@ -40,7 +40,7 @@ from tablectl.core.events import (
     ShuffleRequestFailed,
     TableRules,
 )
-from tablectl.core.round import Rejected, TableState
+from tablectl.core.table import Rejected, TableState
 from tablectl.drivers import registry
 from tablectl.drivers.reference.link import (
     DeviceReport,

@@ -39,7 +39,7 @@ from tablectl.core.events import (
     ShoeFault,
     ShoeStackDealt,
 )
-from tablectl.core.round import Rejected, TableState
+from tablectl.core.table import Rejected, TableState
 from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.service.dispatcher import StepObserver
