@@ -10,6 +10,7 @@ linked meter from the link controller.
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
@@ -186,7 +187,7 @@ def _basis(hit: Hit) -> str:
 
 # Each game's outcome as journaled, looked up rather than called (an enum call is two Python
 # frames in the enum module, per wager settled).
-_OUTCOMES = {outcome: rec.WagerOutcome(outcome.value) for outcome in Outcome}
+_OUTCOMES = MappingProxyType({outcome: rec.WagerOutcome(outcome.value) for outcome in Outcome})
 
 
 def _hit_records(s: TableState, entry: HitEntry, hit: Hit) -> list[Effect]:
