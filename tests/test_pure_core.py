@@ -18,7 +18,11 @@ import pydantic
 import pytest
 from pydantic import BaseModel
 
+from tablectl.core.events import PowerUp
+from tablectl.core.table import Rejected, TableState, step
+
 from .conftest import REPO
+from .test_table_core import tcp, uth
 
 CONFIG = REPO / ".importlinter"
 
@@ -173,3 +177,18 @@ def test_pydantic_is_the_major_version_util_frozen_was_written_for() -> None:
 
     for name in ("__pydantic_decorators__", "__private_attributes__", "model_fields"):
         assert hasattr(Probe, name), f"pydantic {pydantic.VERSION}: no {name} on a model class"
+
+
+def test_the_game_memo_lives_on_the_rules_and_follows_their_game() -> None:
+    """The game is built once per rules object (no module keeps it), stays out of the rules'
+    JSON, equality and hash, and a copy given another game steps with that game."""
+    rules = tcp()
+    assert rules.table_game is rules.table_game  # built once
+    again = tcp()
+    assert rules == again and hash(rules) == hash(again)
+    assert rules.model_dump_json() == again.model_dump_json()  # with and without its memo
+    other = rules.model_copy(update={"game": uth("2019").game})
+    state, _ = step(other, TableState.initial(other), PowerUp(rules=other))
+    assert state.game == "ultimate-texas-holdem" == other.table_game.name
+    with pytest.raises(Rejected, match="ultimate-texas-holdem table, not three-card-poker"):
+        step(rules, state, PowerUp(rules=rules))

@@ -14,7 +14,6 @@ validated.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -23,7 +22,6 @@ from tablectl.core import effects as rec
 from tablectl.core import events as ev
 from tablectl.core.effects import Effect, RequestShuffle
 from tablectl.core.events import Event, PowerUp, TableRules
-from tablectl.core.games import GameConfig
 from tablectl.core.games.base import TableGame
 from tablectl.core.table import (
     deal,
@@ -55,12 +53,13 @@ Handler = Callable[[Any, TableState, Context], TableState]
 
 def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState, list[Effect]]:
     """Apply one input. Commands that are not allowed now raise Rejected."""
-    game = _table_game(rules.game)
+    game = rules.table_game  # built once per rules object (core/events.py, TableRules)
     if game.name != state.game:
         raise Rejected(f"this table's journal is a {state.game} table, not {game.name}")
-    handler = HANDLERS.get(type(event))
-    if handler is None:
-        raise AssertionError(f"unhandled input {event!r}")
+    try:
+        handler = HANDLERS[type(event)]  # subscripted: the view's .get is a slower call
+    except KeyError:
+        raise AssertionError(f"unhandled input {event!r}") from None
     fx: list[Effect] = []
     state = handler(event, state, Context(rules, game, fx))
     if rules.revision < 2 and state.shoe_fault is not None:
@@ -68,16 +67,6 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
         state = state.replace(shoe_fault=None)
     state = _advance(rules, game, state, fx)
     return state, fx
-
-
-# The game of a config, built once: building it (and what it works out once, its meter and
-# paytables) at every step was ~16 us of a cold one. A memo, not state: the key is a frozen,
-# hashable config and the value a frozen game derived from it alone, so an equal config
-# always gives an equal game and no step's result depends on what was stepped before. (The
-# cache held the last rules by identity in a module global before; that was state.)
-@functools.lru_cache(maxsize=8)
-def _table_game(config: GameConfig) -> TableGame:
-    return config.table_game()
 
 
 # --- power, and a round's opening ------------------------------------------------------------
