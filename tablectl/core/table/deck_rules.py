@@ -63,6 +63,7 @@ def new_deck(event: NewDeckRegistered, s: TableState, ctx: Context) -> TableStat
 
 
 def deck_too_old(rules: TableRules, s: TableState) -> decks.DeckEntry | None:
+    """The deck in play past its age, under revision 4 on (649a.3(c)); None: young enough."""
     return None if decks_kept_since_4(rules) is None else decks.too_old_to_deal(s.deck)
 
 
@@ -94,6 +95,7 @@ def deck_age_at_deal(
 
 
 def deck_block(rules: TableRules, s: TableState) -> decks.DeckBlock | None:
+    """What holds the next round about the decks (core/decks.py), or None."""
     deck_rules = decks_kept(rules)
     return None if deck_rules is None else decks.block(deck_rules, s.deck)
 

@@ -26,6 +26,7 @@ from tablectl.util.frozen import trusted
 
 
 def delivery_fault(event: DeliveryFault, s: TableState, ctx: Context) -> TableState:
+    """The broker refuses our rows: journaled once per reason; they wait (docs/mqtt.md)."""
     if event.reason == s.delivery_fault:
         return s  # journaled once per change, not per publish or reconnect
     ctx.fx.append(trusted(rec.DeliveryFaultRecord, reason=event.reason))
@@ -33,6 +34,7 @@ def delivery_fault(event: DeliveryFault, s: TableState, ctx: Context) -> TableSt
 
 
 def delivery_restored(event: DeliveryRestored, s: TableState, ctx: Context) -> TableState:
+    """The broker takes our rows again."""
     if s.delivery_fault is None:
         return s
     ctx.fx.append(trusted(rec.DeliveryFaultCleared, reason=s.delivery_fault))
@@ -42,6 +44,7 @@ def delivery_restored(event: DeliveryRestored, s: TableState, ctx: Context) -> T
 def journal_recovered(event: JournalRecovered, s: TableState, ctx: Context) -> TableState:
     # The journal says what was mended, and by whom; a rollback the table found stands until
     # a technician accepts the acknowledgement that showed it as wrong.
+    """A technician mended the journal (`tablectl journal recover`): what, and by whom."""
     ctx.fx.append(
         trusted(
             rec.JournalRecoveredRecord,
@@ -57,6 +60,7 @@ def journal_recovered(event: JournalRecovered, s: TableState, ctx: Context) -> T
 
 
 def ack_past_journal(event: AckPastJournal, s: TableState, ctx: Context) -> TableState:
+    """A backend acknowledged past the journal's end: a rollback, found once; it holds the table."""
     if s.rolled_back is not None:
         return s  # found once: nothing more is published already
     ctx.fx.append(
@@ -72,10 +76,12 @@ def ack_past_journal(event: AckPastJournal, s: TableState, ctx: Context) -> Tabl
 
 
 def chain_pending(event: JournalCheckPending, s: TableState, ctx: Context) -> TableState:
+    """The journal's chains are being walked in full: no round until they are shown whole."""
     return s.replace(chain_pending=event.through_seq, chain_broken=None)
 
 
 def chain_checked(event: JournalChainChecked, s: TableState, ctx: Context) -> TableState:
+    """The walk of the chains ended: whole, or broken (which holds the table)."""
     if event.broken is None:
         ctx.fx.append(
             trusted(

@@ -174,6 +174,7 @@ def link_lost(event: LinkLost, s: TableState, ctx: Context) -> TableState:
 
 
 def link_restored(event: LinkRestored, s: TableState, ctx: Context) -> TableState:
+    """The link heard again: the progressive is playable (LINK UP)."""
     if s.link_silent is None or not isinstance(s.meter, LinkedMeter):
         return s
     ctx.fx.append(trusted(rec.LinkUp, link_id=s.meter.link_id))

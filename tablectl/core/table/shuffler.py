@@ -38,6 +38,7 @@ from tablectl.util.frozen import trusted
 
 
 def shuffle_started(event: ShuffleStarted, s: TableState, ctx: Context) -> TableState:
+    """A shuffle began: only its completion can make a deck ready."""
     ctx.fx.append(trusted(rec.ShuffleStartedRecord, stale=event.stale))
     if event.stale:
         return s
@@ -96,6 +97,7 @@ def shuffle_completed(event: ShuffleCompleted, s: TableState, ctx: Context) -> T
 
 
 def shuffler_fault(event: ShufflerFault, s: TableState, ctx: Context) -> TableState:
+    """A jam, stop or incomplete cycle (649a.13(e)): the deck is forgotten until a reshuffle."""
     if (event.at_connect or event.from_status) and s.shuffler_fault == event.code:
         return s  # the fault already journaled, still showing in STATUS
     # 649a.13(e): jam, stop or incomplete cycle -> the cards shall be reshuffled.
@@ -104,12 +106,14 @@ def shuffler_fault(event: ShufflerFault, s: TableState, ctx: Context) -> TableSt
 
 
 def shuffler_rebooted(event: ShufflerRebooted, s: TableState, ctx: Context) -> TableState:
+    """The shuffler rebooted: its event ids start over and its deck is forgotten."""
     ctx.fx.append(trusted(rec.ShufflerRebootedRecord))
     # Its event ids start over: a refusal of its old stream no longer stands.
     return unverify(events_flow(s, "shuffler"))
 
 
 def shuffle_request_failed(event: ShuffleRequestFailed, s: TableState, ctx: Context) -> TableState:
+    """The shuffler did not take SHUFFLE: journaled once per reason."""
     if not event.retrying:  # journals before the shell retried by itself: ask again now
         ctx.fx.append(trusted(rec.ShuffleRequestFailedRecord, reason=event.reason))
         return s.replace(shuffle_requested=False)
@@ -120,6 +124,7 @@ def shuffle_request_failed(event: ShuffleRequestFailed, s: TableState, ctx: Cont
 
 
 def reshuffle(event: ReshuffleRequested, s: TableState, ctx: Context) -> TableState:
+    """The dealer clears a shuffler fault by reshuffling (649a.13(e))."""
     refused = s.events_refused.get("shuffler")
     if refused is not None:
         raise Rejected(
@@ -135,12 +140,14 @@ def reshuffle(event: ReshuffleRequested, s: TableState, ctx: Context) -> TableSt
 
 
 def shuffle_suspected(event: ShuffleSuspected, s: TableState, ctx: Context) -> TableState:
+    """The integrity monitor alarmed on a shuffle (core/shuffle_fault.py): SHUFFLE SUSPECT."""
     fault, records = shuffle_fault.suspected(s.shuffle, event, chapter(ctx.game))
     ctx.fx.extend(records)
     return s.replace(shuffle=fault)
 
 
 def shuffle_acknowledged(event: ShuffleAcknowledged, s: TableState, ctx: Context) -> TableState:
+    """A person acknowledged the suspect shuffle, or took the shuffler out of service."""
     try:
         fault, records = shuffle_fault.acknowledged(s.shuffle, event)
     except shuffle_fault.NotNow as exc:

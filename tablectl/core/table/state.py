@@ -393,6 +393,7 @@ class Context:
 
 
 def meter_for(rules: TableRules, meter_id: str, initial_cents: int) -> MeterState:
+    """The table's meter as the config says: on a link, or kept on the table PC."""
     if rules.link is not None:
         return LinkedMeter(meter_id=meter_id, link_id=rules.link.link_id)
     return LocalMeter(meter_id=meter_id, cents=initial_cents)
@@ -423,10 +424,12 @@ def unverify(s: TableState) -> TableState:
 
 
 def shuffler_unusable(s: TableState, code: str) -> TableState:
+    """A shuffler fault: the deck is forgotten and the fault stands until a reshuffle."""
     return unverify(s).replace(shuffler_fault=code)
 
 
 def shuffler_usable(s: TableState) -> bool:
+    """Whether the shuffler may be asked for a deck now."""
     return (
         s.blocked is None
         and s.shuffler_fault is None
@@ -444,14 +447,17 @@ def events_flow(s: TableState, device: str) -> TableState:
 
 
 def refused_text(refused: RefusedEvent) -> str:
+    """A refusal as a person reads it."""
     return f"event {refused.event_id} where {refused.expected_event_id} was due"
 
 
 def without(stalled: dict[str, Stall], device: str) -> dict[str, Stall]:
+    """The stalls with the device's wait ended."""
     return stalled if device not in stalled else {k: v for k, v in stalled.items() if k != device}
 
 
 def dealing(s: TableState) -> bool:
+    """Whether the shoe is dealing the round in play."""
     return s.phase is Phase.LOCKED and s.deal is not None and not s.deal.complete
 
 
@@ -461,6 +467,7 @@ def chapter(game: TableGame) -> str:
 
 
 def shoe_rule(game: TableGame, irregularity: str) -> str:
+    """The game's section for a shoe irregularity: a shoe unusable, or a deck not whole."""
     return {
         "device-unusable": f"{chapter(game)}.13(g)",
         "deck": f"{chapter(game)}.10(f)",
@@ -479,4 +486,5 @@ def decks_kept_since_4(rules: TableRules) -> DeckRules | None:
 
 
 def with_life(s: TableState, life: DeckLife) -> TableState:
+    """The state with the decks' life replaced."""
     return s.replace(deck=life)

@@ -73,6 +73,7 @@ def step(rules: TableRules, state: TableState, event: Event) -> tuple[TableState
 
 
 def power_up(event: PowerUp, s: TableState, ctx: Context) -> TableState:
+    """The daemon started: lock-out is the safe state; the deck and the inputs are read anew."""
     game, fx = ctx.game, ctx.fx
     # Lock-out is the safe state: a round that was taking bets is closed at once, and chips
     # that were still resting cannot be confirmed any more.

@@ -181,6 +181,7 @@ def _reject(
 
 
 def withdraw(s: TableState, seat: int, fx: list[Effect]) -> TableState:
+    """A wager withdrawn (its chip left, or the link went down): journaled, its lamp put out."""
     fx.append(trusted(rec.WagerWithdrawn, round_id=s.round_id, seat=seat))
     fx.append(SeatLamp(seat=seat, lamp=Lamp.OFF))
     return s.replace(wagers={k: v for k, v in s.wagers.items() if k != seat})
@@ -455,6 +456,7 @@ def gpio_fault(event: GpioFault, s: TableState, ctx: Context) -> TableState:
 
 
 def clear_gpio_fault(event: ClearGpioFault, s: TableState, ctx: Context) -> TableState:
+    """A person clears lost edges (`tablectl dealer clear-fault`)."""
     if s.gpio_fault is None:
         raise Rejected("no GPIO fault to clear")
     ctx.fx.append(trusted(rec.GpioFaultCleared, reason=s.gpio_fault, by=event.by))
