@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
-from tablectl.core.effects import (
-    DealCards,
-    Effect,
-)
+from tablectl.core.effects import DealCards, Effect
 from tablectl.core.events import (
     CardRead,
     DealRequested,
@@ -29,12 +26,7 @@ from tablectl.core.events import (
     ShoeStackDealt,
     TableRules,
 )
-from tablectl.core.games.base import (
-    DealPlan,
-    RoundCards,
-    TableGame,
-    form_hands,
-)
+from tablectl.core.games.base import DealPlan, RoundCards, TableGame, form_hands
 from tablectl.core.recovery import Resolution, resolve_deal
 from tablectl.core.table.deck_rules import (
     deck_age_at_deal,

@@ -11,9 +11,7 @@ from __future__ import annotations
 from tablectl.core import decks
 from tablectl.core import effects as rec
 from tablectl.core.decks import DeckLife
-from tablectl.core.effects import (
-    Effect,
-)
+from tablectl.core.effects import Effect
 from tablectl.core.events import (
     DeckClock,
     DeckInPlay,
@@ -28,10 +26,7 @@ from tablectl.core.events import (
     TableIdle,
     TableRules,
 )
-from tablectl.core.games.base import (
-    DECK_SIZE,
-    TableGame,
-)
+from tablectl.core.games.base import DECK_SIZE, TableGame
 from tablectl.core.table.state import (
     Context,
     Phase,

@@ -20,9 +20,7 @@ from tablectl.core.events import (
     DeviceLinkReset,
     DeviceReportConflict,
 )
-from tablectl.core.games.base import (
-    DECK_SIZE,
-)
+from tablectl.core.games.base import DECK_SIZE
 from tablectl.core.stalls import Awaited, Stall, Wait
 from tablectl.core.table.deal import shoe_fault
 from tablectl.core.table.deck_rules import deck_irregular

@@ -18,10 +18,7 @@ from tablectl.core.events import (
     JournalRecovered,
 )
 from tablectl.core.journal_checks import BROKEN_ACTION, ROLLBACK_ACTION, RolledBack
-from tablectl.core.table.state import (
-    Context,
-    TableState,
-)
+from tablectl.core.table.state import Context, TableState
 from tablectl.util.frozen import trusted
 
 

@@ -17,16 +17,8 @@ from tablectl.core.events import (
     LinkRestored,
     TableRules,
 )
-from tablectl.core.games.base import (
-    TableGame,
-)
-from tablectl.core.table.state import (
-    Context,
-    Phase,
-    Rejected,
-    TableState,
-    meter_for,
-)
+from tablectl.core.games.base import TableGame
+from tablectl.core.table.state import Context, Phase, Rejected, TableState, meter_for
 from tablectl.core.table.wagering import withdraw
 from tablectl.rules.meters import LinkedMeter, LinkLevel
 from tablectl.util.frozen import trusted

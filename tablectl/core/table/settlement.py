@@ -14,21 +14,9 @@ from types import MappingProxyType
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
-from tablectl.core.effects import (
-    Effect,
-    Lamp,
-    SeatLamp,
-)
-from tablectl.core.events import (
-    ConfirmDocumentation,
-    Settle,
-    ValidateHit,
-)
-from tablectl.core.games.base import (
-    Hit,
-    Outcome,
-    RoundCards,
-)
+from tablectl.core.effects import Effect, Lamp, SeatLamp
+from tablectl.core.events import ConfirmDocumentation, Settle, ValidateHit
+from tablectl.core.games.base import Hit, Outcome, RoundCards
 from tablectl.core.table.deal import cards_read
 from tablectl.core.table.deck_rules import deck_too_old
 from tablectl.core.table.state import (

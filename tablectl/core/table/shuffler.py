@@ -20,9 +20,7 @@ from tablectl.core.events import (
     ShuffleStarted,
     ShuffleSuspected,
 )
-from tablectl.core.games.base import (
-    DECK_SIZE,
-)
+from tablectl.core.games.base import DECK_SIZE
 from tablectl.core.table.state import (
     Context,
     Rejected,

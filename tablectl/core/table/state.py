@@ -19,17 +19,9 @@ from tablectl.core import effects as rec
 from tablectl.core import shuffle_fault
 from tablectl.core.compat import later
 from tablectl.core.decks import DeckLife
-from tablectl.core.effects import (
-    Effect,
-)
-from tablectl.core.events import (
-    Cards,
-    DeckRules,
-    TableRules,
-)
-from tablectl.core.games.base import (
-    TableGame,
-)
+from tablectl.core.effects import Effect
+from tablectl.core.events import Cards, DeckRules, TableRules
+from tablectl.core.games.base import TableGame
 from tablectl.core.journal_checks import RolledBack
 from tablectl.core.stalls import Stall
 from tablectl.rules.meters import LinkedMeter, LocalMeter, MeterState

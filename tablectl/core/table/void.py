@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from tablectl.core import decks
 from tablectl.core import effects as rec
-from tablectl.core.effects import (
-    Effect,
-    Lamp,
-    SeatLamp,
-)
-from tablectl.core.events import (
-    VoidRound,
-)
+from tablectl.core.effects import Effect, Lamp, SeatLamp
+from tablectl.core.events import VoidRound
 from tablectl.core.table.state import (
     Context,
     Phase,

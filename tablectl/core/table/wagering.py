@@ -12,11 +12,7 @@ from __future__ import annotations
 from typing import Unpack
 
 from tablectl.core import effects as rec
-from tablectl.core.effects import (
-    Effect,
-    Lamp,
-    SeatLamp,
-)
+from tablectl.core.effects import Effect, Lamp, SeatLamp
 from tablectl.core.events import (
     ChipSensed,
     ClearGpioFault,
@@ -30,9 +26,7 @@ from tablectl.core.events import (
     TableRules,
     placed_before_lockout,
 )
-from tablectl.core.games.base import (
-    TableGame,
-)
+from tablectl.core.games.base import TableGame
 from tablectl.core.table.deck_rules import deck_age_at_deal
 from tablectl.core.table.state import (
     Context,
