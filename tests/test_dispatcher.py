@@ -28,7 +28,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import load_config
 from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event, LockoutPressed
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.service.dispatcher import GIL_SWITCH_S, JournalThread
 from tablectl.store.journal import Store

@@ -13,7 +13,7 @@ from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import load_config
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 
 from .conftest import EXAMPLE_CONFIG, SimulatedTable, simulated_table
 

@@ -21,6 +21,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
+from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
+from tablectl.drivers.gpio.registry import open_backend
+from tablectl.drivers.gpio.table_io import TableGpio
+from tablectl.drivers.reference.link import DeviceReport
+from tablectl.drivers.shoe.base import Shoe
+from tablectl.drivers.shuffler.base import Shuffler
 
 from tablectl.config import TableConfig
 from tablectl.control.protocol import ShufflerCount, ShufflerSelfTest, ShufflerTestRequest
@@ -40,13 +46,7 @@ from tablectl.core.events import (
     TableIdle,
     TableRules,
 )
-from tablectl.core.round import Phase, Rejected, TableState
-from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
-from tablectl.drivers.gpio.registry import open_backend
-from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.drivers.reference.link import DeviceReport
-from tablectl.drivers.shoe.base import Shoe
-from tablectl.drivers.shuffler.base import Shuffler
+from tablectl.core.table import Phase, Rejected, TableState
 from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.mqtt.relay import Relay
 from tablectl.service import deck_status

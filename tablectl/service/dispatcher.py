@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import structlog
+from tablectl.drivers.reference.link import DeviceReport
 
 from tablectl.core.effects import Effect, Record
 from tablectl.core.events import Event, LockoutPressed, TableRules
-from tablectl.core.round import Rejected, TableState, step
-from tablectl.drivers.reference.link import DeviceReport
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.store.journal import JournalRow, StepCommit, StepInput, Store
 from tablectl.util.faultpoint import fault_point
 from tablectl.util.slices import Slices
