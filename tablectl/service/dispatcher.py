@@ -39,7 +39,7 @@ import structlog
 from tablectl.core.effects import Effect, Record
 from tablectl.core.events import Event, LockoutPressed, TableRules
 from tablectl.core.round import Rejected, TableState, step
-from tablectl.drivers.reference.link import DeviceReport
+from tablectl.drivers.api import DeviceReport
 from tablectl.store.journal import JournalRow, StepCommit, StepInput, Store
 from tablectl.util.faultpoint import fault_point
 from tablectl.util.slices import Slices
