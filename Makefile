@@ -93,11 +93,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	cd build/__editable__.tablectl-*/ && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p tablectl
 	$(BIN)/mypy tests bench packaging docs/diagrams
+	$(BIN)/mypy -p tablectl_asciishuffler
 
 # The layers (docs/design.md, "Layers") as import-linter contracts (.importlinter), read in the
 # installed view as mypy is: there tablectl.drivers and tablectl.simulators exist.
 imports: $(STAMP)
 	cd build/__editable__.tablectl-*/ && ../../$(BIN)/lint-imports ../../.importlinter
+	# the example driver package sees only tablectl's public driver API
+	cd examples/tablectl-asciishuffler && PYTHONPATH=src ../../$(BIN)/lint-imports
 
 check: lint typecheck imports
 
