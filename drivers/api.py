@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -82,6 +82,7 @@ __all__ = [
     "API_VERSION",
     "ENTRY_POINT_GROUP",
     "ROLES",
+    "SHUFFLER_COMMANDS",
     "BackendInfo",
     "CardRead",
     "CommandRefused",
@@ -114,6 +115,7 @@ __all__ = [
     "ShufflerDriver",
     "ShufflerFault",
     "ShufflerRebooted",
+    "ShufflerSimulator",
     "TableIO",
     "Trace",
     "UnknownDriver",
@@ -374,12 +376,70 @@ class Driver:
     # Conformance scenarios (tablectl.conformance) it does not support, each with the reason
     # (as a SQLAlchemy dialect's requirements.py): only those are skipped, by name.
     unsupported: Mapping[str, str] = field(default_factory=dict)
+    # "module:callable" making its ShufflerSimulator for the conformance kit (a string: the
+    # simulator may live where the driver must not import it from).
+    simulator: str | None = None
 
     def roles(self) -> tuple[Role, ...]:
         return tuple(r for r in ROLES if self.factory(r) is not None)
 
     def factory(self, role: Role) -> ShufflerFactory | ShoeFactory | None:
         return self.shuffler if role == "shuffler" else self.shoe
+
+
+# --- what the conformance kit drives (tablectl.conformance) -----------------------------------
+
+# The commands the link can be closed under, in the kit's words (each driver maps its own).
+SHUFFLER_COMMANDS: tuple[str, ...] = ("identify", "status", "shuffle", "count")
+
+
+class ShufflerSimulator(Protocol):
+    """A driver's simulator, as the conformance kit drives it: the device speaking the
+    driver's protocol, with knobs to misbehave. Named by `Driver.simulator`."""
+
+    async def start(self) -> dict[str, Any]:
+        """Serve; the driver's settings that reach it (its `port`, and any other key)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def idle(self) -> bool:
+        """Not shuffling, and holding no event the host has not acknowledged."""
+        ...
+
+    def next_counts(self, counts: Sequence[int]) -> None:
+        """The next shuffles count these cards (then 52 again)."""
+        ...
+
+    def jam_next(self, *, by_event: bool) -> None:
+        """The next shuffle jams: with a fault event, or shown only in its status."""
+        ...
+
+    def restate_last(self) -> None:
+        """Report the last acknowledged event again, under its id, saying another count."""
+        ...
+
+    def reboot(self, *, keep_boot_id: bool = False) -> None:
+        """Power cycle; keep_boot_id: a faulty restart that keeps its boot id."""
+        ...
+
+    def silent(self, on: bool) -> None: ...
+
+    def garbage(self, on: bool) -> None:
+        """Noise that is not the protocol's before every answer."""
+        ...
+
+    def close_on(self, command: str) -> None:
+        """Close the connection the next time it is asked this (SHUFFLER_COMMANDS)."""
+        ...
+
+    def swap(self, serial: str) -> None:
+        """Another unit (this serial number) in its place, as if replugged."""
+        ...
+
+    def wind_seq(self, driver: ShufflerDriver) -> None:
+        """Put the host's sequence number a few short of its maximum (the driver's own)."""
+        ...
 
 
 class UnknownDriver(LookupError):

@@ -88,4 +88,5 @@ DRIVER = DriverSpec(
     settings={"shuffler": ReferenceSettings, "shoe": ReferenceShoeSettings},
     shuffler=make_shuffler,
     shoe=make_shoe,
+    simulator="tablectl.simulators.conformance:shuffler",
 )

@@ -23,9 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tablectl.core.effects import Lamp
 from tablectl.core.round import HitEntry, Phase
+from tablectl.drivers.api import ROLES
 from tablectl.records.pace import PaceFigures
 
-KNOWN_DEVICES = ("shuffler", "shoe")
+# The device roles a driver fills (tablectl.drivers.api): any driver, one of these each.
+KNOWN_DEVICES = ROLES
 
 
 class _Model(BaseModel):

@@ -30,6 +30,7 @@ from tablectl.simulators.dealer import as_request, deal_round
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
+from tablectl.conformance import kit
 from tablectl.control import client as control
 from tablectl.control.client import ControlClientError
 from tablectl.service.replay import replay
@@ -275,3 +276,26 @@ async def test_rounds_on_the_example_shuffler_through_the_daemon_and_a_kill_9(
         await table.stop()
         assert table.sim.shuffles >= 4
         table.check_journal()
+
+
+async def test_the_example_passes_the_conformance_kit(site: Path) -> None:
+    """Every hostile scenario of the kit, on the pip-installed driver and its simulator (the
+    package's own tests run the same through the kit's pytest plugin)."""
+    results = await kit.run_all("asciishuffler")
+    assert {r.scenario: r.detail for r in results if r.outcome != "pass"} == {}
+    assert len(results) == len(kit.SCENARIOS)
+    report = kit.report("asciishuffler", results)
+    assert f"{len(results)} of {len(results)} passed" in report
+
+
+def test_the_examples_own_tests_run_the_kit_through_its_plugin(site: Path) -> None:
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=EXAMPLE,
+        env=_env(site),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert f"{len(kit.SCENARIOS)} passed" in ran.stdout

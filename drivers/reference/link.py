@@ -124,6 +124,10 @@ class SeqCounter:
         self._seq = self._seq % 255 + 1
         return self._seq
 
+    def start_at(self, seq: int) -> None:
+        """The next request takes seq + 1 (the conformance kit winds it up to the wrap)."""
+        self._seq = seq % 255
+
 
 def _resolve_none(future: asyncio.Future[Any]) -> None:
     """A timer's end: the future waited for nothing more (a reply, a wake-up) in time."""

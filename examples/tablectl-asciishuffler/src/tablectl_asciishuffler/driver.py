@@ -93,7 +93,7 @@ class _Session:
 
     async def read_forever(self) -> None:
         try:
-            while data := await self._reader.read(4096):
+            while data := await self._read():
                 for line in self._lines.feed(data):
                     self._dispatch(line)
                 self._counters["bad_lines"] = self._lines.bad_lines
@@ -101,6 +101,12 @@ class _Session:
             self.closed = True
             if self._pending is not None and not self._pending[1].done():
                 self._pending[1].set_exception(LinkDown(DEVICE, "the connection closed"))
+
+    async def _read(self) -> bytes:
+        try:
+            return await self._reader.read(4096)
+        except OSError:
+            return b""  # reset by the device: the connection has ended
 
     def _dispatch(self, line: p.Line) -> None:
         if line.verb == "RB":
@@ -117,6 +123,7 @@ class _Session:
             if self.closed:
                 raise LinkDown(DEVICE, "the connection closed")
             self.seq = p.next_seq(self.seq)
+            self._counters["requests"] += 1
             wire = p.encode(self.seq, verb, *args)
             loop = asyncio.get_running_loop()
             try:
@@ -252,7 +259,6 @@ class AsciiShuffler:
         session = self._session
         if session is None or not self._up:
             raise LinkDown(DEVICE)
-        self.counters["requests"] += 1
         return await session.request(verb, *args)
 
     async def shuffle(self) -> None:
@@ -275,6 +281,12 @@ class AsciiShuffler:
         if reply.verb != "TS" or not reply.args:
             raise LinkError(f"TS answered with {reply.verb}")
         return reply.args[0] == "PASS", " ".join(reply.args[1:])
+
+    def wind_seq(self, seq: int) -> None:
+        """The next request takes seq + 1 (the conformance kit: a wrap soon)."""
+        self._seq = seq
+        if self._session is not None:
+            self._session.seq = seq
 
     # --- the connection --------------------------------------------------------------------
 
@@ -310,13 +322,17 @@ class AsciiShuffler:
             reader, writer, self._settings, self._seq, self.counters, self._hurry.set
         )
         self._session = session
-        async with asyncio.TaskGroup() as tasks:
-            reading = tasks.create_task(session.read_forever(), name="asciishuffler-read")
-            try:
-                await self._poll_forever(session)
-            finally:
-                self._seq = session.seq
-                reading.cancel()
+        # Not a TaskGroup: its ExceptionGroup would hide the LinkDown that run() handles.
+        reading = asyncio.get_running_loop().create_task(
+            session.read_forever(), name="asciishuffler-read"
+        )
+        try:
+            await self._poll_forever(session)
+        finally:
+            self._seq = session.seq
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
 
     async def _poll_forever(self, session: _Session) -> None:
         s = self._settings
@@ -492,6 +508,6 @@ DRIVER = Driver(
     description="ACME line shuffler: ASCII lines, additive checksum, SEQ 0..999",
     settings={"shuffler": AsciiSettings},
     shuffler=make_shuffler,
-    # Conformance scenarios this device cannot take part in (tablectl.conformance), and why.
-    unsupported={"deck-report": "the ACME shuffler does not report which deck it holds"},
+    # Its simulator, as tablectl's conformance kit drives it (`tablectl test driver`).
+    simulator="tablectl_asciishuffler.kit:shuffler",
 )

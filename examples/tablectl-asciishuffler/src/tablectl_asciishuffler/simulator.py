@@ -39,6 +39,7 @@ class AsciiShufflerSimulator:
         self.shuffles = 0
         self._next_id = 1
         self._cache: tuple[int, bytes] | None = None  # (seq, the reply to it)
+        self._restate: p.Event | None = None  # an event id reported again, saying otherwise
         # knobs
         self.counts: list[int] = []  # the next shuffles' counts (else 52)
         self.jam_next = False  # the next shuffle jams, with a FLT event
@@ -64,13 +65,11 @@ class AsciiShufflerSimulator:
 
     def conflict(self) -> None:
         """List the last event taken again, under its id, saying something else."""
-        boot, last = next((h for h in reversed(self.history) if h[0] == self.boot), (0, None))
+        _, last = next((h for h in reversed(self.history) if h[0] == self.boot), (0, None))
         if last is None:
             return
         other = "51" if last.arg != "51" else "52"
-        changed = p.Event(last.event_id, "END", other)
-        self.events.insert(0, changed)
-        self.history.append((boot, changed))
+        self._restate = p.Event(last.event_id, "END", other)  # listed once, acknowledged or not
 
     def clear_fault(self) -> None:
         self.state, self.fault = "idle", "-"
@@ -148,9 +147,10 @@ class AsciiShufflerSimulator:
                     boot, ack = map(int, line.args)
                     if boot == self.boot:
                         self.events = [e for e in self.events if e.event_id > ack]
-                status = p.Status(
-                    self.boot, self.state, self.fault, self.count, tuple(self.events[:LISTED])
-                )
+                listed = self.events[:LISTED]
+                if self._restate is not None:
+                    listed, self._restate = [self._restate, *listed], None
+                status = p.Status(self.boot, self.state, self.fault, self.count, tuple(listed))
                 return p.encode_status(seq, status)
             case "SH":
                 if self.state == "busy":
