@@ -10,7 +10,7 @@ and a table's config chooses it by that name (`[shuffler] driver = "vendor-x"`).
 key of the section is the driver's own, validated by its `settings` model (a `DriverSettings`
 subclass, pydantic) and reported by `tablectl config check` with its field path
 (`shuffler.line_timeout_ms: ...`). A driver imports this module only: nothing else of
-tablectl is promised to stay (the import contract `.importlinter`, "external-driver", holds
+tablectl is promised to stay (examples/tablectl-asciishuffler/.importlinter holds
 the example package to it).
 
 What a driver does (the roles, `ShufflerDriver`, `ShoeDriver`, and the GPIO's `TableIO`):
