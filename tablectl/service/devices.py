@@ -5,7 +5,8 @@ command only the devices can refuse (a deal with the shoe's link down), asks the
 shuffle while the core wants a deck (backing off while it refuses), has the shoe deal, reads
 the deck a shuffler reports, and resets a link a technician clears. Each device's report
 reaches the core through the dispatcher's queue (`post_report`); the device hears that it was
-taken once its commit is on disk (`acknowledge`).
+taken once its commit is on disk (`acknowledge`). Drivers are found by name
+(tablectl.drivers.api): nothing here names one; the daemon is one `DeviceHost`.
 """
 
 from __future__ import annotations
@@ -63,14 +64,6 @@ from tablectl.util.backoff import Backoff
 log = structlog.get_logger(__name__)
 SHUFFLE_RETRY_MAX_S = 30.0  # a refused SHUFFLE is asked again, backing off up to this
 DEAL_LINK_WAIT_S = 10.0  # a deal waits this long for the shoe's link before it fails
-
-
-class Submit(Protocol):
-    """The dispatcher's way in for a command: the rows it journaled; raises Rejected."""
-
-    def __call__(
-        self, event: Event, *, kv: dict[str, str] | None = None
-    ) -> Awaitable[list[dict[str, Any]]]: ...
 
 
 class DeviceHost(Protocol):
