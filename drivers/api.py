@@ -77,9 +77,13 @@ ENTRY_POINT_GROUP = "tablectl.drivers"
 Role = Literal["shuffler", "shoe"]
 ROLES: tuple[Role, ...] = ("shuffler", "shoe")
 PATH_MAX_BYTES = 4095  # Linux: PATH_MAX 4096 bytes with the NUL
+# The largest event id a device's protocol can carry, unless its driver declares another
+# (`Driver.event_id_max`): an unsigned 32-bit id, as most devices' counters are.
+DEFAULT_EVENT_ID_MAX = 0xFFFF_FFFF
 
 __all__ = [
     "API_VERSION",
+    "DEFAULT_EVENT_ID_MAX",
     "ENTRY_POINT_GROUP",
     "ROLES",
     "SHUFFLER_COMMANDS",
@@ -379,6 +383,10 @@ class Driver:
     # "module:callable" making its ShufflerSimulator for the conformance kit (a string: the
     # simulator may live where the driver must not import it from).
     simulator: str | None = None
+    # The largest event id its protocol carries: a device stopped at an event refused with
+    # this id cannot go on past it (acknowledging it would let the device drop every later
+    # event unread), so the table offers a power cycle, not `devices reset-link`.
+    event_id_max: int = DEFAULT_EVENT_ID_MAX
 
     def roles(self) -> tuple[Role, ...]:
         return tuple(r for r in ROLES if self.factory(r) is not None)

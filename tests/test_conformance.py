@@ -92,3 +92,35 @@ def test_tablectl_test_driver_prints_the_report_and_exits_by_it(tmp_path: Any) -
     )
     assert unknown.returncode == 2
     assert "unknown driver 'acme'; one of reference" in unknown.stderr
+
+
+def test_the_event_id_maximum_is_the_drivers_own() -> None:
+    """A device stopped at an event refused with the largest id its driver declares
+    (Driver.event_id_max) is offered a power cycle; below it, a link reset. The table holds
+    no protocol's maximum of its own (was: the reference protocol's, in service/faults.py)."""
+    from tablectl.drivers.api import DEFAULT_EVENT_ID_MAX
+
+    from tablectl.core.events import DeviceEventsRefused
+    from tablectl.core.table import step
+    from tablectl.service.faults import table_faults
+    from tablectl.status import BrokerLink
+
+    from .test_table_core import RULES, opened, run
+
+    state, _ = run(opened())
+    refused = DeviceEventsRefused(
+        device="shuffler", boot_id=7, event_id=999, expected_event_id=5, kind=1
+    )
+    state, _ = step(RULES, state, refused)
+    broker = BrokerLink(connected=True, broker="127.0.0.1:1883")
+
+    def shown(maxima: dict[str, int] | None) -> Any:
+        faults = table_faults(state, shoe=False, devices={}, broker=broker, event_id_max=maxima)
+        return next(f for f in faults if f.what == "events-refused")
+
+    wraps_at_999 = shown({"shuffler": 999})  # a driver whose ids stop at 999
+    assert wraps_at_999.command is None and "cannot go on from 999" in wraps_at_999.cause
+    assert wraps_at_999.remedy.startswith("power the shuffler off and on")
+    default = shown(None)  # the API's default maximum: 999 is far below it
+    assert default.command == "tablectl devices reset-link shuffler --by ID"
+    assert DEFAULT_EVENT_ID_MAX == reference_driver.DRIVER.event_id_max == 0xFFFF_FFFF

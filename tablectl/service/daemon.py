@@ -654,6 +654,7 @@ class Daemon:
             broker=self.relay.link(),
             journal=self.reader.last_row,
             awaited=self.supervisor.recovery.awaited(),
+            event_id_max=self.supervisor.event_id_max,
         )
         found += shuffle_faults(self.state, self.reader.last_row)
         if self.rules.deck is None:
