@@ -8,14 +8,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import structlog
 
 from tablectl.core import decks
 from tablectl.core.events import DeckClock, Event, TableIdle, TableRules
 from tablectl.core.round import TableState
-from tablectl.service.devices import DeviceSupervisor
-from tablectl.store.journal import JournalReader
+
+if TYPE_CHECKING:
+    from tablectl.service.devices import DeviceSupervisor
+    from tablectl.store.journal import JournalReader
+
 
 log = structlog.get_logger(__name__)
 DECK_CLOCK_SETTLE_S = 1.0  # after a DeckClock, before the deck clock looks again

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from tablectl.core.effects import DealCards, Effect, RequestShuffle, SeatLamp
 from tablectl.core.events import ShuffleCompleted
-from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.mqtt.relay import Relay
-from tablectl.service.devices import DeviceSupervisor
-from tablectl.service.dispatcher import Stepped
-from tablectl.service.shuffle_monitor import ShuffleWatch
-from tablectl.service.watch import Hub
-from tablectl.store.journal import JournalRow
 from tablectl.util.faultpoint import fault_point
+
+if TYPE_CHECKING:
+    from tablectl.drivers.gpio.table_io import TableGpio
+    from tablectl.mqtt.relay import Relay
+    from tablectl.service.devices import DeviceSupervisor
+    from tablectl.service.dispatcher import Stepped
+    from tablectl.service.shuffle_monitor import ShuffleWatch
+    from tablectl.service.watch import Hub
+    from tablectl.store.journal import JournalRow
+
 
 log = structlog.get_logger(__name__)
 

@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from tablectl.config import TableConfig
 from tablectl.core.effects import Lamp
-from tablectl.core.events import TableRules
-from tablectl.core.games.base import TableGame
 from tablectl.core.round import Phase, TableState
-from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
-from tablectl.mqtt.relay import Relay
 from tablectl.service import deck_status
-from tablectl.service.devices import DeviceSupervisor
 from tablectl.service.faults import table_faults
-from tablectl.service.link import TableLink
-from tablectl.service.pace import PaceReporter
 from tablectl.service.shuffle_monitor import faults as shuffle_faults
-from tablectl.service.watch import Hub
 from tablectl.status import (
     KNOWN_DEVICES,
     Dealing,
@@ -41,8 +32,20 @@ from tablectl.status import (
     PaceStatus,
     Status,
 )
-from tablectl.store.journal import JournalReader, Store
 from tablectl.util import sdnotify
+
+if TYPE_CHECKING:
+    from tablectl.config import TableConfig
+    from tablectl.core.events import TableRules
+    from tablectl.core.games.base import TableGame
+    from tablectl.drivers.gpio.table_io import TableGpio
+    from tablectl.mqtt.relay import Relay
+    from tablectl.service.devices import DeviceSupervisor
+    from tablectl.service.link import TableLink
+    from tablectl.service.pace import PaceReporter
+    from tablectl.service.watch import Hub
+    from tablectl.store.journal import JournalReader, Store
+
 
 LINK_CHECK_S = 1.0  # how soon systemd's STATUS= and watchers hear of a change
 
