@@ -38,7 +38,6 @@ from tablectl.mqtt.client import tls_context as client_tls_context
 from tablectl.mqtt.commands import Commands
 from tablectl.mqtt.contract import (
     WILL_DELAY_S,
-    BacklogAlarm,
     ProgressiveLinkState,
     TableSnapshot,
     topic_root,
@@ -136,6 +135,9 @@ def _is_refusal(exc: MqttError, config: MqttSection) -> bool:
 
 
 class Relay:
+    """The table's one MQTT connection, kept up by the reconnect component, and the three
+    parts that use it: delivery, inbound commands and publishing."""
+
     def __init__(
         self,
         config: MqttSection,
@@ -198,7 +200,7 @@ class Relay:
         self.acks, self.redelivery = self.delivery.acks, self.delivery.redelivery
         self.offer, self.wake = self.delivery.offer, self.delivery.wake
         self.receive = self.commands.receive
-        self.health, self.birth = self.publishing.health, self.publishing.birth
+        self.health = self.publishing.health
         self.publish_pace = self.publishing.publish_pace
         for warning in identity_warnings(config, table):
             log.warning(warning)
@@ -217,9 +219,6 @@ class Relay:
     def connected(self) -> bool:
         return self.reconnector.state is ReconnectState.CONNECTED
 
-    def backlog_alarms(self) -> list[BacklogAlarm]:
-        return self.publishing.backlog_alarms()
-
     def link(self) -> BrokerLink:
         return BrokerLink(
             connected=self.connected, broker=f"{self._config.host}:{self._config.port}"
@@ -234,7 +233,8 @@ class Relay:
             acked_through_seq=self.acks.through,
             acked=dict(self.acks.acked),
             backlog_alarms=[
-                StatusBacklogAlarm.model_validate(a.model_dump()) for a in self.backlog_alarms()
+                StatusBacklogAlarm.model_validate(a.model_dump())
+                for a in self.publishing.backlog_alarms()
             ],
             delivery_fault=self.delivery.fault,
             redelivery=self.redelivery.view(),
