@@ -198,7 +198,7 @@ class Relay:
         )
         # What the daemon, status and tests reach, each part's own.
         self.acks, self.redelivery = self.delivery.acks, self.delivery.redelivery
-        self.offer, self.wake = self.delivery.offer, self.delivery.wake
+        self.offer = self.delivery.offer
         self.receive = self.commands.receive
         self.health = self.publishing.health
         self.publish_pace = self.publishing.publish_pace
