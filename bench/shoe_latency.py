@@ -76,7 +76,7 @@ from tablectl.core.events import (
     ShuffleStarted,
     TableRules,
 )
-from tablectl.core.round import Phase, TableState, step
+from tablectl.core.table import Phase, TableState, step
 from tablectl.util import logs
 
 RULES = TableRules.model_validate(

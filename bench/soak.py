@@ -50,7 +50,7 @@ from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import DeckSection, load_config
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.service.dispatcher import GIL_SWITCH_S
 from tablectl.util import logs

@@ -28,7 +28,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.events import Settle
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.service.dispatcher import GIL_SWITCH_S
 from tablectl.util import logs

@@ -31,7 +31,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import DeckSection, ShoeSection, TableConfig
 from tablectl.control import client
 from tablectl.core.games.base import DealPlan, TableGame, form_hands
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.api import Daemon, replay
 from tablectl.status import Status
 from tablectl.store.journal import Store

@@ -31,6 +31,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from tablectl.drivers.gpio.settings import GpioSettings
+from tablectl.drivers.reference.link import LinkSettings
+from tablectl.drivers.registry import SHOES, SHUFFLERS, DeviceSettings, check_port
 
 from tablectl.core.decks import (
     HOUR_MS,
@@ -41,9 +44,6 @@ from tablectl.core.decks import (
 )
 from tablectl.core.events import DeckRules, LinkRules, SensorRules, TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
-from tablectl.drivers.gpio.settings import GpioSettings
-from tablectl.drivers.reference.link import LinkSettings
-from tablectl.drivers.registry import SHOES, SHUFFLERS, DeviceSettings, check_port
 from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
 

@@ -23,7 +23,7 @@ from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import AccessSection, StorageSection
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.status import Devices
 
 from .conftest import SimulatedTable, simulated_table

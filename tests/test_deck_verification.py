@@ -55,7 +55,7 @@ from tablectl.core.events import (
     TableRules,
     VoidRound,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.core.table import Phase, Rejected, TableState, step
 from tablectl.util.clock import monotonic_ms, run_virtual
 
 from .test_table_core import tcp

@@ -19,7 +19,7 @@ from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import DeckSection
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.service.replay import replay
 from tablectl.status import FaultView, Status, Stops
 

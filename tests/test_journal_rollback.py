@@ -21,7 +21,7 @@ from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import load_config
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.service.daemon import Daemon, StartupError
 from tablectl.store.integrity import Check, VerifyReport
 from tablectl.store.journal import Store
@@ -121,7 +121,7 @@ def test_recover_accepts_a_rollback_shown_by_an_acknowledgement_found_wrong(
     """The backend's acknowledgement was wrong (withdrawn since): a technician accepts it, the
     acceptance is journaled, and the table publishes and plays again."""
     from tablectl.core.events import AckPastJournal
-    from tablectl.core.round import TableState, step
+    from tablectl.core.table import TableState, step
     from tablectl.service.dispatcher import journal_entries, journal_input
 
     from .conftest import EXAMPLE_CONFIG

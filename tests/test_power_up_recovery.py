@@ -29,7 +29,7 @@ from tablectl.core.events import (
     ShoeOutOfOrder,
     TableRules,
 )
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.rules.cards import Card, parse_cards
 from tablectl.service.faults import table_faults
 from tablectl.status import BrokerStats

@@ -32,7 +32,7 @@ from tablectl.core.events import (
     ShuffleCompleted,
     ShuffleStarted,
 )
-from tablectl.core.round import Phase, Rejected, step
+from tablectl.core.table import Phase, Rejected, step
 from tablectl.service.faults import table_faults
 from tablectl.service.replay import replay
 from tablectl.service.waits import MISMATCH_GRACE_S, WaitWatch

@@ -46,7 +46,7 @@ from tablectl.core.events import (
     ShuffleCompleted,
     ShuffleStarted,
 )
-from tablectl.core.round import Rejected, TableState, step
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.util.clock import run_virtual
 
 from .test_table_core import tcp

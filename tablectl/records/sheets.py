@@ -134,7 +134,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.LinkUp: (Sheet.DEVICE_EVENTS,),
 }
 
-# The `by` of what the table did by itself, not a person (core/round.py voids a round the
+# The `by` of what the table did by itself, not a person (core/table/ voids a round the
 # shoe spoiled with by="shoe"): such rows are not control actions.
 AUTOMATIC_BY = frozenset({"shoe", "shuffler", "table"})
 
@@ -570,17 +570,6 @@ class Stamp:
     def fields(self, seq: int, ts_utc: str) -> dict[str, Any]:
         day, clock = self.local(ts_utc)
         return {"seq": seq, "ts_utc": ts_utc, "local_date": day, "local_time": clock}
-
-
-def parse_record(type_: str, data: dict[str, Any]) -> Record | None:
-    """The typed record of a journal row; None for a type or data this version cannot read."""
-    cls = RECORD_TYPES.get(type_)
-    if cls is None:
-        return None
-    try:
-        return cls.model_validate(data)
-    except ValueError:  # pydantic's ValidationError is one
-        return None
 
 
 def _seats(seats: list[int]) -> str:

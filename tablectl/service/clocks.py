@@ -14,7 +14,7 @@ import structlog
 
 from tablectl.core import decks
 from tablectl.core.events import DeckClock, Event, TableIdle, TableRules
-from tablectl.core.round import TableState
+from tablectl.core.table import TableState
 
 if TYPE_CHECKING:
     from tablectl.service.devices import DeviceSupervisor

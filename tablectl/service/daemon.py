@@ -23,6 +23,11 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
+from tablectl.drivers.gpio.backend import GpioBackend
+from tablectl.drivers.gpio.table_io import TableGpio
+from tablectl.drivers.reference.link import DeviceReport
+from tablectl.drivers.shoe.base import Shoe
+from tablectl.drivers.shuffler.base import Shuffler
 
 from tablectl.config import TableConfig
 from tablectl.control.protocol import ShufflerCount, ShufflerSelfTest, ShufflerTestRequest
@@ -37,12 +42,7 @@ from tablectl.core.events import (
     PowerUp,
     TableRules,
 )
-from tablectl.core.round import Phase, Rejected, TableState
-from tablectl.drivers.gpio.backend import GpioBackend
-from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.drivers.reference.link import DeviceReport
-from tablectl.drivers.shoe.base import Shoe
-from tablectl.drivers.shuffler.base import Shuffler
+from tablectl.core.table import Phase, Rejected, TableState
 from tablectl.mqtt.relay import Relay
 from tablectl.service.clocks import TableClocks
 from tablectl.service.control_port import DaemonControl

@@ -18,6 +18,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from pydantic import ValidationError
+from tablectl.drivers import registry
+from tablectl.drivers.reference.link import (
+    DeviceReport,
+    LinkDown,
+    LinkError,
+    cursor_key,
+    parse_cursor,
+)
+from tablectl.drivers.shoe.base import Shoe
+from tablectl.drivers.shuffler.base import Shuffler
+from tablectl.drivers.transport.base import TraceWriter
 
 from tablectl.config import TableConfig
 from tablectl.control.protocol import (
@@ -40,18 +51,7 @@ from tablectl.core.events import (
     ShuffleRequestFailed,
     TableRules,
 )
-from tablectl.core.round import Rejected, TableState
-from tablectl.drivers import registry
-from tablectl.drivers.reference.link import (
-    DeviceReport,
-    LinkDown,
-    LinkError,
-    cursor_key,
-    parse_cursor,
-)
-from tablectl.drivers.shoe.base import Shoe
-from tablectl.drivers.shuffler.base import Shuffler
-from tablectl.drivers.transport.base import TraceWriter
+from tablectl.core.table import Rejected, TableState
 from tablectl.service.recovery import PowerUpRecovery
 from tablectl.service.waits import WaitWatch
 from tablectl.store.journal import Store

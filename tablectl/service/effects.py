@@ -19,6 +19,7 @@ from tablectl.util.faultpoint import fault_point
 
 if TYPE_CHECKING:
     from tablectl.drivers.gpio.table_io import TableGpio
+
     from tablectl.mqtt.relay import Relay
     from tablectl.service.devices import DeviceSupervisor
     from tablectl.service.dispatcher import Stepped

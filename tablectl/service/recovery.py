@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from tablectl.core.events import DeviceResumed, Event
 from tablectl.drivers.reference.link import FirstWord
 from tablectl.drivers.shoe.base import Shoe
 from tablectl.drivers.shuffler.base import Shuffler
+
+from tablectl.core.events import DeviceResumed, Event
 
 
 def device_resumed(word: FirstWord) -> DeviceResumed:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
-
-from tablectl.config import TableConfig
-from tablectl.core.events import AckPastJournal, Event, JournalChainChecked, TableRules
-from tablectl.core.round import TableState
 from tablectl.drivers.gpio.backend import GpioBackend, GpioUnavailable, Levels
 from tablectl.drivers.gpio.registry import open_backend
 from tablectl.drivers.gpio.table_io import TableGpio
+
+from tablectl.config import TableConfig
+from tablectl.core.events import AckPastJournal, Event, JournalChainChecked, TableRules
+from tablectl.core.table import TableState
 from tablectl.store.integrity import chain_problems, check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
 from tablectl.store.journal import JournalReader, Store

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from tablectl.core.effects import Lamp
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.service import deck_status
 from tablectl.service.faults import table_faults
@@ -35,10 +35,11 @@ from tablectl.status import (
 from tablectl.util import sdnotify
 
 if TYPE_CHECKING:
+    from tablectl.drivers.gpio.table_io import TableGpio
+
     from tablectl.config import TableConfig
     from tablectl.core.events import TableRules
     from tablectl.core.games.base import TableGame
-    from tablectl.drivers.gpio.table_io import TableGpio
     from tablectl.mqtt.relay import Relay
     from tablectl.service.devices import DeviceSupervisor
     from tablectl.service.link import TableLink

@@ -18,6 +18,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal, Protocol
 
+from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
+from tablectl.drivers.shoe.base import Shoe
+
 from tablectl.config import TableConfig
 from tablectl.control.protocol import (
     TestBeginRequest,
@@ -39,9 +42,7 @@ from tablectl.core.events import (
     ShoeFault,
     ShoeStackDealt,
 )
-from tablectl.core.round import Rejected, TableState
-from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
-from tablectl.drivers.shoe.base import Shoe
+from tablectl.core.table import Rejected, TableState
 from tablectl.service.dispatcher import StepObserver
 
 ShoeReport = ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault
