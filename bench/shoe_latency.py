@@ -45,8 +45,9 @@ from collections.abc import Callable
 
 import usb.core
 from figures import percentile, spread
+from tablectl.drivers.api import DeviceReport
 from tablectl.drivers.reference.framing import Frame
-from tablectl.drivers.reference.link import AWAITED_POLL_S, DeviceReport, LinkSettings
+from tablectl.drivers.reference.link import AWAITED_POLL_S, LinkSettings
 from tablectl.drivers.reference.messages import (
     Identity,
     MsgType,

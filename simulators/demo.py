@@ -50,10 +50,10 @@ def simulated_config(
     """The table's config with the simulated devices, private broker and a scratch data dir.
 
     shoe_port: the simulated shoe's address (on the virtual USB bus: SHOE_PORT)."""
-    shoe = None if shoe_port is None else ShoeSection(port=shoe_port)
+    shoe = None if shoe_port is None else ShoeSection.model_validate({"port": shoe_port})
     return base.model_copy(
         update={
-            "shuffler": base.shuffler.model_copy(update={"port": port}),
+            "shuffler": base.shuffler.with_port(port),
             "shoe": shoe if shoe is not None else base.shoe,
             "gpio": base.gpio.model_copy(update={"backend": "mock"}),
             "mqtt": base.mqtt.model_copy(update={"host": broker.host, "port": broker.port}),

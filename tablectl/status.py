@@ -20,12 +20,14 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from tablectl.drivers.api import ROLES
 
 from tablectl.core.effects import Lamp
 from tablectl.core.table import HitEntry, Phase
 from tablectl.records.pace import PaceFigures
 
-KNOWN_DEVICES = ("shuffler", "shoe")
+# The device roles a driver fills (tablectl.drivers.api): any driver, one of these each.
+KNOWN_DEVICES = ROLES
 
 
 class _Model(BaseModel):

@@ -13,7 +13,7 @@ import contextlib
 import random
 
 import pytest
-from tablectl.drivers.reference.link import DeviceReport, FirstWord
+from tablectl.drivers.api import DeviceReport, FirstWord
 from tablectl.drivers.reference.shoe_codec import ShoeEventKind, card_byte
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.transport.memory import MemoryConnector, MemoryPort

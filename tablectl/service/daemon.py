@@ -23,11 +23,11 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
+from tablectl.drivers.api import DeviceReport
+from tablectl.drivers.api import ShoeDriver as Shoe
+from tablectl.drivers.api import ShufflerDriver as Shuffler
 from tablectl.drivers.gpio.backend import GpioBackend
 from tablectl.drivers.gpio.table_io import TableGpio
-from tablectl.drivers.reference.link import DeviceReport
-from tablectl.drivers.shoe.base import Shoe
-from tablectl.drivers.shuffler.base import Shuffler
 
 from tablectl.config import TableConfig
 from tablectl.control.protocol import ShufflerCount, ShufflerSelfTest, ShufflerTestRequest
@@ -112,13 +112,8 @@ class Daemon:
         self.supervisor = DeviceSupervisor(
             self.config,
             self.rules,
+            self,
             boot_id=self.boot_id,
-            post=self.post,
-            post_report=self._post_report,
-            submit=self.submit,
-            state=lambda: self.state,
-            stopping=lambda: self.stopping,
-            wall_clock_ms=self.wall_clock_ms,
             shuffle_retry_s=self.shuffle_retry_s,
         )
         self.gpio: TableGpio | None = None
@@ -183,7 +178,7 @@ class Daemon:
         """Queue an input from the table's own hardware (dropped once the daemon stops)."""
         self.dispatcher.post(event)
 
-    def _post_report(self, report: DeviceReport) -> None:
+    def post_report(self, report: DeviceReport) -> None:
         """A device's report; the device hears it was taken only after the commit. Once the
         daemon stops it is not acknowledged, so the device keeps it for the next start."""
         self.dispatcher.post(report.input, report)

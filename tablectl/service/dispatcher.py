@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import structlog
-from tablectl.drivers.reference.link import DeviceReport
+from tablectl.drivers.api import DeviceReport
 
 from tablectl.core.effects import Effect, Record
 from tablectl.core.events import Event, LockoutPressed, TableRules
