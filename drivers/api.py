@@ -86,6 +86,7 @@ __all__ = [
     "DEFAULT_EVENT_ID_MAX",
     "ENTRY_POINT_GROUP",
     "ROLES",
+    "SHOE_COMMANDS",
     "SHUFFLER_COMMANDS",
     "BackendInfo",
     "CardRead",
@@ -112,6 +113,7 @@ __all__ = [
     "ShoeDriver",
     "ShoeFault",
     "ShoeRebooted",
+    "ShoeSimulator",
     "ShoeStackDealt",
     "ShuffleCompleted",
     "ShuffleStarted",
@@ -383,6 +385,8 @@ class Driver:
     # "module:callable" making its ShufflerSimulator for the conformance kit (a string: the
     # simulator may live where the driver must not import it from).
     simulator: str | None = None
+    # The same for its ShoeSimulator, if it drives a shoe (the kit's shoe scenarios).
+    shoe_simulator: str | None = None
     # The largest event id its protocol carries: a device stopped at an event refused with
     # this id cannot go on past it (acknowledging it would let the device drop every later
     # event unread), so the table offers a power cycle, not `devices reset-link`.
@@ -448,6 +452,54 @@ class ShufflerSimulator(Protocol):
     def wind_seq(self, driver: ShufflerDriver) -> None:
         """Put the host's sequence number a few short of its maximum (the driver's own)."""
         ...
+
+
+SHOE_COMMANDS: tuple[str, ...] = ("identify", "status", "deal")
+
+
+class ShoeSimulator(Protocol):
+    """A shoe driver's simulator, as the conformance kit drives it (`Driver.shoe_simulator`):
+    the shoe speaking the driver's protocol, a deck inside, with knobs to misbehave. Each
+    deal knob applies to the next deal only."""
+
+    async def start(self) -> dict[str, Any]:
+        """Serve; the driver's settings that reach it (its `port`, and any other key)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def idle(self) -> bool:
+        """Not dealing, and holding no event the host has not acknowledged."""
+        ...
+
+    def jam_next(self, *, by_event: bool) -> None:
+        """The next deal jams after its first cards: with a fault event, or shown only in
+        its status."""
+        ...
+
+    def fail_to_deal_next(self) -> None:
+        """The next deal stops a card short and says it is complete."""
+        ...
+
+    def unread_next(self) -> None:
+        """A card of the next deal is dealt but not read (the shoe reports it unread)."""
+        ...
+
+    def restate_last(self) -> None:
+        """Report the last acknowledged event again, under its id, saying something else."""
+        ...
+
+    def reboot(self, *, keep_boot_id: bool = False) -> None: ...
+
+    def silent(self, on: bool) -> None: ...
+
+    def garbage(self, on: bool) -> None: ...
+
+    def close_on(self, command: str) -> None:
+        """Close the connection the next time it is asked this (SHOE_COMMANDS)."""
+        ...
+
+    def swap(self, serial: str) -> None: ...
 
 
 class UnknownDriver(LookupError):

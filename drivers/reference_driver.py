@@ -90,5 +90,6 @@ DRIVER = DriverSpec(
     shuffler=make_shuffler,
     shoe=make_shoe,
     simulator="tablectl.simulators.conformance:shuffler",
+    shoe_simulator="tablectl.simulators.conformance:shoe",
     event_id_max=MAX_EVENT_ID,
 )
