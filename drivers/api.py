@@ -70,7 +70,9 @@ from tablectl.core.events import (
     ShuffleStarted,
 )
 
-API_VERSION: tuple[int, int] = (1, 0)
+# 1.1: Driver.shoe_simulator, Driver.event_id_max, ShoeSimulator, SHOE_COMMANDS (the shoe's
+# conformance scenarios; a device's event id maximum declared by its driver).
+API_VERSION: tuple[int, int] = (1, 1)
 """(major, minor): a driver built for another major is refused; a minor adds only."""
 
 ENTRY_POINT_GROUP = "tablectl.drivers"

@@ -15,6 +15,7 @@ from tablectl.drivers import reference_driver
 from tablectl.drivers.api import DriverContext
 from tablectl.drivers.reference.messages import Status
 from tablectl.drivers.registry import connector_for
+from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 
 from tablectl.conformance import kit
@@ -22,13 +23,16 @@ from tablectl.conformance import kit
 from .test_service import TABLECTL
 
 
-async def test_the_reference_shuffler_passes_every_scenario() -> None:
+async def test_the_reference_driver_passes_every_scenario_of_both_roles() -> None:
     results = await kit.run_all("reference")
     assert [r.scenario for r in results] == [s.name for s in kit.SCENARIOS]
     assert {r.scenario: r.detail for r in results if r.outcome != "pass"} == {}
+    assert {r.role for r in results} == {"shuffler", "shoe"}
     report = kit.report("reference", results)
+    assert "`reference` (shuffler, shoe)" in report
     assert f"{len(results)} of {len(results)} passed" in report
     assert report.count("| pass |") == len(results)
+    assert "| shoe | shoe-jam-by-status-only | the shoe jams mid-deal" in report
 
 
 async def test_a_declared_gap_is_skipped_by_name_and_only_it(
@@ -72,6 +76,47 @@ async def test_a_driver_blind_to_a_status_only_jam_fails_that_scenario(
     failed = next(r for r in results if r.outcome == "fail")
     assert "never shuffler-fault shown" in failed.detail
     assert "**FAIL**: never shuffler-fault shown" in kit.report("reference", results)
+
+
+class ShoeBlindToStatus(ReferenceShoe):
+    """A shoe driver that hears faults only as events: a jam shown only in STATUS is unseen."""
+
+    def _fault_in_status(self, status: Status, *, connected: bool) -> None:
+        return None
+
+
+def blind_shoe(settings: Any, context: DriverContext) -> ShoeBlindToStatus:
+    connector = connector_for(settings.port, baudrate=settings.baudrate)
+    return ShoeBlindToStatus(connector, context.emit, settings.link(), context.cursor)
+
+
+async def test_a_shoe_driver_blind_to_a_status_only_jam_fails_that_scenario(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shoe's scenarios can fail: the jam shown only in STATUS is never seen, so the
+    round is never voided and no fault is shown."""
+    monkeypatch.setattr(kit, "GUARD_S", 3.0)  # the jam is never seen: fail sooner
+    monkeypatch.setattr(
+        reference_driver, "DRIVER", replace(reference_driver.DRIVER, shoe=blind_shoe)
+    )
+    only = ["shoe-jam-by-event", "shoe-jam-by-status-only"]
+    results = await kit.run_all("reference", only=only)
+    outcomes = {r.scenario: r.outcome for r in results}
+    assert outcomes == {"shoe-jam-by-event": "pass", "shoe-jam-by-status-only": "fail"}
+    failed = next(r for r in results if r.outcome == "fail")
+    assert "never shoe-fault shown" in failed.detail
+
+
+async def test_a_declared_shoe_gap_is_skipped_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    gaps = {"shoe-unread-card": "its reader reports no unread card: it stops instead"}
+    monkeypatch.setattr(
+        reference_driver, "DRIVER", replace(reference_driver.DRIVER, unsupported=gaps)
+    )
+    results = await kit.run_all("reference", only=["shoe-unread-card", "shoe-garbage-frames"])
+    assert [(r.scenario, r.role, r.outcome) for r in results] == [
+        ("shoe-unread-card", "shoe", "skip"),
+        ("shoe-garbage-frames", "shoe", "pass"),
+    ]
 
 
 def test_tablectl_test_driver_prints_the_report_and_exits_by_it(tmp_path: Any) -> None:

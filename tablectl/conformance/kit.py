@@ -456,8 +456,19 @@ async def _voided(t: Table, cause: str) -> None:
         raise ScenarioFailed("a round opened while the shoe's fault stands")
 
 
-def _shoe_jammed(t: Table) -> Awaitable[None]:
-    return _voided(t, "jam")
+def _shoe_jammed(*, by_event: bool) -> Check:
+    async def check(t: Table) -> None:
+        await _voided(t, "jam")
+        # A fault shown only in STATUS is told as one (ShoeFault.from_status), not invented
+        # as an event the shoe never sent; one it sent as an event is the event.
+        store = t.daemon.store
+        assert store is not None
+        told = [row.data for row in store.inputs() if row.type == "shoe_fault"]
+        if not told or bool(told[0].get("from_status")) == by_event:
+            said = "an event" if by_event else "its status only"
+            raise ScenarioFailed(f"a jam the shoe showed by {said} was journaled as {told}")
+
+    return check
 
 
 shoe_scenario(
@@ -465,13 +476,13 @@ shoe_scenario(
     f"the shoe jams mid-deal and says so: the round void, every wager returned "
     f"({SHOE_VOID_RULE}); shoe-fault shown with clear-shoe; no round until it is cleared",
     before=lambda sim: sim.jam_next(by_event=True),
-)(_shoe_jammed)
+)(_shoe_jammed(by_event=True))
 shoe_scenario(
     "jam-by-status-only",
     f"the shoe jams mid-deal, shown only in its status: the round void, every wager returned "
     f"({SHOE_VOID_RULE}); shoe-fault shown with clear-shoe",
     before=lambda sim: sim.jam_next(by_event=False),
-)(_shoe_jammed)
+)(_shoe_jammed(by_event=False))
 
 
 @shoe_scenario(
@@ -491,7 +502,7 @@ async def _shoe_short(t: Table) -> None:
     before=lambda sim: sim.unread_next(),
 )
 async def _shoe_unread(t: Table) -> None:
-    await _voided(t, "")
+    await _voided(t, "read")
 
 
 @shoe_scenario(
@@ -742,7 +753,7 @@ async def run_scenario(name: str, scenario: Scenario) -> Result:
     return Result(scenario.name, scenario.expected, "pass", role=scenario.role)
 
 
-def _any_role(name: str) -> Driver:
+def driver_named(name: str) -> Driver:
     """The driver `name`, whatever roles it fills (UnknownDriver if it is not installed)."""
     for role in ROLES:
         with contextlib.suppress(LookupError):
@@ -751,7 +762,7 @@ def _any_role(name: str) -> Driver:
 
 
 async def run_all(name: str, only: list[str] | None = None) -> list[Result]:
-    driver = _any_role(name)
+    driver = driver_named(name)
     return [
         await run_scenario(name, s)
         for s in SCENARIOS
@@ -762,7 +773,7 @@ async def run_all(name: str, only: list[str] | None = None) -> list[Result]:
 def report(name: str, results: list[Result]) -> str:
     """The markdown table a device maker attaches to a submission: every scenario of every
     role the driver fills."""
-    driver = _any_role(name)
+    driver = driver_named(name)
     roles = driver.roles()
     passed = sum(r.outcome == "pass" for r in results)
     absent = [r for r in ROLES if r not in roles]
