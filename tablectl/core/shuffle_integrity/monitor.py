@@ -17,13 +17,19 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
 - overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
   two-sided), and its sum over the last uses of both decks (as order-window);
 - position: one card at one deal position over the last rounds (binomial, union bound);
-- runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion).
+- runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion);
+- next-card: "guess the next card" (Diaconis, Fulman & Holmes): each card dealt is bet to be
+  followed by one of its neighbours in an order seen before; the bets' likelihood ratio is
+  an e-value (mean 1 under a fair shuffle, exactly), over this use and the last uses (Markov);
+- seat: one card reaching one seat (or the dealer) over the last rounds, whatever seats
+  play (binomial, union bound).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +47,12 @@ SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound 
 POSITION_ROUNDS = 100  # rounds the position test counts over
 RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
 FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
+NEIGHBOUR_DEALS = 12  # earlier deals (either deck) whose neighbours the next-card test bets on
+# The next-card test's alternatives: the next card is a neighbour this many times as often
+# as chance (capped at NEXT_CAP); their mixture (the mean) is itself an e-value.
+NEXT_BOOSTS = (2.0, 4.0, 8.0)
+NEXT_CAP = 0.9
+MAX_RECIPIENTS = 8  # the dealer and up to 7 seats: the seat test's union bound is 52 x 8
 
 
 def card_index(card: Card) -> int:
@@ -57,6 +69,9 @@ class DeckUse:
     cards: tuple[int, ...]  # card_index of each card, in dealing order
     # positions into `cards` as the game's pickup puts them back, top first (pickup.py)
     collected: tuple[int, ...]
+    # who received each card (pickup.recipients: a seat, 0 the dealer, -1 no one); empty:
+    # not known (a history kept before the seat test), the seat test skips the use
+    seats: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +203,11 @@ class ShuffleMonitor:
         self.position_rounds: deque[tuple[int, ...]] = deque()
         self.position_counts: dict[tuple[int, int], int] = {}
         self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
+        self.neighbour_deals: deque[tuple[int, ...]] = deque(maxlen=NEIGHBOUR_DEALS)
+        self.next_logs: deque[float] = deque(maxlen=max(SPANS))  # each use's log e-value
+        # per round in the window: the (card, recipient) cells, each recipient's hand size
+        self.seat_rounds: deque[tuple[tuple[tuple[int, int], ...], dict[int, int]]] = deque()
+        self.seat_counts: dict[tuple[int, int], int] = {}
 
     def forget(self, deck: str) -> None:
         """A deck left the table: its history goes (a new deck starts afresh)."""
@@ -203,8 +223,11 @@ class ShuffleMonitor:
         findings += self._overlap(use, positions, previous, window)
         findings.append(self._position(use))
         findings.append(self._runs(use))
+        findings.append(self._next_card(use, previous))
+        findings.append(self._seat(use))
         self.last[use.deck] = use
         self.recent.append(use)
+        self.neighbour_deals.append(use.cards)
         return UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
 
     # --- the tests ----------------------------------------------------------------------
@@ -417,3 +440,82 @@ class ShuffleMonitor:
                 best = (p, figure)
         assert best is not None
         return self._finding("runs", best[1], best[0] * 2)
+
+    def _next_card(self, use: DeckUse, previous: DeckUse | None) -> Finding:
+        """Guess the next card: after each card dealt, bet that the next is one of its
+        neighbours in the factory order, an earlier deal, or the previous use's pickup.
+        Under a fair shuffle the next card is uniform over the cards not yet dealt, so the
+        bet wins with probability exactly p = (neighbours not yet dealt) / (cards left); a
+        bet at odds r / p (win) and (1 - r) / (1 - p) (lose) has mean 1, and so has the
+        product over the deal and over any run of uses: an e-value, P(E >= 1/a) <= a
+        (Markov). p-value: 1 / E, x4 for the spans (this use, the last 4, 12, 32)."""
+        neighbours: dict[int, set[int]] = {}
+        orders = [FACTORY, *self.neighbour_deals]
+        if previous is not None:
+            orders.append(tuple(previous.cards[i] for i in previous.collected))
+        for order in orders:
+            for a, b in itertools.pairwise(order):
+                neighbours.setdefault(a, set()).add(b)
+                neighbours.setdefault(b, set()).add(a)
+        dealt: set[int] = set()
+        log_e = [0.0] * len(NEXT_BOOSTS)  # one product per alternative
+        hits = bets = 0
+        for before, card in itertools.pairwise(use.cards):
+            dealt.add(before)
+            guess = neighbours.get(before, set()) - dealt
+            left = DECK - len(dealt)
+            if not guess or left <= len(guess):
+                continue
+            p = len(guess) / left
+            won = card in guess
+            bets += 1
+            hits += won
+            for i, boost in enumerate(NEXT_BOOSTS):
+                r = min(NEXT_CAP, max(p, boost * p))
+                log_e[i] += math.log(r / p) if won else math.log((1 - r) / (1 - p))
+        # The mixture of the alternatives, in logs (no overflow).
+        top = max(log_e)
+        self.next_logs.append(top + math.log(sum(math.exp(x - top) for x in log_e) / len(log_e)))
+        best_log, best_span = -math.inf, 1
+        logs = list(self.next_logs)
+        for span in (1, *SPANS):
+            if span <= len(logs):
+                total = sum(logs[-span:])
+                if total > best_log:
+                    best_log, best_span = total, span
+        p_value = min(1.0, (1 + len(SPANS)) * math.exp(-min(best_log, 700.0)))
+        over = "this use" if best_span == 1 else f"the last {best_span} uses"
+        figure = f"{hits} of {bets} cards dealt next to a neighbour seen before ({over})"
+        return self._finding("next-card", figure, p_value)
+
+    def _seat(self, use: DeckUse) -> Finding:
+        """One card at one seat (or the dealer) over the last rounds: each round, a card
+        reaches a hand of h cards with probability h/52 exactly, whichever seats play;
+        the count over the rounds the seat played is at most Binomial(rounds, hmax/52)."""
+        rounds, counts = self.seat_rounds, self.seat_counts
+        if len(rounds) == POSITION_ROUNDS:
+            for cell in rounds.popleft()[0]:
+                counts[cell] -= 1
+        size: dict[int, int] = {}
+        for who in use.seats:
+            if who >= 0:
+                size[who] = size.get(who, 0) + 1
+        cells = tuple(
+            (card, who) for card, who in zip(use.cards, use.seats, strict=False) if who >= 0
+        )
+        rounds.append((cells, size))
+        worst = (1.0, 0, 0, 0)  # tail, recipient, count, rounds
+        for cell in cells:
+            n = counts[cell] = counts.get(cell, 0) + 1
+            if n >= 3:
+                who = cell[1]
+                played = [sizes[who] for _, sizes in rounds if who in sizes]
+                tail = nulls.binomial_upper_tail(len(played), n, max(played), DECK)
+                if tail < worst[0]:
+                    worst = (tail, who, n, len(played))
+        tail, who, n, played_rounds = worst
+        if n == 0:
+            return self._finding("seat", "no card three times in one seat's hand", 1.0)
+        place = "the dealer's hand" if who == 0 else f"seat {who}'s hand"
+        figure = f"one card in {place} in {n} of the {played_rounds} rounds it played"
+        return self._finding("seat", figure, tail * DECK * MAX_RECIPIENTS)

@@ -24,6 +24,8 @@ ALPHA: dict[str, float] = {
     "overlap-window": 1e-7,
     "position": 1e-7,
     "runs": 1e-7,
+    "next-card": 1e-7,
+    "seat": 1e-7,
 }
 TABLE_ALPHA = sum(ALPHA.values())
 
