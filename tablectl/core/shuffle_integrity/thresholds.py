@@ -1,16 +1,17 @@
 """The error budget of the shuffle-integrity monitor: each test's false-alarm level per round.
 
-Written by bench/shuffle_calibration.py (do not edit by hand: run it again). Every test's
-p-value is exact or an upper bound on the true one (nulls.py), so a test alarms on a fair
-shuffle in at most ALPHA of the rounds it looks at, whatever the game, deal plan or pickup;
+Written by `bench/shuffle_integrity.py --write-thresholds` (do not edit by hand: run it
+again). Every test's p-value is exact or an upper bound on the true one (nulls.py, and the
+next-card test's e-value: monitor.py), so a test alarms on a fair shuffle in at most ALPHA
+of the rounds it looks at, whatever the game, deal plan or pickup;
 each test looks once per deck use (= once per round). By the union bound the table alarms on
-a fair shuffler in at most sum(ALPHA.values()) of its rounds: 7 in 10,000,000, under the
+a fair shuffler in at most sum(ALPHA.values()) of its rounds: 9 in 10,000,000, under the
 issue's 1 in 1,000,000 (docs/shuffle-integrity.md, "The error budget").
 
 The calibration run below drew fair shuffles from the operating system's cryptographic source
 (random.SystemRandom), dealt them through each game's deal plan and pickup, and counted how
-often each test's p-value fell at or below 1e-2, 1e-3 and 1e-4 (a p-value that is exact or
-conservative falls there at most that often): MEASURED.
+often each test's p-value fell at or below 1e-2, 1e-3, 1e-4 and 1e-5 (a p-value that is
+exact or conservative falls there at most that often): MEASURED.
 """
 
 from __future__ import annotations
