@@ -385,6 +385,35 @@ def test_a_deal_of_factory_neighbours_loses_every_next_card_bet_for_the_table() 
     assert found["next-card"].alarm and found["next-card"].figure.startswith("20 of 20")
 
 
+def test_the_next_card_bets_are_fair_for_a_fair_shuffle_exactly() -> None:
+    """The next-card test's winnings are an e-value: over every way a fair shuffle can deal
+    the next two cards after a given first one (with a history of earlier deals that gives
+    the bets something to guess), their mean is exactly 1, so P(winnings >= 1/a) <= a."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(6)
+    plan = game("three-card-poker").deal_plan([1, 2])
+    for round_id in range(1, 9):  # a history: earlier deals, a previous use of the deck
+        deck = list(range(52))
+        rng.shuffle(deck)
+        monitor.observe(
+            DeckUse(f"D{round_id % 2}", round_id, tuple(deck[:9]), collected_order(plan))
+        )
+    first = monitor.neighbour_deals[-1][3]  # a card with neighbours seen before
+    total = 0.0
+    count = 0
+    for second in range(52):
+        for third in range(52):
+            if len({first, second, third}) < 3:
+                continue
+            # the test alone (it keeps nothing but its winnings, taken back each time)
+            use = DeckUse("D1", 9, (first, second, third), (0, 1, 2))
+            monitor._next_card(use, monitor.last.get("D1"))
+            total += math.exp(monitor.next_logs.pop())
+            count += 1
+    assert count == 51 * 50
+    assert total / count == pytest.approx(1.0, abs=1e-9)
+
+
 def test_a_seat_dealt_one_card_again_and_again_alarms_whatever_seats_play() -> None:
     """The seat test counts a card in one seat's hand, at whatever deal position the seats
     playing put that hand (the position test sees it spread over positions)."""
