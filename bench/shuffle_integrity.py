@@ -13,7 +13,9 @@ The fair rounds are played as independent tables of --chunk rounds each (every t
 with no history, as a new table does) spread over --workers processes; --fair-minutes stops
 handing out chunks after that long, and the run says how many rounds it played. Every
 test's p-value is exact or an upper bound, so a test alarms on at most its ALPHA of fair
-rounds; the run counts alarms and how often each p-value fell at or below 1e-2 .. 1e-5.
+rounds; the run counts alarms and how often each p-value fell at or below 1e-2 .. 1e-5, as
+rounds and as episodes (runs of consecutive rounds below the level, counted once: a
+windowed test's rounds below a level cluster); the episodes are held to the level.
 
 Each bad shuffler (simulators/shuffler.py, Mixing) takes over after 30 fair rounds; the run
 counts the uses of a deck until the first alarm (median, 95th percentile), per game.
@@ -91,6 +93,14 @@ class FairFigures:
     below: dict[str, list[int]] = field(
         default_factory=lambda: {test: [0] * len(LEVELS) for test in ALPHA}
     )
+    # episodes: runs of consecutive rounds at or below a level, counted once. A windowed
+    # test's p-values are correlated from round to round (one extreme use stays in its
+    # 128-use window), so its rounds below a level come in clusters: the binomial check
+    # applies to the episodes (at most as many as the rounds, so still at most the level
+    # on average), not to the rounds.
+    episodes: dict[str, list[int]] = field(
+        default_factory=lambda: {test: [0] * len(LEVELS) for test in ALPHA}
+    )
     cpu_ms: list[float] = field(default_factory=list)
 
     def add(self, other: FairFigures) -> None:
@@ -98,10 +108,11 @@ class FairFigures:
         self.alarms += other.alarms
         for test, n in other.alarm_tests.items():
             self.alarm_tests[test] = self.alarm_tests.get(test, 0) + n
-        for test, counts in other.below.items():
-            mine = self.below.setdefault(test, [0] * len(LEVELS))
-            for i, c in enumerate(counts):
-                mine[i] += c
+        for kept, added in ((self.below, other.below), (self.episodes, other.episodes)):
+            for test, counts in added.items():
+                mine = kept.setdefault(test, [0] * len(LEVELS))
+                for i, c in enumerate(counts):
+                    mine[i] += c
         self.cpu_ms += other.cpu_ms
 
 
@@ -110,6 +121,7 @@ def fair_chunk(task: tuple[str, int]) -> tuple[str, FairFigures]:
     name, rounds = task
     out = FairFigures()
     monitor = TimedMonitor()
+    under: dict[str, list[bool]] = {}  # per test and level: the round before was below it
     rounds_played = play(game(name), Mixing(), random.SystemRandom(), monitor=monitor)
     for n, played in enumerate(rounds_played, start=1):
         if played.report.alarms:
@@ -118,8 +130,13 @@ def fair_chunk(task: tuple[str, int]) -> tuple[str, FairFigures]:
                 out.alarm_tests[f.test] = out.alarm_tests.get(f.test, 0) + 1
         for f in played.report.findings:
             counts = out.below.setdefault(f.test, [0] * len(LEVELS))
+            starts = out.episodes.setdefault(f.test, [0] * len(LEVELS))
+            before = under.setdefault(f.test, [False] * len(LEVELS))
             for i, level in enumerate(LEVELS):
-                counts[i] += f.p_value <= level
+                now = f.p_value <= level
+                counts[i] += now
+                starts[i] += now and not before[i]
+                before[i] = now
         if n % 1000 == 0:
             out.cpu_ms.append(monitor.cpu_s)  # seconds per 1,000 rounds = ms per round
             monitor.cpu_s = 0.0
@@ -181,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{TABLE_ALPHA:g} per round for the table (goal: at most 1e-06)"
     )
     measured: dict[str, dict[str, object]] = {}
+    episodes: dict[str, dict[str, list[float]]] = {}
     ok = True
     started = time.monotonic()
     figures = (
@@ -200,15 +218,19 @@ def main(argv: list[str] | None = None) -> int:
         print("  fraction of rounds with p at or below   " + "  ".join(f"{x:>8g}" for x in LEVELS))
         for test, counts in got.below.items():
             fractions = [c / rounds for c in counts]
+            runs = [c / rounds for c in got.episodes.get(test, [0] * len(LEVELS))]
             print(f"    {test:<16} " + " " * 21 + "  ".join(f"{x:8.1e}" for x in fractions))
-            # A valid p-value falls below a level at most that often (3 standard errors).
-            for level, x in zip(LEVELS, fractions, strict=True):
+            print(f"    {'  episodes':<16} " + " " * 21 + "  ".join(f"{x:8.1e}" for x in runs))
+            # A valid p-value falls below a level at most that often on average; the
+            # episodes are near independent: within 3 standard errors of a binomial.
+            for level, x in zip(LEVELS, runs, strict=True):
                 ok &= x <= level + 3 * (level / rounds) ** 0.5
         measured[name] = {
             "rounds": rounds,
             "alarms": got.alarms,
             **{test: [c / rounds for c in counts] for test, counts in got.below.items()},
         }
+        episodes[name] = {t: [c / rounds for c in e] for t, e in got.episodes.items()}
     if figures:
         total = sum(got.rounds for got in figures.values())
         alarms = sum(got.alarms for got in figures.values())
@@ -241,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {label:<34}" + "".join(f"{c:>24}" for c in cells) + f"    {goal or '-'}")
     if args.json:
         report["fair"] = measured
+        report["fair_episodes"] = episodes
         report["alarm_tests"] = {n: g.alarm_tests for n, g in figures.items()}
         report["cpu_ms_median"] = {
             n: statistics.median(g.cpu_ms) for n, g in figures.items() if g.cpu_ms
