@@ -282,11 +282,11 @@ def write_thresholds(measured: dict[str, dict[str, object]]) -> None:
     head, _, _ = text.partition("MEASURED: dict[str, dict[str, object]] = ")
     lines = ["{"]
     for name, figures in measured.items():
-        lines.append(f"    {name!r}: {{")
+        lines.append(f"    {json.dumps(name)}: {{")
         for key, value in figures.items():
             if isinstance(value, list):
                 value = [float(f"{v:.3g}") for v in value]
-            lines.append(f"        {key!r}: {value!r},")
+            lines.append(f"        {json.dumps(key)}: {value!r},")
         lines.append("    },")
     lines.append("}")
     path.write_text(head + "MEASURED: dict[str, dict[str, object]] = " + "\n".join(lines) + "\n")
