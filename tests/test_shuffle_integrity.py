@@ -324,15 +324,15 @@ def uses_until_alarm(name: str, words: list[str], seed: int, give_up: int = 300)
 
 
 # Uses of a deck within which each bad shuffler must be caught, per game: well past the
-# bench's medians (docs/shuffle-integrity.md, "Measured"). Ultimate Texas Hold 'Em's shoe
-# reads two cards a hand and none of the community's: riffles leave it little to see, and
-# three riffles are not caught there (the documented limit).
+# bench's medians (docs/shuffle-integrity.md, "Calibration and the figures"). Ultimate Texas
+# Hold 'Em's shoe reads two cards a hand and none of the community's: riffles leave it
+# little to see, three riffles take the 128-use windows (about 60 uses).
 WITHIN = {
     "unshuffled": {"three-card-poker": 3, "ultimate-texas-holdem": 8, "let-it-ride": 3},
     "repeat": {"three-card-poker": 1, "ultimate-texas-holdem": 2, "let-it-ride": 1},
     "cut": {"three-card-poker": 6, "ultimate-texas-holdem": 15, "let-it-ride": 6},
     "riffle 1": {"three-card-poker": 8, "ultimate-texas-holdem": 100, "let-it-ride": 8},
-    "riffle 3": {"three-card-poker": 60, "let-it-ride": 80},
+    "riffle 3": {"three-card-poker": 60, "ultimate-texas-holdem": 200, "let-it-ride": 80},
     "place Qh 2": {"three-card-poker": 60, "ultimate-texas-holdem": 60, "let-it-ride": 60},
     # the shufflers added for the gaps issue 30 left (the bench's medians are far below)
     "steer Qh 2": {"three-card-poker": 60, "ultimate-texas-holdem": 60, "let-it-ride": 60},
