@@ -124,6 +124,7 @@ deb: $(STAMP)
 	$(BIN)/python packaging/build_deb.py --out dist
 
 bench: $(STAMP) mosquitto
+	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/lockout_window.py
 	$(BIN)/python bench/lockout_latency.py
 	cd bench && ../$(BIN)/python gpio_edges.py

@@ -3,14 +3,17 @@ aiomqtt baseline measured in the same run on the same broker.
 
 One private Mosquitto (the shipped settings: TCP_NODELAY, queues) and one independent
 subscriber process (bench/mqtt_subscriber.py) serve every measurement of a repetition:
-- latency: a lock-out pressed on the mock GPIO pin -> `round.locked` received, through the
-  real daemon (debounce, core, group commit with fsync, relay), and beside it in the same
+- latency: a lock-out pressed -> `round.locked` received, through the real daemon (the
+  production libgpiod backend reading the kernel's edge record from its line request's fd on
+  the loop, written by a thread standing for the kernel: bench/kernel_gpio.py; `--gpio mock`:
+  the mock backend called on the loop, as before; then debounce, core, group commit with
+  fsync, relay), and beside it in the same
   moments (interleaved, in random order, each after the same 2-10 ms pause) its two
   baselines: a raw aiomqtt publish -> receive (QoS 1, TCP_NODELAY on both ends) and a raw
   one-row SQLite commit (WAL, synchronous=FULL) on the same disk, the fsync every device event
   must wait for. The limit the lock-out is compared with is a raw publish plus that commit;
   the same ratio against a commit at its fastest (back to back, the disk kept busy) is
-  printed too.
+  printed too. Goal (issue 29): lock-out -> backend p50 <= 1.25 x (raw publish + commit).
 - paced: chip events posted at --paced-per-s (4,000) for --paced-s seconds, 5 ms at a time:
   the rate delivered, and each event's lag from its post to the subscriber (p50, p99).
 - throughput: 20,000 QoS 1 raw aiomqtt publishes -> received (the best of windows 8, 32 and
@@ -20,7 +23,7 @@ subscriber process (bench/mqtt_subscriber.py) serve every measurement of a repet
 Figures are per repetition; ratios are reported min/median/max over the repetitions.
 
 Run: .venv/bin/python bench/mqtt_delivery.py [--repeat 3] [--samples 300] [--events 20000]
-     [--paced-per-s 4000] [--paced-s 5]
+     [--paced-per-s 4000] [--paced-s 5] [--gpio kernel|mock]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pathlib import Path
 
 import aiomqtt
 from figures import percentile, spread
+from kernel_gpio import KernelButton
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.demo import simulated_config
 from tablectl.simulators.shuffler import ShufflerSimulator
@@ -179,7 +183,9 @@ def sqlite_commit_us(path: Path, samples: int) -> list[float]:
 
 
 @contextlib.asynccontextmanager
-async def daemon_on(broker: PrivateBroker, data_dir: Path):  # type: ignore[no-untyped-def]
+async def daemon_on(  # type: ignore[no-untyped-def]
+    broker: PrivateBroker, data_dir: Path, button: KernelButton | None = None
+):
     sim = ShufflerSimulator(shuffle_ms=1, rng=random.Random(0))
     cfg = simulated_config(
         load_config(REPO / "config" / "three-card-poker.toml"),
@@ -188,7 +194,7 @@ async def daemon_on(broker: PrivateBroker, data_dir: Path):  # type: ignore[no-u
         data_dir=data_dir,
     )
     inputs = SimulatedTableInputs(cfg.table.seats)
-    daemon = Daemon(cfg, gpio_backend=inputs.backend())
+    daemon = Daemon(cfg, gpio_backend=inputs.backend() if button is None else button.backend())
     task = asyncio.create_task(daemon.serve())  # as `tablectl run` (its GC freeze too)
     await daemon.ready.wait()
     try:
@@ -209,7 +215,9 @@ class Latency:
     lockout: list[float] = field(default_factory=list)  # the edge -> `round.locked` received
 
 
-async def latency(broker: PrivateBroker, data_dir: Path, samples: int) -> Latency:
+async def latency(
+    broker: PrivateBroker, data_dir: Path, samples: int, gpio: str = "kernel"
+) -> Latency:
     """The lock-out edge (simulated GPIO line) -> `round.locked` at the subscriber, beside its
     baselines taken in the same moments: each sample is a raw publish -> receive, a raw
     one-row commit and a lock-out, in a random order, each after a pause of 2 to 10 ms (so
@@ -217,7 +225,9 @@ async def latency(broker: PrivateBroker, data_dir: Path, samples: int) -> Latenc
     others do)."""
     out = Latency()
     raw_commit = RawCommit(data_dir.with_name(data_dir.name + "-raw.sqlite3"))
-    async with daemon_on(broker, data_dir) as (daemon, inputs):
+    table_gpio = load_config(REPO / "config" / "three-card-poker.toml").gpio
+    button = KernelButton(table_gpio, time.time_ns) if gpio == "kernel" else None
+    async with daemon_on(broker, data_dir, button) as (daemon, inputs):
         root = topic_root(daemon.config.table.site_id, daemon.config.table.table_id)
         async with (
             subscriber(broker, f"{root}/evt", "bench/raw/latency") as sub,
@@ -240,17 +250,24 @@ async def latency(broker: PrivateBroker, data_dir: Path, samples: int) -> Latenc
                         await sub.wait(lambda seen=seen: len(sub.lines) > seen)
                         out.raw.append((sub.lines[seen].at_ns - t0) / 1000)
                     else:
-                        out.lockout.append(await _lockout_once(daemon, inputs, sub))
+                        out.lockout.append(await _lockout_once(daemon, inputs, button, sub))
                 await asyncio.sleep(daemon.config.gpio.lockout_debounce_ms / 1000)
                 await daemon.submit(Settle(hands={}))
     raw_commit.close()
+    if button is not None:
+        button.close()
     return out
 
 
-async def _lockout_once(daemon: Daemon, inputs: SimulatedTableInputs, sub: Subscriber) -> float:
-    t0 = time.time_ns()
-    inputs.press_lockout()  # the edge, as the GPIO backend reports it
+async def _lockout_once(
+    daemon: Daemon, inputs: SimulatedTableInputs, button: KernelButton | None, sub: Subscriber
+) -> float:
     seen = len(sub.lines)
+    if button is None:
+        t0 = time.time_ns()
+        inputs.press_lockout()  # the edge, as the mock GPIO backend reports it
+    else:
+        button.press()  # the kernel's thread writes the edge; the loop reads it from the fd
     try:
         await sub.wait(
             lambda: any(r.type == "round.locked" for r in sub.lines[seen:]), timeout_s=20
@@ -262,6 +279,9 @@ async def _lockout_once(daemon: Daemon, inputs: SimulatedTableInputs, sub: Subsc
             f"{daemon.state.counters}, relay {daemon.relay.stats()}"
         ) from None
     locked = next(r for r in sub.lines[seen:] if r.type == "round.locked")
+    if button is not None:
+        t0 = button.pressed_at[-1]
+        await asyncio.to_thread(button.released.wait)  # released before the next sample
     return (locked.at_ns - t0) / 1000
 
 
@@ -376,7 +396,9 @@ async def backlog(broker: PrivateBroker, data_dir: Path, count: int) -> tuple[fl
 # --- the run ------------------------------------------------------------------------------
 
 
-async def main(repeat: int, samples: int, events: int, paced_per_s: int, paced_s: float) -> None:
+async def main(
+    repeat: int, samples: int, events: int, paced_per_s: int, paced_s: float, gpio: str
+) -> None:
     rows: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
@@ -384,7 +406,7 @@ async def main(repeat: int, samples: int, events: int, paced_per_s: int, paced_s
 
     for run in range(repeat):
         with PrivateBroker() as broker, tempfile.TemporaryDirectory() as tmp:
-            side = await latency(broker, Path(tmp) / "lat", samples)
+            side = await latency(broker, Path(tmp) / "lat", samples, gpio)
             base, device, fsync = side.raw, side.lockout, side.commit
             hot = sqlite_commit_us(Path(tmp) / "fsync.sqlite3", samples)
             # aiomqtt's publish costs grow with the calls pending: the best of three windows.
@@ -428,9 +450,16 @@ async def main(repeat: int, samples: int, events: int, paced_per_s: int, paced_s
         )
         if not in_order:
             raise SystemExit("the backlog arrived out of order")
-    print(f"\n{repeat} runs, {samples} latency samples and {events} events each")
+    print(
+        f"\n{repeat} runs, {samples} latency samples and {events} events each, gpio: {gpio}, "
+        f"load average {_load()}"
+    )
     for name, values in rows.items():
         print(f"{name:<44} {spread(values, '7.2f')}")
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 if __name__ == "__main__":
@@ -440,6 +469,15 @@ if __name__ == "__main__":
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--paced-per-s", type=int, default=4_000)
     parser.add_argument("--paced-s", type=float, default=5.0)
+    parser.add_argument(
+        "--gpio",
+        choices=("kernel", "mock"),
+        default="kernel",
+        help="kernel: the libgpiod backend reads the edge from its fd (default); mock: the mock "
+        "backend called on the loop",
+    )
     args = parser.parse_args()
     logs.configure("ERROR")
-    asyncio.run(main(args.repeat, args.samples, args.events, args.paced_per_s, args.paced_s))
+    asyncio.run(
+        main(args.repeat, args.samples, args.events, args.paced_per_s, args.paced_s, args.gpio)
+    )

@@ -6,7 +6,9 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -356,6 +358,22 @@ def test_numbers_past_their_limit_are_usage_errors(
     assert cli.main(argv) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert f"error: {said}" in err or said in err, err
+
+
+def test_a_date_before_the_first_time_python_has_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0001-01-01 without a zone, on a machine west of UTC, is before datetime's first
+    moment: refused as a time no journal holds, not as "invalid When(most=...) value"."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        for kind in (When(timedelta(days=31), "pace"), When(timedelta(days=3660), "records")):
+            with pytest.raises(argparse.ArgumentTypeError, match="no time a journal holds"):
+                kind("0001-01-01")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_a_seat_past_the_table_s_own_is_refused_where_its_config_is_known(

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import pytest
+from structlog.testing import capture_logs
 from tablectl.drivers.reference.framing import Frame
 from tablectl.drivers.reference.link import (
     AWAITED_POLL_S,
@@ -249,6 +250,23 @@ def test_out_of_sequence_and_absurd_event_ids_are_refused_not_skipped() -> None:
         assert b.driver.health()["events_refused"] > 1
 
     virtual(t)
+
+
+def test_a_refused_event_polled_again_is_logged_as_a_warning_once() -> None:
+    """The device lists the refused event at every poll (it holds it until acknowledged):
+    one WARNING per boot, the rest at DEBUG, not a warning every 150 ms in the log."""
+
+    async def t(b: Bench) -> None:
+        b.sim.lies.absurd_next_event = True
+        await b.driver.shuffle()
+        await b.until(DeviceEventsRefused)
+        await asyncio.sleep(1)
+        assert b.driver.health()["events_refused"] > 1  # refused at every poll
+
+    with capture_logs() as logs:
+        virtual(t)
+    levels = [e["log_level"] for e in logs if e["event"] == "shuffler event refused"]
+    assert levels.count("warning") == 1 and levels[0] == "warning"
 
 
 def test_a_gap_in_event_ids_stops_the_stream_there() -> None:

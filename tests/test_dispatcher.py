@@ -417,3 +417,58 @@ async def test_a_lockout_behind_a_commit_is_written_with_every_batch_waiting_in_
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_what_comes_after_a_lockout_is_not_written_in_its_commit(
+    tmp_path: Path, broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock-out's commit ends with it: inputs handed on after it, while the commit before
+    it is on disk, wait for the next commit (their JSON does not put off its fsync)."""
+    memory_port("lockout-ends").plug(ShufflerSimulator(shuffle_ms=10, rng=random.Random(6)))
+    cfg = simulated_config(
+        load_config(EXAMPLE_CONFIG),
+        port="memory://lockout-ends",
+        broker=broker,
+        data_dir=tmp_path / "data",
+    )
+    real_commit = Store.commit_steps
+    holding, held, release = threading.Event(), threading.Event(), threading.Event()
+    commits: list[list[str]] = []  # once held: each commit's inputs, by type
+
+    def commit(self: Store, steps: Any, **options: Any) -> Any:
+        if holding.is_set():
+            commits.append([s.step_input.type if s.step_input else "" for s in steps])
+            if len(commits) == 1:
+                held.set()
+                release.wait(10)
+        return real_commit(self, steps, **options)
+
+    monkeypatch.setattr(Store, "commit_steps", commit)
+    inputs = SimulatedTableInputs(cfg.table.seats)
+    daemon = Daemon(cfg, gpio_backend=inputs.backend())
+    task = asyncio.create_task(daemon.run())
+    try:
+        await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
+        holding.set()
+        daemon.post(ChipSensed(seat=1, present=True, since_ns=1))
+        async with asyncio.timeout(10):
+            while not held.is_set():  # noqa: ASYNC110 -- a thread's event
+                await asyncio.sleep(0.001)
+        for n in range(3):  # queued, then stepped with the lock-out in its batch
+            daemon.post(ChipSensed(seat=2 + n, present=True, since_ns=2 + n))
+        daemon.post(LockoutPressed(at_ns=100))
+        handed_before = daemon.dispatcher._in_flight
+        for n in range(4):  # late chips: each stepped and handed on behind the lock-out's
+            daemon.post(ChipSensed(seat=5, present=n % 2 == 0, since_ns=200 + n))
+            await asyncio.sleep(0.005)
+        assert daemon.dispatcher._in_flight > handed_before  # they wait with it
+        release.set()
+        await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
+        await daemon.wait_until(lambda _: daemon.steps_done >= daemon.steps_taken, 10)
+        assert commits[1][-1] == LockoutPressed.TYPE, commits
+        assert [t for c in commits[2:] for t in c].count(ChipSensed.TYPE) >= 1, commits
+    finally:
+        release.set()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -14,7 +14,7 @@ from tablectl.simulators.demo import run_demo
 from tablectl import cli
 from tablectl.config import load_config
 from tablectl.core.effects import RECORD_TYPES
-from tablectl.mqtt.contract import EVENT_MODELS, Envelope, asyncapi_document, envelope_json
+from tablectl.mqtt.contract import Envelope, asyncapi_document, envelope_json, event_models
 
 from .conftest import REPO
 
@@ -42,7 +42,7 @@ def test_schema_check_fails_on_a_stale_document(tmp_path: Path) -> None:
 def test_every_record_type_has_an_event_message() -> None:
     messages = asyncapi_document()["components"]["messages"]
     assert {m["name"] for m in messages.values()} >= set(RECORD_TYPES)
-    assert set(EVENT_MODELS) == set(RECORD_TYPES)
+    assert set(event_models()) == set(RECORD_TYPES)
 
 
 def validator(message: str) -> jsonschema.Draft7Validator:
@@ -55,7 +55,7 @@ def validator(message: str) -> jsonschema.Draft7Validator:
 
 def message_of(sub: str, body: dict[str, Any]) -> str:
     if sub == "evt":
-        return EVENT_MODELS[body["type"]].__name__
+        return event_models()[body["type"]].__name__
     if sub.startswith("meter/"):
         return "MeterValue"
     if sub.startswith("res/"):

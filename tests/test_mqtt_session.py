@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from pathlib import Path
 
 import mqtt5
@@ -139,6 +140,43 @@ async def test_the_client_says_its_maximum_packet_size_and_buffers_no_larger_pac
         await broker.wait_for(lambda: bool(broker.latest.of(mqtt5.DisconnectPacket)))
         (goodbye,) = broker.latest.of(mqtt5.DisconnectPacket)
         assert isinstance(goodbye, mqtt5.DisconnectPacket) and int(goodbye.reason_code) == 0x95
+
+
+# The codec leaves its UnicodeDecodeError set under its panic: Python reports it as
+# unraisable (one "Exception ignored" line), which is the library's, not ours.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_topic_the_codec_cannot_read_is_a_malformed_packet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A PUBLISH whose topic is not UTF-8 made the codec panic (pyo3's PanicException, a
+    BaseException the parser let through): asyncio printed a fatal error with a traceback
+    and the session ended on "PyObject pointer is null". It is a malformed packet."""
+    async with ScriptedBroker() as broker:
+        client = MqttClient("127.0.0.1", broker.port)
+        await client.connect()
+        broker.send(b"\x30\x05\x00\x02\xff\xfe\x00")  # topic: 2 bytes, not UTF-8
+        with pytest.raises(ConnectionLost, match="a malformed packet from the broker"):
+            await asyncio.wait_for(client.wait_closed(), 10)
+    assert "Fatal error" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("sent", "said"),
+    [
+        # Topic Alias Maximum is 0 (we send none): an alias is a protocol error, and the
+        # message it carried had no topic at all (it was queued for the consumer as "").
+        (mqtt5.PublishPacket("", b"x", topic_alias=3).write(), "a topic alias (3)"),
+        (b"\x30\x07\x00\x03a/#\x00x", "a topic name with a wildcard ('a/#')"),
+    ],
+    ids=["topic-alias", "wildcard"],
+)
+async def test_a_publish_no_broker_may_send_ends_the_session(sent: bytes, said: str) -> None:
+    async with ScriptedBroker() as broker:
+        client = MqttClient("127.0.0.1", broker.port)
+        await client.connect()
+        broker.send(sent)
+        with pytest.raises(ConnectionLost, match=re.escape(said)):
+            await asyncio.wait_for(client.wait_closed(), 10)
 
 
 async def test_the_tables_client_delays_its_will_and_keeps_its_session_as_long() -> None:

@@ -651,6 +651,25 @@ def test_the_pdf_is_a_report_a_person_reads(exported: tuple[Path, Path, Manifest
     assert "hit paid from the meter" in text and "local time (America/New_York)" in text
 
 
+def test_the_chart_caption_names_the_first_and_last_reading_of_the_meter(
+    exported: tuple[Path, Path, Manifest],
+) -> None:
+    """The axis has a margin either side of the activity; the caption says when the journal
+    first and last showed the meter (not the margin's ends, before any row of the period)."""
+    out, _, _ = exported
+    text = " ".join(page.extract_text() for page in PdfReader(out / "report.pdf").pages)
+    zone = ZoneInfo("America/New_York")
+    rows = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    shown = [
+        datetime.fromisoformat(r["ts"]).astimezone(zone).strftime("%H:%M")
+        for r in rows
+        if "meter" in json.loads(r["data"]) or r["type"] == rec.JackpotHit.TYPE
+    ]
+    said = re.search(r"meter first journaled at (\d\d:\d\d), last at (\d\d:\d\d)", text)
+    assert said is not None, text[text.find("local time (") :][:200]
+    assert said.groups() == (min(shown), max(shown))
+
+
 EPOCH_MS = re.compile(r"\b1[0-9]{12}\b")  # UTC milliseconds, 2001 to 2033
 
 

@@ -228,6 +228,24 @@ def test_a_stalled_deal_voids_the_round_and_is_cleared_with_the_shoe() -> None:
     assert view["shoe-fault"].command == "tablectl dealer clear-shoe --by ID"
 
 
+def test_a_shoe_that_says_idle_while_its_deal_is_awaited_names_its_power_cycle_first() -> None:
+    """A shoe restarted keeping its boot id drops its new events on the table's old
+    acknowledgement: clearing the shoe alone leaves the next deal's cards lost the same way
+    (until its event ids pass the old one), so the remedy names the power cycle first, as
+    the shuffler's does."""
+    rules = RULES.model_copy(update={"shoe": True})
+    state, _ = run([*opened(rules), chip(3)], rules)
+    locked = LockoutPressed(at_ns=2_000, resting_seats=(3,))
+    state, _ = run([locked, DealRequested(by="d1")], rules, state)
+    stall = CommandStalled(device="shoe", awaited="deal", waited_ms=3_000, reported="idle")
+    state, _ = step(rules, state, stall)
+    view = {f.what: f for f in table_faults(state, shoe=True, devices={}, broker=BROKER)}
+    fault = view["shoe-fault"]
+    assert "says it is idle, but its completion never reached the table" in fault.cause
+    assert fault.remedy.startswith("power the shoe off and on")
+    assert fault.command == "tablectl dealer clear-shoe --by ID"
+
+
 def test_the_watch_times_from_the_ack_and_starts_again_at_each_step() -> None:
     clock = Clock()
     watch = WaitWatch({"shuffler": 60.0}, clock)

@@ -752,7 +752,9 @@ class PolledDevice:
     def _refuse(self, boot: int, event: DeviceEvent) -> None:
         """Out of sequence, absurd or unknown: never journaled as the device's event."""
         self.counters.events_refused += 1
-        log.warning(
+        # The device lists it again at every poll until it is acknowledged: warned once a boot.
+        say = log.debug if boot in self._refusal_reported else log.warning
+        say(
             f"{self.device} event refused",
             event_id=event.event_id,
             expected=self._emitted + 1,

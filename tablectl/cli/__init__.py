@@ -16,24 +16,10 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NoReturn
 
-from tablectl.cli import (
-    control,
-    demo,
-    devices,
-    journal,
-    link,
-    mqtt,
-    paytable,
-    records,
-    reference,
-    run,
-    shuffle,
-    simulate,
-    test,
-    watch,
-)
+from tablectl.cli import run
 from tablectl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -75,6 +61,47 @@ class _Parser(argparse.ArgumentParser):
 @functools.cache
 def parser() -> argparse.ArgumentParser:
     """The whole command line (built once: argparse parsers can be reused)."""
+    # Each verb's module, imported here rather than at the top: `tablectl run` builds the
+    # parser of its own verbs alone (`_parser_for`), and the daemon imports none of the
+    # others' modules (the records' PDF, the link controller's PostgreSQL and web sign...),
+    # which start-up would pay for (bench/startup.py; tests/test_startup_imports.py).
+    from tablectl.cli import (
+        control,
+        demo,
+        devices,
+        journal,
+        link,
+        mqtt,
+        paytable,
+        records,
+        reference,
+        shuffle,
+        simulate,
+        test,
+        watch,
+    )
+
+    p = _top_parser(
+        run,
+        control,
+        watch,
+        devices,
+        journal,
+        records,
+        mqtt,
+        link,
+        paytable,
+        shuffle,
+        simulate,
+        test,
+        demo,
+    )
+    p.epilog = reference.roles_epilog(p)  # from the verbs just defined: it cannot drift
+    return p
+
+
+def _top_parser(*modules: ModuleType) -> argparse.ArgumentParser:
+    """The command line with the verbs of modules (each has `add_parsers`), in that order."""
     # --log-level is accepted before or after the verb.
     common = _Parser(add_help=False)
     common.add_argument(
@@ -92,21 +119,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
-    for module in (
-        run,
-        control,
-        watch,
-        devices,
-        journal,
-        records,
-        mqtt,
-        link,
-        paytable,
-        shuffle,
-        simulate,
-        test,
-        demo,
-    ):
+    for module in modules:
         module.add_parsers(sub)
     for sp in _subparsers(p):  # verb groups too: `tablectl config --log-level X check`
         sp.add_argument(
@@ -116,8 +129,38 @@ def parser() -> argparse.ArgumentParser:
             default=argparse.SUPPRESS,
             help=GLOBAL_OPTION_HELP,
         )
-    p.epilog = reference.roles_epilog(p)  # from the verbs just defined: it cannot drift
     return p
+
+
+def _verb_word(argv: list[str]) -> str | None:
+    """The verb argv names, when only --log-level (and its value) comes before it; None when
+    another option does (-h, --version, a mistyped one: the whole command line answers)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level":
+            next(words, None)
+        elif word.startswith("--log-level="):
+            continue
+        elif word.startswith("-"):
+            return None
+        else:
+            return word
+    return None
+
+
+@functools.cache
+def _run_parser() -> argparse.ArgumentParser:
+    """The command line of `tablectl run` (and `config check`) alone: the same definitions
+    as in the whole one, without importing every other verb's module."""
+    return _top_parser(run)
+
+
+def _parser_for(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for argv: `run`'s alone when argv names it, else the whole command line
+    (a usage error, help or --version included)."""
+    if _verb_word(argv) in ("run", "config"):
+        return _run_parser()
+    return parser()
 
 
 def _subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -214,8 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     _standard_descriptors_open()
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = parser().parse_args(argv)
-        verb = _deepest_verb(parser(), argv)
+        top = _parser_for(argv)
+        args = top.parse_args(argv)
+        verb = _deepest_verb(top, argv)
         if (outside := _outside_the_table(args, verb)) is not None:
             verb.error(outside)
     except UsageError as exc:

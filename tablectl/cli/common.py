@@ -213,7 +213,7 @@ class When:
                 when if when.tzinfo else when.replace(tzinfo=zone) if zone else when.astimezone()
             )
             placed.astimezone(UTC)
-        except OverflowError:
+        except (OverflowError, ValueError):  # naive .astimezone(): "year 0 is out of range"
             raise argparse.ArgumentTypeError(f"{text!r}: no time a journal holds") from None
         return placed
 

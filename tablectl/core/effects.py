@@ -901,6 +901,17 @@ RECORD_TYPES: dict[str, type[Record]] = {
 }
 
 
+def parse_record(type_: str, data: dict[str, Any]) -> Record | None:
+    """The typed record of a journal row; None for a type or data this version cannot read."""
+    cls = RECORD_TYPES.get(type_)
+    if cls is None:
+        return None
+    try:
+        return cls.model_validate(data)
+    except ValueError:  # pydantic's ValidationError is one
+        return None
+
+
 def record_schemas() -> dict[str, dict[str, Any]]:
     """The JSON Schema of every record's data, by its published name."""
     return {name: cls.model_json_schema() for name, cls in sorted(RECORD_TYPES.items())}

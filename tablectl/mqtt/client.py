@@ -228,6 +228,21 @@ def _subscription(topic: str) -> mqtt5.TopicFilter:
     return mqtt5.TopicFilter(topic, max_qos=QOS1, retain_as_published=False)
 
 
+def _read_packet(data: memoryview) -> mqtt5.Packet:
+    """One whole packet decoded. Bytes the codec cannot take (a topic that is not UTF-8)
+    make it panic (pyo3's PanicException, a BaseException, not a ValueError): a malformed
+    packet all the same, not a fatal error of the connection's protocol."""
+    try:
+        packet, _ = mqtt5.read(data)
+    except Exception:
+        raise
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit | asyncio.CancelledError):
+            raise
+        raise ValueError(f"the codec failed on it ({type(exc).__name__}: {exc})") from None
+    return packet
+
+
 def _packet_length(buffer: bytearray, start: int) -> int | None:
     """The length of the packet at start (fixed header included), or None while its header
     is incomplete. The remaining length is a variable byte integer (MQTT 5.0, 1.5.5)."""
@@ -559,7 +574,7 @@ class MqttClient:
                     return
                 if len(buffer) - start < length or self._closed.is_set():
                     break
-                packet, _ = mqtt5.read(memoryview(buffer)[start : start + length])
+                packet = _read_packet(memoryview(buffer)[start : start + length])
                 start += length
                 self._handle(packet)
         except (ValueError, IndexError, UnicodeDecodeError) as exc:
@@ -671,6 +686,10 @@ class MqttClient:
     def _inbound(self, packet: mqtt5.PublishPacket) -> None:
         if packet.qos is mqtt5.QoS.EXACTLY_ONCE:
             raise ValueError("a QoS 2 publish on a QoS 1 subscription")
+        if packet.topic_alias is not None:  # MQTT 5.0, 3.3.2.3.4: our Topic Alias Maximum is 0
+            raise ValueError(f"a topic alias ({packet.topic_alias}), though we allow none")
+        if "+" in packet.topic or "#" in packet.topic:  # MQTT 5.0, 3.3.2.1
+            raise ValueError(f"a topic name with a wildcard ({packet.topic!r})")
         if packet.qos is QOS1 and packet.packet_id is not None:
             self._write(mqtt5.PubAckPacket(packet.packet_id).write())
         self._inbox.put_nowait(Message(packet.topic, bytes(packet.payload), packet.retain))

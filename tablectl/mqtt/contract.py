@@ -9,6 +9,7 @@ not what the contract says is refused before anything acts on it.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -201,9 +202,14 @@ def _event_model(record: type[Record]) -> type[Envelope]:
     return model
 
 
-EVENT_MODELS: dict[str, type[Envelope]] = {
-    name: _event_model(cls) for name, cls in sorted(RECORD_TYPES.items())
-}
+@functools.cache
+def event_models() -> dict[str, type[Envelope]]:
+    """The `evt` message of each journal record type, by type. Made on first use, not at
+    import: the relay sends the journal's own JSON (`envelope_json`) and never needs them, and
+    building a model a record type is most of what importing this module costs the daemon's
+    start (bench/startup.py); the AsyncAPI document and the tests use them."""
+    return {name: _event_model(cls) for name, cls in sorted(RECORD_TYPES.items())}
+
 
 ROW_WITHHELD = "delivery.row_withheld"
 # The table's last-will waits this long for the connection to come back (MQTT 5 Will Delay
@@ -250,7 +256,7 @@ def envelope_json(
     """An `evt` payload, built from the journal's stored JSON without decoding it again.
 
     Field for field, byte for byte, what `Envelope` dumps with `data` after it (a test holds
-    the two equal, and one validates the demo's stream against `EVENT_MODELS[type_]`): put
+    the two equal, and one validates the demo's stream against `event_models()[type_]`): put
     together as text, as the relay does for every row, rather than validated and dumped
     again by a model, since every value comes from the journal."""
     return (
@@ -294,7 +300,7 @@ def _asyncapi_schema(schema: Any) -> Any:
 
 def _evt_models() -> list[type[Envelope]]:
     """Every message of `evt`: one per journal record type, and the placeholder."""
-    return [*EVENT_MODELS.values(), RowWithheldEvent]
+    return [*event_models().values(), RowWithheldEvent]
 
 
 def asyncapi_document() -> dict[str, Any]:
@@ -326,7 +332,7 @@ def asyncapi_document() -> dict[str, Any]:
             "summary": (model.__doc__ or name).strip().splitlines()[0],
             "payload": {"$ref": f"#/components/schemas/{model.__name__}"},
         }
-    for type_, model in EVENT_MODELS.items():
+    for type_, model in event_models().items():
         record = RECORD_TYPES[type_]
         messages[model.__name__] = {
             "name": type_,

@@ -15,6 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from tablectl.core import effects as rec
+from tablectl.core.effects import parse_record
 from tablectl.core.events import TableRules
 from tablectl.records.sheets import (
     AUTOMATIC_BY,
@@ -41,7 +42,6 @@ from tablectl.records.sheets import (
     event_row,
     hit_row,
     link_claim_row,
-    parse_record,
     specific_row,
     voided_round_row,
 )

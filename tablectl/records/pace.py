@@ -39,8 +39,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field
 
 from tablectl.core import effects as rec
-from tablectl.core.effects import Record
-from tablectl.records.sheets import parse_record
+from tablectl.core.effects import Record, parse_record
 from tablectl.store.journal import journal_ts
 
 # How far before the earliest window rows are read, to see a block, deal or shuffle that was

@@ -294,14 +294,22 @@ def activity_window(
 ) -> tuple[datetime, datetime] | None:
     """From the period's first change of a meter (or hit) to its last, with a little room,
     within [start, end): the span the chart shows. None when no meter moved."""
+    span = activity_span(summary, start, end)
+    if span is None:
+        return None
+    first, last = span
+    room = max((last - first) / 30, timedelta(minutes=5))
+    return max(start, first - room), min(end, last + room)
+
+
+def activity_span(
+    summary: Summary, start: datetime, end: datetime
+) -> tuple[datetime, datetime] | None:
+    """The period's first row showing a meter (or a hit) and its last; None when none."""
     times = [t for points in summary.meter_points.values() for t, _ in points]
     times += [datetime.fromisoformat(h.ts_utc) for h in summary.hits]
     times = [t for t in times if start <= t < end]
-    if not times:
-        return None
-    first, last = min(times), max(times)
-    room = max((last - first) / 30, timedelta(minutes=5))
-    return max(start, first - room), min(end, last + room)
+    return (min(times), max(times)) if times else None
 
 
 def meter_chart(
@@ -360,9 +368,15 @@ def meter_chart(
         for n, part in enumerate(text.split("\n")):
             drawing.add(label(x(t), bottom - 10 - 8 * n, part, "middle"))
     drawing.add(Line(left, bottom, right, bottom, strokeColor=MUTED, strokeWidth=0.8))
-    span = f"{shown_from.astimezone(zone):%H:%M} to {shown_to.astimezone(zone):%H:%M}"
+    # The caption names the first and last rows that show a meter (the axis has a margin
+    # either side), with their dates when the activity spans midnight.
+    changes = ""
+    if changed := activity_span(summary, start, end):
+        first, last = (t.astimezone(zone) for t in changed)
+        shown = "%H:%M" if first.date() == last.date() else "%Y-%m-%d %H:%M"
+        changes = f"a meter first journaled at {first:{shown}}, last at {last:{shown}}"
     caption = (
-        f"local time ({zone.key}), {span}: the period's first to last change of a meter"
+        f"local time ({zone.key}): {changes} in the period"
         if window
         else f"local time ({zone.key}): no meter changed in the period"
     )

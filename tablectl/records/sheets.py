@@ -572,17 +572,6 @@ class Stamp:
         return {"seq": seq, "ts_utc": ts_utc, "local_date": day, "local_time": clock}
 
 
-def parse_record(type_: str, data: dict[str, Any]) -> Record | None:
-    """The typed record of a journal row; None for a type or data this version cannot read."""
-    cls = RECORD_TYPES.get(type_)
-    if cls is None:
-        return None
-    try:
-        return cls.model_validate(data)
-    except ValueError:  # pydantic's ValidationError is one
-        return None
-
-
 def _seats(seats: list[int]) -> str:
     return " ".join(map(str, seats))
 

@@ -114,7 +114,21 @@ def _build_tables() -> tuple[list[int], list[int], dict[int, int]]:
     return flushes, uniques, products
 
 
-_FLUSH, _UNIQUE, _PRODUCT = _build_tables()
+# Filled at the first evaluation, not at import: building them (about 50 ms of CPU) was
+# paid by every start of the daemon, which needs them only at its first settlement
+# (bench/startup.py).
+_FLUSH: list[int] = []
+_UNIQUE: list[int] = []
+_PRODUCT: dict[int, int] = {}
+
+
+def _fill_tables() -> None:
+    """The three tables, once. Two threads that both find them empty fill them with the same
+    values; _FLUSH is filled last, so once it is not empty all three are there."""
+    flushes, uniques, products = _build_tables()
+    _PRODUCT.update(products)
+    _UNIQUE[:] = uniques
+    _FLUSH[:] = flushes
 
 
 def card_code(card: Card) -> int:
@@ -128,6 +142,8 @@ DECK_CODES: tuple[int, ...] = tuple(card_code(c) for c in full_deck())  # in ful
 
 def eval5(c1: int, c2: int, c3: int, c4: int, c5: int) -> int:
     """Value of exactly five cards given as card codes."""
+    if not _FLUSH:
+        _fill_tables()
     if c1 & c2 & c3 & c4 & c5 & 0xF000:
         return _FLUSH[(c1 | c2 | c3 | c4 | c5) >> 16]
     unique = _UNIQUE[(c1 | c2 | c3 | c4 | c5) >> 16]
@@ -138,6 +154,8 @@ def eval5(c1: int, c2: int, c3: int, c4: int, c5: int) -> int:
 
 def rank_only_value(ranks: Sequence[int]) -> int:
     """Value of five ranks that make no flush, from the same tables."""
+    if not _FLUSH:
+        _fill_tables()
     bits = 0
     product = 1
     for r in ranks:

@@ -16,7 +16,9 @@ between a step and its publication. A lock-out's batch, when nothing else is bei
 is committed on the loop itself, so not even the hops stand there. When a commit is under
 way, the batches handed on behind it are written together in the next one, the lock-out's
 with them (`_write_pending`): a lock-out waits for at most the one commit under way, never
-for a queue of them, each with its fsync and its mark's. What each step does next
+for a queue of them, each with its fsync and its mark's; and its commit ends with it (the
+batches handed on after it go to the next), so no JSON of later inputs is made ahead of its
+fsync. What each step does next
 (the daemon's `AfterCommit`) follows in `finish_commits`. A burst is stepped, and its
 after-commit work run, a slice per loop turn (util/slices.py), so an edge never waits behind
 a whole burst.
@@ -134,6 +136,8 @@ class _Batch:
     stepped: list[Stepped]
     refused: list[tuple[Submission, Rejected]]
     state: TableState  # the state after the batch: what others read once it is on disk
+    # It holds a lock-out: its commit takes no batch handed on after it (`_take_pending`).
+    lockout: bool = False
 
 
 def _resolve(future: asyncio.Future[T], result: T) -> None:
@@ -402,7 +406,9 @@ class Dispatcher:
         batches: list[_Batch] = []
         commits: list[StepCommit] = []
         try:
-            while not self._journal_failed and (more := self._take_pending(len(commits))):
+            while not (self._journal_failed or (batches and batches[-1].lockout)) and (
+                more := self._take_pending(len(commits))
+            ):
                 batches += more
                 commits += [item.commit() for batch in more for item in batch.stepped]
         except BaseException as exc:  # noqa: BLE001 (raised on the loop: it ends the daemon)
@@ -412,7 +418,9 @@ class Dispatcher:
             self._write(store, batches, commits, here=False)
 
     def _take_pending(self, steps: int) -> list[_Batch]:
-        """Batches waiting, in order, while a commit of steps stays within the bound."""
+        """Batches waiting, in order, while a commit of steps stays within the bound, up to
+        and with the first that holds a lock-out (what came after it waits for the next
+        commit: the lock-out's fsync is not put off by their JSON)."""
         taken: list[_Batch] = []
         with self._pending_lock:
             pending = self._pending
@@ -422,6 +430,8 @@ class Dispatcher:
             ):
                 steps += len(pending[0].stepped)
                 taken.append(pending.popleft())
+                if taken[-1].lockout:
+                    break
         return taken
 
     def _write_now_or_hand_off(self) -> None:
@@ -435,6 +445,7 @@ class Dispatcher:
         assert self._store is not None
         if (batch := self._take_batch()) is None:
             return
+        batch.lockout = True
         job = functools.partial(self._write, self._store, [batch], None, here=True)
         # Every batch before it has landed (a landing the journal thread posted may still
         # wait its turn on the loop), and nothing is being written. Otherwise it is written

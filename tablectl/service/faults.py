@@ -234,8 +234,14 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
             "deal-unconfirmed": "the shoe could not show whether it dealt the round asked of it "
             "before a power-up",
         }.get(code, f"the shoe reported {code}")
+        first = ""
         if code == "stalled" and stall is not None:
             what = _deal_stalled(stall)
+            if stall.reported == "idle":  # its events are lost: clearing it is not enough
+                first = (
+                    "power the shoe off and on (its new boot's events are taken from their "
+                    "first), then "
+                )
         out_of_order = s.shoe_out_of_order
         yield _Found(
             FaultView(
@@ -249,6 +255,7 @@ def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
                     if out_of_order
                     else ""
                 )
+                + first
                 + "take every card out of the shoe, then confirm it is clear (or mark it out "
                 "of order, `tablectl dealer shoe-out-of-order`, and deal by hand)",
                 command=f"tablectl dealer clear-shoe {WHO}",
@@ -316,7 +323,7 @@ def _shuffle_stalled(stall: Stall) -> tuple[str, str]:
 
 def _deal_stalled(stall: Stall) -> str:
     if stall.reported == "idle":
-        return f"the shoe says it is idle, but the deal it took {_lost(stall)}"
+        return f"the shoe took the deal and says it is idle, but {_lost(stall)}"
     return f"no card of the deal it took reached the table for {_waited(stall)}"
 
 
