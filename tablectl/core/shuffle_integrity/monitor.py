@@ -40,8 +40,9 @@ from tablectl.rules.cards import SUITS, Card
 
 DECK = nulls.DECK
 WINDOW_USES = 128  # the table's last deck uses (both decks) the windowed tests sum over
-# The windowed tests look back over the last 4, 12 and 32 uses (a scan, Bonferroni x3): a
-# shuffler that failed lately is not diluted by the fair uses before it.
+# The windowed tests look back over the last 4, 12, 32 and 128 uses (a scan, Bonferroni x4):
+# a shuffler that failed lately is not diluted by the fair uses before it, and a slight one
+# (three riffles read two cards a hand) adds up over the longest.
 SPANS = (4, 12, 32, 128)
 SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound worked out
 POSITION_ROUNDS = 100  # rounds the position test counts over
