@@ -4,7 +4,7 @@ The inputs are those of a journal the table process wrote (bench/table_process.p
 Poker, chips on two seats, the lock-out, the dealer settles; about nine steps a round), or of
 any journal given with --journal (a tablectl.sqlite3, or a `.dump` such as tests/journals/*).
 Every input is validated once, before anything is timed; then, on each run, they are stepped
-through `core.round.step` from the initial state twice:
+through `core.table.step` from the initial state twice:
 
 - cold: each measured call comes after its own --pause-ms sleep, as in the daemon, where steps
   come milliseconds apart and caches and branch predictors have moved on;
@@ -40,7 +40,7 @@ from figures import spread
 
 from tablectl.core.effects import Effect
 from tablectl.core.events import Event, PowerUp, TableRules, input_from_journal
-from tablectl.core.round import Rejected, TableState, step
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.store.journal import JournalReader
 

@@ -40,7 +40,7 @@ from tablectl.core.events import (
     ShuffleCompleted,
     ShuffleStarted,
 )
-from tablectl.core.round import TableState, step
+from tablectl.core.table import TableState, step
 from tablectl.util import logs
 
 MS, US = 1_000_000, 1_000

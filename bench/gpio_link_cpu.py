@@ -38,10 +38,11 @@ import tty
 from collections.abc import Callable
 
 from figures import spread
+from tablectl.drivers.api import DeviceReport
 from tablectl.drivers.gpio.settings import GpioSettings
 from tablectl.drivers.gpio.table_io import TableGpio
 from tablectl.drivers.reference.framing import Frame
-from tablectl.drivers.reference.link import DeviceReport, LinkSettings
+from tablectl.drivers.reference.link import LinkSettings
 from tablectl.drivers.reference.messages import MsgType, Status, encode_poll, encode_status
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.drivers.transport.serial import SerialConnector

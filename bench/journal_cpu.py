@@ -52,7 +52,7 @@ from figures import spread
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl.core.events import Event, PowerUp, TableRules, input_from_journal
-from tablectl.core.round import Rejected, TableState, step
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.service.dispatcher import Stepped, Submission
 from tablectl.store.journal import JournalReader, MarkLater, OnDurable, StepCommit, Store
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.config import load_config
-from tablectl.core.round import TableState
+from tablectl.core.table import TableState
 from tablectl.store.chain import JournalHead
 from tablectl.store.journal import SCHEMA, StepCommit, StepInput, Store
 from tablectl.store.mark import JournalMark

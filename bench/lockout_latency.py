@@ -54,7 +54,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import load_config
 from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event, LockoutPressed, Settle
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.store.journal import JournalRow, StepCommit, Store
 from tablectl.util import logs

@@ -56,7 +56,7 @@ from tablectl.core.events import (
     TableRules,
     placed_before_lockout,
 )
-from tablectl.core.round import TableState, step
+from tablectl.core.table import TableState, step
 
 HOLD_MS, BOUNCE_MS = 150, 5
 HOLD, BOUNCE = HOLD_MS * MS, BOUNCE_MS * MS

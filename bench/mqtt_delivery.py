@@ -51,7 +51,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.events import ChipSensed, Settle
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.mqtt.client import SOCKET_OPTIONS, MqttClient
 from tablectl.mqtt.contract import topic_root
 from tablectl.service.daemon import Daemon

@@ -36,7 +36,7 @@ from mqtt_delivery import chip_events, daemon_on
 from tablectl.simulators.backend import ReferenceBackend
 from tablectl.simulators.broker import PrivateBroker
 
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.mqtt.client import MqttClient
 from tablectl.service.daemon import Daemon
 from tablectl.util import logs

@@ -30,7 +30,7 @@ from figures import spread
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl.core.events import PowerUp, TableRules, input_from_journal
-from tablectl.core.round import TableState, step
+from tablectl.core.table import TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.store.journal import JournalReader
 

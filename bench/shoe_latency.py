@@ -45,8 +45,9 @@ from collections.abc import Callable
 
 import usb.core
 from figures import percentile, spread
+from tablectl.drivers.api import DeviceReport
 from tablectl.drivers.reference.framing import Frame
-from tablectl.drivers.reference.link import AWAITED_POLL_S, DeviceReport, LinkSettings
+from tablectl.drivers.reference.link import AWAITED_POLL_S, LinkSettings
 from tablectl.drivers.reference.messages import (
     Identity,
     MsgType,
@@ -76,7 +77,7 @@ from tablectl.core.events import (
     ShuffleStarted,
     TableRules,
 )
-from tablectl.core.round import Phase, TableState, step
+from tablectl.core.table import Phase, TableState, step
 from tablectl.util import logs
 
 RULES = TableRules.model_validate(

@@ -31,7 +31,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import DeckSection, ShoeSection, TableConfig
 from tablectl.control import client
 from tablectl.core.games.base import DealPlan, TableGame, form_hands
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.api import Daemon, replay
 from tablectl.status import Status
 from tablectl.store.journal import Store
@@ -50,10 +50,10 @@ def simulated_config(
     """The table's config with the simulated devices, private broker and a scratch data dir.
 
     shoe_port: the simulated shoe's address (on the virtual USB bus: SHOE_PORT)."""
-    shoe = None if shoe_port is None else ShoeSection(port=shoe_port)
+    shoe = None if shoe_port is None else ShoeSection.model_validate({"port": shoe_port})
     return base.model_copy(
         update={
-            "shuffler": base.shuffler.model_copy(update={"port": port}),
+            "shuffler": base.shuffler.with_port(port),
             "shoe": shoe if shoe is not None else base.shoe,
             "gpio": base.gpio.model_copy(update={"backend": "mock"}),
             "mqtt": base.mqtt.model_copy(update={"host": broker.host, "port": broker.port}),

@@ -45,7 +45,7 @@ from tablectl.core.events import (
     ValidateHit,
     VoidRound,
 )
-from tablectl.core.round import Phase, TableState, step
+from tablectl.core.table import Phase, TableState, step
 from tablectl.rules.cards import Card, parse_cards
 from tablectl.service.api import journal_entries, journal_input
 from tablectl.store.journal import Store

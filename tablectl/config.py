@@ -11,13 +11,11 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import time
 from pathlib import Path
-from typing import Annotated, Literal, Self, TypeVar, cast
+from typing import Annotated, ClassVar, Literal, Self, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import serial
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -31,6 +29,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
+from tablectl.drivers.api import DriverSettings, Role, UnknownDriver, load_driver
+from tablectl.drivers.gpio.settings import GpioSettings
 
 from tablectl.core.decks import (
     HOUR_MS,
@@ -41,9 +42,6 @@ from tablectl.core.decks import (
 )
 from tablectl.core.events import DeckRules, LinkRules, SensorRules, TableRules
 from tablectl.core.games import MAX_SEATS, SEAT_RULES, GameConfig
-from tablectl.drivers.gpio.settings import GpioSettings
-from tablectl.drivers.reference.link import LinkSettings
-from tablectl.drivers.registry import SHOES, SHUFFLERS, DeviceSettings, check_port
 from tablectl.util.files import permission_advice
 from tablectl.util.money import Strict
 
@@ -109,6 +107,13 @@ def _given_path(value: object) -> object:
     return value
 
 
+def _given_file(value: object) -> object:
+    """An empty string is no file name (pathlib would read it as ".", a directory)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("is empty: give the file's path, or leave the key out")
+    return value
+
+
 def _usable_data_dir(path: Path) -> Path:
     # The daemon runs from / under systemd and the CLI from wherever it is typed: a relative
     # data_dir would put the journal in two places.
@@ -135,7 +140,12 @@ def _in_a_directory(path: Path) -> Path:
 
 
 # A file the daemon creates at start (a trace): its directory must be there.
-NewFile = Annotated[Path, AfterValidator(_usable_path), AfterValidator(_in_a_directory)]
+NewFile = Annotated[
+    Path,
+    BeforeValidator(_given_file),
+    AfterValidator(_usable_path),
+    AfterValidator(_in_a_directory),
+]
 DataDir = Annotated[Path, BeforeValidator(_given_path), AfterValidator(_usable_data_dir)]
 # A Unix socket the daemon binds or connects to: the AF_UNIX limit, as the path is written
 # (bind() takes it as given, relative or not).
@@ -145,14 +155,6 @@ UnixSocketPath = Annotated[Path, AfterValidator(_socket_path)]
 def socket_path_problem(path: Path) -> str | None:
     """Why bind() would refuse this Unix socket path, or None (for resolved defaults)."""
     return _path_problem(str(path), UNIX_SOCKET_PATH_MAX_BYTES)
-
-
-# Serial line speed. pyserial's Serial.BAUDRATES are the standard rates termios names, 50 to
-# 4,000,000 on Linux; pyserial also sets any rate between (termios2 BOTHER), so every whole
-# number in that range is accepted; beyond it the kernel's speed_t overflows (10**21 crashed).
-BAUDRATE_MIN = min(serial.Serial.BAUDRATES)
-BAUDRATE_MAX = max(serial.Serial.BAUDRATES)
-BaudRate = Annotated[int, Field(ge=BAUDRATE_MIN, le=BAUDRATE_MAX)]
 
 
 # RFC 1123 2.1: letters, digits and hyphens, not at either end; underscores too, as the
@@ -209,19 +211,18 @@ class TableSection(Strict):
 
 
 class DeviceSection(Strict):
-    """A polled device on the reference link (docs/protocols/)."""
+    """A device and the driver that speaks its protocol (docs/drivers.md).
 
-    driver: str = Field(default="reference", description="the device's protocol module")
-    port: str = Field(
-        min_length=1,
-        description="a serial device, usb:VVVV:PPPP[:SERIAL], socket://HOST:PORT (a simulator)",
+    The table's own keys are `driver`, `stall_timeout_s` and `trace_file` (and a shuffler's
+    `decks`); every other key of the section is the driver's, validated by the driver's own
+    settings model (`port`, and the reference driver's `baudrate`, `poll_interval_ms`, ...).
+    Its errors name the key as the file does (`shuffler.baudrate`)."""
+
+    ROLE: ClassVar[Role]
+
+    driver: str = Field(
+        default="reference", description="the device's driver (an installed tablectl.drivers)"
     )
-    baudrate: BaudRate = 115200
-    address: int = Field(default=1, ge=0, le=255)
-    poll_interval_ms: int = Field(default=150, ge=100, le=200)
-    response_timeout_ms: int = Field(default=250, ge=50, le=5000)
-    retries: int = Field(default=3, ge=0, le=10)
-    missed_polls_for_link_down: int = Field(default=3, ge=1, le=20)
     # A shuffle or deal the device took and never completed is a fault after this long
     # (649a.13(e), (f)): no progress reported, the link up (service/waits.py).
     stall_timeout_s: int = Field(
@@ -230,60 +231,69 @@ class DeviceSection(Strict):
     trace_file: NewFile | None = Field(
         default=None, description="record the link's bytes and the core inputs (a field trace)"
     )
+    settings: DriverSettings = Field(description="the driver's own keys, in the section itself")
 
-    @field_validator("port")
+    @model_validator(mode="before")
     @classmethod
-    def _port_parses(cls, port: str) -> str:
-        problem = _path_problem(port)  # a device path, and no URL holds a NUL either
-        if problem:
-            raise ValueError(f"{_shown(port)} {problem}")
-        check_port(port)
-        return port
-
-    def driver_settings(self) -> DeviceSettings:
-        """What the device's driver is told (the drivers never see the config)."""
-        return DeviceSettings(
-            driver=self.driver,
-            port=self.port,
-            baudrate=self.baudrate,
-            link=LinkSettings(
-                address=self.address,
-                poll_interval_ms=self.poll_interval_ms,
-                response_timeout_ms=self.response_timeout_ms,
-                retries=self.retries,
-                missed_polls_for_link_down=self.missed_polls_for_link_down,
-            ),
-        )
-
-
-class ShufflerSection(DeviceSection):
-    # 649a.3(b): with a shuffler, two decks may alternate, one shuffled while the other plays.
-    decks: Literal[1, 2] = 2
+    def _driver_keys(cls, raw: object) -> object:
+        """The keys that are not the table's are the driver's (its settings)."""
+        if not isinstance(raw, dict) or "settings" in raw:
+            return raw
+        own = {name for name in cls.model_fields if name != "settings"}
+        return {
+            **{k: v for k, v in raw.items() if k in own},
+            "settings": {k: v for k, v in raw.items() if k not in own},
+        }
 
     @field_validator("driver")
     @classmethod
     def _known_driver(cls, name: str) -> str:
-        return _known(name, SHUFFLERS)
+        try:
+            load_driver(name, cls.ROLE)
+        except UnknownDriver as exc:
+            raise ValueError(str(exc)) from None
+        return name
+
+    @field_validator("settings", mode="plain")
+    @classmethod
+    def _driver_settings(cls, value: object, info: ValidationInfo) -> DriverSettings:
+        if isinstance(value, DriverSettings):
+            return value
+        name = info.data.get("driver")
+        model = (
+            DriverSettings
+            if name is None  # the driver's own error stands; its keys are checked once it loads
+            else load_driver(name, cls.ROLE).settings.get(cls.ROLE, DriverSettings)
+        )
+        return model.model_validate(value)
+
+    @classmethod
+    def keys(cls, driver: str = "reference") -> dict[str, FieldInfo]:
+        """Every key the section may hold with this driver: the table's and the driver's."""
+        own = {name: info for name, info in cls.model_fields.items() if name != "settings"}
+        return {**own, **load_driver(driver, cls.ROLE).settings[cls.ROLE].model_fields}
+
+    @property
+    def port(self) -> str:
+        """Where the device is (every driver's settings have one)."""
+        return self.settings.port
+
+    def with_port(self, port: str) -> Self:
+        """The same section with the device elsewhere (a simulator's pseudo-terminal)."""
+        settings = type(self.settings).model_validate({**self.settings.model_dump(), "port": port})
+        return self.model_copy(update={"settings": settings})
+
+
+class ShufflerSection(DeviceSection):
+    ROLE: ClassVar[Role] = "shuffler"
+    # 649a.3(b): with a shuffler, two decks may alternate, one shuffled while the other plays.
+    decks: Literal[1, 2] = 2
 
 
 class ShoeSection(DeviceSection):
     """An automated dealing shoe (649a.10, 653a.10, 643a.10): it reads every card it deals."""
 
-    usb_read_timeout_ms: int = Field(default=10, ge=1, le=100)
-
-    @field_validator("driver")
-    @classmethod
-    def _known_driver(cls, name: str) -> str:
-        return _known(name, SHOES)
-
-    def driver_settings(self) -> DeviceSettings:
-        return replace(super().driver_settings(), usb_read_timeout_ms=self.usb_read_timeout_ms)
-
-
-def _known(name: str, drivers: Mapping[str, object]) -> str:
-    if name not in drivers:
-        raise ValueError(f"unknown driver {name!r}; one of {', '.join(sorted(drivers))}")
-    return name
+    ROLE: ClassVar[Role] = "shoe"
 
 
 def _gpio_line(value: object) -> int | str:
@@ -819,6 +829,8 @@ def _describe(err: dict[str, object]) -> list[str]:
     parts = list(err["loc"])  # type: ignore[call-overload]
     if parts[:1] == ["game"] and parts[1:2] and parts[1] in MAX_SEATS:
         del parts[1]  # the union's tag: the file says game.progressive, not game.<name>...
+    if parts[:1] in (["shuffler"], ["shoe"]) and parts[1:2] == ["settings"]:
+        del parts[1]  # a driver's own keys are written in its device's section
     loc = field_path(tuple(parts))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":

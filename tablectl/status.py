@@ -20,12 +20,14 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from tablectl.drivers.api import ROLES
 
 from tablectl.core.effects import Lamp
-from tablectl.core.round import HitEntry, Phase
+from tablectl.core.table import HitEntry, Phase
 from tablectl.records.pace import PaceFigures
 
-KNOWN_DEVICES = ("shuffler", "shoe")
+# The device roles a driver fills (tablectl.drivers.api): any driver, one of these each.
+KNOWN_DEVICES = ROLES
 
 
 class _Model(BaseModel):
@@ -339,7 +341,7 @@ class LinkView(_Model):
 
 
 class Hit(_Model):
-    """A progressive payout and where its floor workflow stands (core/round.py `HitEntry`)."""
+    """A progressive payout and where its floor workflow stands (core/table/state.py `HitEntry`)."""
 
     hit_id: str
     round_id: int

@@ -26,7 +26,7 @@ from tablectl.config import TableConfig, load_config
 from tablectl.control import client as control
 from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.rules.meters import LocalMeter
 from tablectl.service.daemon import Daemon
 from tablectl.status import Status

@@ -66,6 +66,7 @@ VALID = {
     "--tables": "2",
     "--link": "floor-a",
     "deck_id": "D17",
+    "driver": "reference",
 }
 # Verbs that need an argument argparse cannot mark required (one of two forms).
 ALSO_NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {("records",): ("--from", "--out")}

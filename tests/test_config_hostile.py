@@ -31,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.shuffler import ShufflerSimulator
 from tablectl.simulators.table_inputs import SimulatedTableInputs
@@ -39,6 +40,7 @@ from tablectl import cli
 from tablectl.config import (
     UNIX_SOCKET_PATH_MAX_BYTES,
     ConfigError,
+    DeviceSection,
     TableConfig,
     load_config,
 )
@@ -166,6 +168,13 @@ def _model_of(annotation: object) -> type[BaseModel] | None:
     return None
 
 
+def _keys(section: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A section's keys: a device's are the table's and its (reference) driver's own."""
+    if issubclass(section, DeviceSection):
+        return section.keys()
+    return section.model_fields
+
+
 def _schema_fields(model: type[BaseModel]) -> Iterator[Path_]:
     """Every field of every section the schema knows (those the file leaves at default too)."""
     for name, info in model.model_fields.items():
@@ -173,9 +182,9 @@ def _schema_fields(model: type[BaseModel]) -> Iterator[Path_]:
         if section is None:
             continue
         if typing.get_origin(info.annotation) is list:  # [[link]]: its first entry
-            yield from ((name, 0, field) for field in section.model_fields)
+            yield from ((name, 0, field) for field in _keys(section))
         else:
-            yield from ((name, field) for field in section.model_fields)
+            yield from ((name, field) for field in _keys(section))
 
 
 def field_paths(config: Path, model: type[BaseModel]) -> list[Path_]:
@@ -283,7 +292,7 @@ def test_link_config_names_the_field_or_accepts(mutation: tuple[Path_, object]) 
 
 def _bounds(model: type[BaseModel]) -> Iterator[tuple[str, int | float]]:
     """(field, value) at each numeric bound of a section: ge/le themselves, just inside gt/lt."""
-    for name, info in model.model_fields.items():
+    for name, info in _keys(model).items():
         for rule in info.metadata:
             whole = info.annotation is int
             step = 1 if whole else 1e-3
@@ -427,7 +436,7 @@ def test_the_edges_reach_every_bounded_field() -> None:
     for section in RUN_SECTIONS:
         model = _model_of(TableConfig.model_fields[section].annotation)
         assert model is not None
-        for name, info in model.model_fields.items():
+        for name, info in _keys(model).items():
             if info.annotation in (int, float):
                 assert (section, name) in bounded, f"{section}.{name} has no bounds"
 

@@ -12,18 +12,21 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tablectl.drivers import registry
+from tablectl.drivers import reference_driver
+from tablectl.drivers.api import DriverContext
 from tablectl.drivers.reference.shuffler_codec import ShufflerState
+from tablectl.drivers.registry import connector_for
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import AccessSection, StorageSection
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.status import Devices
 
 from .conftest import SimulatedTable, simulated_table
@@ -299,7 +302,19 @@ async def test_shuffler_diagnostics_need_a_driver_that_has_them(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setitem(registry.SHUFFLERS, "reference", ShufflerWithoutDiagnostics)
+    # The reference driver's entry point, made to build a shuffler without diagnostics: the
+    # supervisor loads it by name as it would a vendor's.
+    def without_diagnostics(settings: Any, context: DriverContext) -> ShufflerWithoutDiagnostics:
+        return ShufflerWithoutDiagnostics(
+            connector_for(settings.port, baudrate=settings.baudrate),
+            context.emit,
+            settings.link(),
+            context.cursor,
+        )
+
+    monkeypatch.setattr(
+        reference_driver, "DRIVER", replace(reference_driver.DRIVER, shuffler=without_diagnostics)
+    )
     async with simulated_table(broker, tmp_path / "data") as table:
         sock = str(table.config.storage.socket_path)
         argv = ["shuffler", "count", "--socket", sock, "--json"]

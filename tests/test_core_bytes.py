@@ -87,7 +87,7 @@ from tablectl.core.events import (
     VoidRound,
     input_from_journal,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.core.table import Phase, Rejected, TableState, step
 from tablectl.rules.cards import Card, shuffled_deck
 from tablectl.store.journal import Store
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tablectl.drivers.reference.link import parse_cursor
+from tablectl.drivers.api import parse_cursor
 from tablectl.drivers.reference.messages import DeviceEvent
 from tablectl.drivers.reference.shoe_codec import ShoeState
 from tablectl.drivers.reference.shuffler_codec import ShufflerState

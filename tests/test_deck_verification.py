@@ -21,8 +21,9 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from tablectl.drivers.api import DeviceReport, LinkError
 from tablectl.drivers.reference.framing import FrameParser
-from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings
+from tablectl.drivers.reference.link import LinkSettings
 from tablectl.drivers.reference.messages import MsgType, ProtocolError, decode_status
 from tablectl.drivers.reference.shuffler_codec import EventKind, FaultCode, ShufflerState
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
@@ -55,7 +56,7 @@ from tablectl.core.events import (
     TableRules,
     VoidRound,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.core.table import Phase, Rejected, TableState, step
 from tablectl.util.clock import monotonic_ms, run_virtual
 
 from .test_table_core import tcp

@@ -50,7 +50,7 @@ from tablectl.core.events import (
     TableRules,
     VoidRound,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.core.table import Phase, Rejected, TableState, step
 from tablectl.rules.cards import parse_cards
 from tablectl.service.deck_status import deck_faults
 from tablectl.service.deck_status import view as deck_view

@@ -28,7 +28,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl import cli
 from tablectl.config import load_config
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.status import Devices, FaultView, Status, Stops
 

@@ -16,16 +16,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from structlog.testing import capture_logs
+from tablectl.drivers.api import DeviceReport, LinkDown, LinkError, ResetRefused
 from tablectl.drivers.reference.framing import Frame
-from tablectl.drivers.reference.link import (
-    AWAITED_POLL_S,
-    FAST_POLL_S,
-    DeviceReport,
-    LinkDown,
-    LinkError,
-    LinkSettings,
-    ResetRefused,
-)
+from tablectl.drivers.reference.link import AWAITED_POLL_S, FAST_POLL_S, LinkSettings
 from tablectl.drivers.reference.messages import Identity, MsgType, NakReason
 from tablectl.drivers.reference.shuffler_codec import FaultCode
 from tablectl.drivers.shoe.reference import ReferenceShoe

@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from tablectl.drivers.api import DeviceReport
 from tablectl.drivers.reference.framing import Frame, FrameParser
-from tablectl.drivers.reference.link import DeviceReport, LinkSettings, PolledDevice
+from tablectl.drivers.reference.link import LinkSettings, PolledDevice
 from tablectl.drivers.reference.messages import Identity, MsgType, encode_poll
 from tablectl.drivers.reference.shoe_codec import ShoeState
 from tablectl.drivers.shoe.reference import ReferenceShoe

@@ -28,7 +28,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import load_config
 from tablectl.core.effects import Effect
 from tablectl.core.events import ChipSensed, Event, LockoutPressed
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon
 from tablectl.service.dispatcher import GIL_SWITCH_S, JournalThread
 from tablectl.store.journal import Store
@@ -180,10 +180,11 @@ async def test_a_lockout_while_nothing_is_written_is_committed_on_the_loop_at_on
     assert before is not None
     table.daemon.post(LockoutPressed(at_ns=1, resolution_ns=1))
     # Journaled, and handed to the broker, before the post returned.
-    assert commits.seen == [(threading.current_thread().name, ["lockout_pressed"])]
+    # (A shuffler report queued at that moment may share the commit: ours() leaves it out.)
+    assert commits.ours() == [(threading.current_thread().name, ["lockout_pressed"])]
     assert store.last_seq > seq
     assert table.daemon.relay.counters.offered - offered == store.last_seq - seq
-    assert [row.type for row in store.inputs()][-1] == "lockout_pressed"
+    assert "lockout_pressed" in [row.type for row in store.inputs()][-len(commits.seen[0][1]) :]
     # The mark's record of it (a second fdatasync) is the journal thread's, not the loop's.
     async with asyncio.timeout(10):
         while table.daemon.dispatcher.writing:  # noqa: ASYNC110 -- the journal thread's state
@@ -219,23 +220,16 @@ async def test_a_lockout_while_a_commit_is_written_follows_it_in_the_journal_thr
     assert inputs[-2:] == ["chip_sensed", "lockout_pressed"]
 
 
-async def test_the_loop_waits_for_the_journal_threads_gil_a_step_at_most(
-    table: SimulatedTable,
-) -> None:
-    """The journal thread's Python (a burst's JSON) holds the GIL; a running daemon asks
-    for it back within about one step's dump, not CPython's default 5 ms."""
-    await table.wait_phase(Phase.BETTING)
-    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
-    assert GIL_SWITCH_S <= 0.0002
-
-
-async def test_a_served_daemon_freezes_its_start_up_out_of_the_collector(
+async def test_a_served_daemon_freezes_its_start_up_and_takes_the_gil_back_soon(
     tmp_path: Path, broker: PrivateBroker
 ) -> None:
     """serve() owns the process: once ready, what start-up made is frozen, so a full
-    collection never walks it with a lock-out waiting; run() (a test's) leaves the collector
-    alone."""
+    collection never walks it with a lock-out waiting, and the journal thread's Python (a
+    burst's JSON) is asked for the GIL back within about one step's dump, not CPython's
+    default 5 ms; run() (a test's) leaves the collector and the switch interval alone."""
     gc.unfreeze()
+    default_switch = sys.getswitchinterval()
+    assert GIL_SWITCH_S <= 0.0002 < default_switch
     try:
         for serve in (False, True):
             port = f"gc-freeze-{serve}"
@@ -252,10 +246,13 @@ async def test_a_served_daemon_freezes_its_start_up_out_of_the_collector(
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
             if serve:  # most of what is tracked was there at start-up
                 assert gc.get_freeze_count() > len(gc.get_objects())
+                assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
             else:
                 assert gc.get_freeze_count() == 0
+                assert sys.getswitchinterval() == default_switch
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            assert sys.getswitchinterval() == default_switch  # the process's again
     finally:
         gc.unfreeze()
 

@@ -27,7 +27,7 @@ import tablectl
 from tablectl import cli
 from tablectl.cli.control import print_status
 from tablectl.config import load_config
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.service.preflight import data_dir_problems
 from tablectl.status import BrokerStats, GpioStatus, Hit, JournalStats, Status
 from tablectl.store.journal import Store

@@ -440,7 +440,7 @@ async def test_a_chip_stamped_back_in_time_is_decided_once() -> None:
     timestamp glitch; the chip never moved): a fault, and the chip is decided once -- never
     published accepted, then withdrawn, then found again when the lines are read."""
     from tablectl.core import effects as rec
-    from tablectl.core.round import step
+    from tablectl.core.table import step
 
     from .test_table_core import RULES, opened, records, run
 

@@ -22,7 +22,7 @@ from tablectl.core.events import (
     VoidRound,
     placed_before_lockout,
 )
-from tablectl.core.round import Phase, Rejected, step
+from tablectl.core.table import Phase, Rejected, step
 
 from .test_table_core import RULES, chip, opened, records, run, settle
 

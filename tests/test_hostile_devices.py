@@ -35,7 +35,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 
 from tablectl.config import load_config
 from tablectl.core.events import input_from_journal
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.rules.cards import full_deck
 from tablectl.service.daemon import Daemon
 from tablectl.service.replay import replay

@@ -25,7 +25,7 @@ import pytest
 from tablectl import cli
 from tablectl.config import load_config
 from tablectl.core.events import ShuffleCompleted, ShuffleStarted
-from tablectl.core.round import TableState, step
+from tablectl.core.table import TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.replay import replay
 from tablectl.store.chain import JournalHead, row_digest, row_hash

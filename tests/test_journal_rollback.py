@@ -21,7 +21,7 @@ from tablectl.simulators.broker import PrivateBroker
 
 from tablectl import cli
 from tablectl.config import load_config
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.service.daemon import Daemon, StartupError
 from tablectl.store.integrity import Check, VerifyReport
 from tablectl.store.journal import Store
@@ -93,7 +93,8 @@ async def test_a_journal_put_back_from_an_older_copy_stops_publishing(
         assert f"acknowledged rows through seq {acked}" in fault.cause and fault.since
         # Nothing it journals from here on leaves; nothing published since the start is a
         # seq the backend held with other content.
-        through = table.daemon._publish_through
+        assert table.daemon.bound is not None
+        through = table.daemon.bound.publish_through
         assert through is not None and through <= backed_up
         for seq, _replay in table.backend.deliveries[delivered:]:
             assert seq <= through
@@ -120,7 +121,7 @@ def test_recover_accepts_a_rollback_shown_by_an_acknowledgement_found_wrong(
     """The backend's acknowledgement was wrong (withdrawn since): a technician accepts it, the
     acceptance is journaled, and the table publishes and plays again."""
     from tablectl.core.events import AckPastJournal
-    from tablectl.core.round import TableState, step
+    from tablectl.core.table import TableState, step
     from tablectl.service.dispatcher import journal_entries, journal_input
 
     from .conftest import EXAMPLE_CONFIG

@@ -46,7 +46,7 @@ from tablectl.simulators.broker import PrivateBroker
 from tablectl.simulators.floor import Floor, LightTable
 from tablectl.simulators.patroni import PatroniCluster, PatroniNode
 
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.link import ledger
 
 from .conftest import SimulatedTable

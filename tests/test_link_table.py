@@ -22,7 +22,7 @@ from tablectl.simulators.postgres import PrivatePostgres
 from tablectl.cli.control import print_status
 from tablectl.config import ProgressiveSection
 from tablectl.core.events import ValidateHit
-from tablectl.core.round import Phase, Rejected, TableState
+from tablectl.core.table import Phase, Rejected, TableState
 from tablectl.link import ledger
 from tablectl.link.audit import verify
 from tablectl.link.book import TableRow

@@ -24,7 +24,7 @@ from tablectl.core.events import (
     VoidRound,
 )
 from tablectl.core.link_watch import LinkWatch
-from tablectl.core.round import Phase, Rejected, TableState
+from tablectl.core.table import Phase, Rejected, TableState
 from tablectl.link.contract import (
     ClaimAnswer,
     ClaimAnswers,

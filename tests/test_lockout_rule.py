@@ -40,7 +40,7 @@ from tablectl.simulators.sensor_scripts import (
 from tablectl.core import effects as rec
 from tablectl.core.effects import Effect
 from tablectl.core.events import Event, PowerUp, ShuffleCompleted, ShuffleStarted
-from tablectl.core.round import Phase, TableState, step
+from tablectl.core.table import Phase, TableState, step
 
 from .test_table_core import RULES, records
 

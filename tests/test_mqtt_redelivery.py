@@ -17,7 +17,7 @@ import pytest
 from tablectl.simulators.broker import PrivateBroker
 
 from tablectl.core.events import ChipSensed
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.mqtt.redelivery import (
     ANONYMOUS,
     FRUITLESS_HEALS,

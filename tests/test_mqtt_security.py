@@ -17,7 +17,7 @@ from tablectl.simulators.broker import Pki, PrivateBroker, Secure
 
 from tablectl import cli
 from tablectl.config import MqttSection
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.mqtt.client import ClosedBeforeAccepted, MqttClient, MqttError, PublishRefused
 from tablectl.mqtt.relay import describe_connect_error, make_client, topic_root
 from tablectl.status import Stops

@@ -17,7 +17,7 @@ from tablectl.simulators.scripted_broker import Script, ScriptedBroker
 
 from tablectl.config import MqttSection
 from tablectl.core.events import ChipSensed, ShuffleRequestFailed
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.mqtt.client import (
     BrokerUnsuitable,
     ConnectionLost,

@@ -10,15 +10,18 @@ import pytest
 from treys import Card as TreysCard
 from treys import Evaluator
 
+from tablectl.rules import poker
 from tablectl.rules.cards import Card, full_deck, parse_cards, shuffled_deck
 from tablectl.rules.poker import (
     DEALER_QUALIFIES_TCP,
     DECK_CODES,
     FiveCardCategory,
     ThreeCardCategory,
+    best_of,
     eval5,
     five_card_category,
     five_card_value,
+    prepare_seven_card_evaluation,
     three_card_category,
     three_card_value,
 )
@@ -120,6 +123,18 @@ def test_seven_card_order_matches_treys_on_a_random_sample() -> None:
         ours = (five_card_value(a) > five_card_value(b)) - (five_card_value(a) < five_card_value(b))
         theirs = (_treys(a) < _treys(b)) - (_treys(a) > _treys(b))
         assert ours == theirs, (a, b)
+
+
+def test_seven_cards_valued_alike_before_and_after_the_rank_table_is_built() -> None:
+    """A table's settlement values seven cards without the rank table (building it would hold
+    the loop a second); analysis builds it first. Both ways give the same value."""
+    rng = random.Random(20261206)
+    hands = [rng.sample(DECK_CODES, 7) for _ in range(3_000)]
+    hands += [[c for c in DECK_CODES if c & 0xFF in (2, 3)][:7]]  # quads and trips, no flush
+    poker._seven_without_flush.cache_clear()  # as at a start: not built
+    unprepared = [best_of(h) for h in hands]
+    prepare_seven_card_evaluation()
+    assert [best_of(h) for h in hands] == unprepared
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import contextlib
 import random
 
 import pytest
-from tablectl.drivers.reference.link import DeviceReport, FirstWord
+from tablectl.drivers.api import DeviceReport, FirstWord
 from tablectl.drivers.reference.shoe_codec import ShoeEventKind, card_byte
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.transport.memory import MemoryConnector, MemoryPort
@@ -29,7 +29,7 @@ from tablectl.core.events import (
     ShoeOutOfOrder,
     TableRules,
 )
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.rules.cards import Card, parse_cards
 from tablectl.service.faults import table_faults
 from tablectl.status import BrokerStats

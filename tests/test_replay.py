@@ -31,7 +31,7 @@ from tablectl.core.events import (
     VoidRound,
     input_from_journal,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.core.table import Phase, Rejected, TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.replay import replay
 from tablectl.store.journal import Store

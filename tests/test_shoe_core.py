@@ -35,7 +35,7 @@ from tablectl.core.events import (
     ShuffleStarted,
     TableRules,
 )
-from tablectl.core.round import Phase, Rejected, TableState, step
+from tablectl.core.table import Phase, Rejected, TableState, step
 from tablectl.rules.cards import Card, parse_cards
 
 from .test_table_core import lir, tcp, uth

@@ -28,7 +28,6 @@ from tablectl.core import effects as rec
 from tablectl.core.effects import RequestShuffle
 from tablectl.core.events import PowerUp, ShuffleAcknowledged, ShuffleSuspected
 from tablectl.core.games.base import DealPlan, Procedure, TableGame
-from tablectl.core.round import Rejected, TableState, step
 from tablectl.core.shuffle_integrity import nulls
 from tablectl.core.shuffle_integrity.monitor import (
     DeckUse,
@@ -39,6 +38,7 @@ from tablectl.core.shuffle_integrity.monitor import (
 )
 from tablectl.core.shuffle_integrity.pickup import AWAY, DEALER, collected_order, recipients
 from tablectl.core.shuffle_integrity.thresholds import ALPHA, TABLE_ALPHA
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.rules.cards import Card, full_deck
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from tablectl.control.protocol import (
     ShufflerSelfTestRequest,
     parse_request,
 )
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.status import Status, schema_json
 
 from .conftest import REPO, SimulatedTable

@@ -26,7 +26,7 @@ from tablectl.core.events import (
     ValidateHit,
     VoidRound,
 )
-from tablectl.core.round import HIT_HISTORY, Phase, Rejected, TableState, step
+from tablectl.core.table import HIT_HISTORY, Phase, Rejected, TableState, step
 from tablectl.rules.cards import parse_cards
 from tablectl.rules.meters import LocalMeter
 from tablectl.rules.paytables import Hand

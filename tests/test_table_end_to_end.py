@@ -9,7 +9,7 @@ import aiomqtt
 
 from tablectl import cli
 from tablectl.core.events import Settle
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 from tablectl.mqtt.relay import topic_root
 from tablectl.status import Status
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings, PolledDevice
+from tablectl.drivers.api import DeviceReport, LinkError
+from tablectl.drivers.reference.link import LinkSettings, PolledDevice
 from tablectl.drivers.reference.messages import NakReason
 from tablectl.drivers.reference.shuffler_codec import EventKind, FaultCode
 from tablectl.drivers.shoe.reference import ReferenceShoe
@@ -46,7 +47,7 @@ from tablectl.core.events import (
     ShuffleCompleted,
     ShuffleStarted,
 )
-from tablectl.core.round import Rejected, TableState, step
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.util.clock import run_virtual
 
 from .test_table_core import tcp

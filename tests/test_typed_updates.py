@@ -13,18 +13,19 @@ from typing import Any, get_args, get_type_hints
 import pytest
 from pydantic import BaseModel
 
-from tablectl.core import decks, round
+from tablectl.core import decks, table
 from tablectl.core import effects as rec
 from tablectl.core import events as ev
 from tablectl.core.events import Event
+from tablectl.core.table import state as table_state
 from tablectl.rules import meters
 from tablectl.util.frozen import replaced, trusted
 
 # Each state model and the TypedDict its `replace` takes.
 UPDATES: list[tuple[type[BaseModel], Any]] = [
-    (round.TableState, round.TableStateUpdate),
-    (round.Deal, round.DealUpdate),
-    (round.HitEntry, round.HitEntryUpdate),
+    (table.TableState, table_state.TableStateUpdate),
+    (table.Deal, table_state.DealUpdate),
+    (table.HitEntry, table_state.HitEntryUpdate),
     (decks.DeckLife, decks.DeckLifeUpdate),
     (decks.DeckEntry, decks.DeckEntryUpdate),
     (meters.LocalMeter, meters.LocalMeterUpdate),
@@ -49,7 +50,7 @@ COPIES = {
 
 def test_core_state_has_no_untyped_copy() -> None:
     """A model is copied with changes only inside the typed `replace` methods (and `bump`)."""
-    root = Path(round.__file__).parents[1]
+    root = Path(table.__file__).parents[2]
     for package in ("core", "rules"):
         for path in (root / package).rglob("*.py"):
             for line in path.read_text().splitlines():
@@ -59,10 +60,10 @@ def test_core_state_has_no_untyped_copy() -> None:
 
 # An instance of each state model, and a change of two of its fields.
 COPIED: list[tuple[BaseModel, dict[str, Any]]] = [
-    (round.TableState(game="three-card-poker"), {"phase": round.Phase.BETTING, "round_id": 2}),
-    (round.Deal(seats=(1, 2), stacks=(3, 3)), {"face_up": 1, "complete": True}),
+    (table.TableState(game="three-card-poker"), {"phase": table.Phase.BETTING, "round_id": 2}),
+    (table.Deal(seats=(1, 2), stacks=(3, 3)), {"face_up": 1, "complete": True}),
     (
-        round.HitEntry(
+        table.HitEntry(
             hit_id="1-2",
             round_id=1,
             seat=2,
@@ -77,7 +78,7 @@ COPIED: list[tuple[BaseModel, dict[str, Any]]] = [
     (decks.DeckEntry(deck_id="D1", back="red", introduced_ms=1), {"warned": True, "back": "b"}),
     (meters.LocalMeter(cents=100), {"cents": 101, "carry": 5}),
     (meters.LinkedMeter(link_id="bank"), {"cents": 5, "parameters_version": 2}),
-    (round.Counters(), {"rounds_settled": 1, "happened": ("rounds_settled",)}),
+    (table.Counters(), {"rounds_settled": 1, "happened": ("rounds_settled",)}),
 ]
 
 
@@ -101,13 +102,13 @@ def test_replaced_is_model_copy_attribute_by_attribute(
 
 
 def test_every_state_model_is_in_the_copy_check() -> None:
-    assert {type(model) for model, _ in COPIED} == {m for m, _ in UPDATES} | {round.Counters}
+    assert {type(model) for model, _ in COPIED} == {m for m, _ in UPDATES} | {table.Counters}
 
 
 def test_mypy_refuses_a_misspelt_field_and_a_wrong_type(tmp_path: Path) -> None:
     snippet = tmp_path / "snippet.py"
     snippet.write_text(
-        "from tablectl.core.round import Phase, TableState\n"
+        "from tablectl.core.table import Phase, TableState\n"
         "def f(s: TableState) -> None:\n"
         "    s.replace(phase=Phase.BETTING, round_id=s.round_id + 1)\n"
         "    s.replace(pahse=Phase.BETTING)\n"
@@ -129,31 +130,35 @@ def test_mypy_refuses_a_misspelt_field_and_a_wrong_type(tmp_path: Path) -> None:
 
 
 def test_every_counter_is_a_field() -> None:
-    fields = set(round.Counters.model_fields) - {"happened"}
-    assert set(get_args(round.CounterName)) == fields
-    assert all(round.Counters.model_fields[name].annotation is int for name in fields)
+    fields = set(table.Counters.model_fields) - {"happened"}
+    assert set(get_args(table.CounterName)) == fields
+    assert all(table.Counters.model_fields[name].annotation is int for name in fields)
 
 
 def test_counters_dump_as_the_mapping_they_replaced() -> None:
     """Only what happened, in the order each first happened: an older journal's state hashes
     were taken of that mapping, whatever order its counters came in."""
-    counters = round.Counters().bump("rounds_voided").bump("wagers_rejected")
+    counters = table.Counters().bump("rounds_voided").bump("wagers_rejected")
     counters = counters.bump("rounds_voided")
     assert counters.rounds_voided == 2 and counters.wagers_rejected == 1
     assert counters.rounds_settled == 0
     assert counters.model_dump_json() == '{"rounds_voided":2,"wagers_rejected":1}'
-    back = round.Counters.model_validate_json(counters.model_dump_json())
+    back = table.Counters.model_validate_json(counters.model_dump_json())
     assert back == counters and back.model_dump_json() == counters.model_dump_json()
-    assert round.Counters().model_dump_json() == "{}"
+    assert table.Counters().model_dump_json() == "{}"
     with pytest.raises(ValueError, match="rounds_setled"):
-        round.Counters.model_validate_json('{"rounds_setled":1}')
+        table.Counters.model_validate_json('{"rounds_setled":1}')
 
 
 def test_every_input_type_has_its_handler() -> None:
-    """The core dispatches each input on its type; none falls through to the fallback."""
-    fallback = round._apply.dispatch(object)
-    unhandled = [t for t in get_args(Event) if round._apply.dispatch(t) is fallback]
-    assert unhandled == []
+    """The dispatch table holds a handler for each input type, and for nothing else."""
+    assert set(table.HANDLERS) == set(get_args(Event))
+
+
+def test_the_dispatch_table_is_read_only() -> None:
+    """No handler is registered at run time: the table is the module's, fixed at import."""
+    with pytest.raises(TypeError):
+        table.HANDLERS[object] = table.step  # type: ignore[index]
 
 
 def _sample(annotation: Any) -> Any:
@@ -216,4 +221,4 @@ def test_trusted_refuses_what_validation_would_check_and_a_misspelt_field() -> N
     with pytest.raises(TypeError, match="needs validating"):
         trusted(rec.LinkClaim, link_id="bank")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="needs validating"):
-        trusted(round.Counters)
+        trusted(table.Counters)

@@ -10,7 +10,7 @@ from tablectl.drivers.gpio.table_io import SensorInput
 
 from tablectl import cli
 from tablectl.core.events import ChipSensed
-from tablectl.core.round import Phase
+from tablectl.core.table import Phase
 
 from .conftest import SimulatedTable
 

@@ -24,7 +24,7 @@ from tablectl.core.events import (
     ShuffleStarted,
     TableRules,
 )
-from tablectl.core.round import TableState, step
+from tablectl.core.table import TableState, step
 
 OUT = Path(__file__).with_name("lockout-rule.svg")
 EDGE = 10_000 * MS

@@ -30,6 +30,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
+from tablectl.drivers.api import (
+    CommandRefused,
+    DeviceReport,
+    FirstWord,
+    LinkDown,
+    LinkError,
+    ResetRefused,
+)
 from tablectl.drivers.reference.framing import Frame, FrameParser, ParserCounters
 from tablectl.drivers.reference.messages import (
     MAX_EVENT_ID,
@@ -62,25 +70,6 @@ from tablectl.util.reconnect import Permanent, Reconnector
 log = structlog.get_logger(__name__)
 
 
-class LinkError(Exception):
-    """The device cannot be reached or did not answer as the protocol says."""
-
-    @property
-    def summary(self) -> str:
-        """What went wrong in the same words each time it happens (journaled once per change)."""
-        return str(self)
-
-
-class LinkDown(LinkError):
-    def __init__(self, device: str, cause: str | None = None) -> None:
-        super().__init__(f"the {device} link is down" + (f": {cause}" if cause else ""))
-        self.device = device
-
-    @property
-    def summary(self) -> str:
-        return f"the {self.device} link is down"
-
-
 class LinkTimeout(LinkError):
     def __init__(self, request: Frame, attempts: int) -> None:
         super().__init__(
@@ -94,12 +83,15 @@ class LinkTimeout(LinkError):
         return f"no reply to {type_name(self.request.type)} after {self.attempts} tries"
 
 
-class NakError(LinkError):
+class NakError(CommandRefused):
+    """The device answered NAK: `code` is the protocol's reason (NakReason)."""
+
     def __init__(self, request: Frame, reason: int) -> None:
         name = NakReason(reason).name if reason in NakReason._value2member_map_ else reason
-        super().__init__(f"device refused {type_name(request.type)}: {name}")
+        super().__init__("device", type_name(request.type), str(name))
+        self.args = (f"device refused {type_name(request.type)}: {name}",)
         self.request = request
-        self.reason = reason
+        self.code = reason
 
 
 class WrongDevice(LinkError, Permanent):
@@ -131,6 +123,10 @@ class SeqCounter:
     def next(self) -> int:
         self._seq = self._seq % 255 + 1
         return self._seq
+
+    def start_at(self, seq: int) -> None:
+        """The next request takes seq + 1 (the conformance kit winds it up to the wrap)."""
+        self._seq = seq % 255
 
 
 def _resolve_none(future: asyncio.Future[Any]) -> None:
@@ -223,38 +219,6 @@ class Link:
             raise LinkTimeout(frame, self._retries + 1)
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceReport:
-    """A core input from a device, with the cursor to store in the same transaction."""
-
-    device: str
-    input: Event
-    boot_id: int | None = None
-    event_id: int | None = None  # with boot_id: the cursor this input moves to
-
-    @property
-    def cursor_key(self) -> str:
-        return cursor_key(self.device)
-
-    @property
-    def cursor_value(self) -> str | None:
-        if self.boot_id is None or self.event_id is None:
-            return None
-        return f"{self.boot_id}:{self.event_id}"
-
-
-def cursor_key(device: str) -> str:
-    return f"device.{device}.cursor"
-
-
-def parse_cursor(value: str | None) -> tuple[int, int] | None:
-    """The stored cursor (boot id, last journaled event id), or None."""
-    if not value:
-        return None
-    boot, _, event = value.partition(":")
-    return int(boot), int(event)
-
-
 class DeviceCodec(Protocol):
     """What makes a polled device a shuffler or a shoe: its events and faults as core inputs."""
 
@@ -287,19 +251,6 @@ class DeviceCodec(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class FirstWord:
-    """What a device said first after this start, once every event it held is journaled: the
-    facts that settle a command the journal says was issued to it (core/recovery.py)."""
-
-    device: str
-    boot_id: int
-    cursor_boot_id: int | None  # the boot of the cursor the journal kept (None: none yet)
-    state: str
-    acting: bool
-    events_held: int  # events past the journal's cursor it reported since this start
-
-
-@dataclass(frozen=True, slots=True)
 class LinkSettings:
     address: int = 1
     poll_interval_ms: int = 150
@@ -323,10 +274,6 @@ FAST_POLL_S = 0.010
 # take well under a millisecond on USB; a deal of 21 cards at 5 ms a card polls about 35
 # times instead of 10.
 AWAITED_POLL_S = 0.003
-
-
-class ResetRefused(LinkError):
-    """The link cannot be reset now; the message says why and what to do instead."""
 
 
 @dataclass

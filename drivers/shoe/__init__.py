@@ -1,1 +1,1 @@
-"""Automated dealing shoes: what the core needs of one (base), and one module per protocol."""
+"""Dealing shoes: one module per protocol (what the table needs of one: drivers/api.py)."""

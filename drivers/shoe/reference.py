@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tablectl.drivers.reference.link import DeviceReport, LinkError, LinkSettings, PolledDevice
+from tablectl.drivers.api import DeviceReport, LinkError
+from tablectl.drivers.reference.link import LinkSettings, PolledDevice
 from tablectl.drivers.reference.messages import MsgType, type_name
 from tablectl.drivers.reference.shoe_codec import ShoeCodec, encode_deal
 from tablectl.drivers.transport.base import Connector, TraceWriter

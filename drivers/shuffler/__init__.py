@@ -1,1 +1,1 @@
-"""Card shufflers: what the core needs of one (base), and one module per protocol."""
+"""Card shufflers: one module per protocol (what the table needs of one: drivers/api.py)."""

@@ -5,13 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tablectl.drivers.reference.link import (
-    DeviceReport,
-    LinkError,
-    LinkSettings,
-    NakError,
-    PolledDevice,
-)
+from tablectl.drivers.api import DeviceReport, LinkError
+from tablectl.drivers.reference.link import LinkSettings, NakError, PolledDevice
 from tablectl.drivers.reference.messages import (
     MsgType,
     NakReason,
@@ -64,7 +59,7 @@ class ReferenceShuffler(PolledDevice):
         try:
             reply = await self.command(MsgType.DECK)
         except NakError as exc:
-            if exc.reason == NakReason.UNKNOWN_TYPE:
+            if exc.code == NakReason.UNKNOWN_TYPE:
                 return None
             raise
         try:
@@ -81,7 +76,7 @@ class ReferenceShuffler(PolledDevice):
         try:
             reply = await self.command(request)
         except NakError as exc:
-            why = _REFUSALS.get(exc.reason)
+            why = _REFUSALS.get(exc.code)
             if why is None:
                 raise
             raise LinkError(f"the shuffler refused {request.name}: {why}") from None

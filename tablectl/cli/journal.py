@@ -361,7 +361,7 @@ def _recover(args: argparse.Namespace) -> int:
 
 def _recover_stopped(args: argparse.Namespace, config: TableConfig, store: Store) -> int:
     from tablectl.core.events import JournalRecovered
-    from tablectl.core.round import Rejected, TableState, step
+    from tablectl.core.table import Rejected, TableState, step
     from tablectl.service.dispatcher import journal_entries, journal_input
 
     backends = list(config.mqtt.backends)

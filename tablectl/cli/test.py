@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from typing import Any
 
@@ -20,9 +21,11 @@ from tablectl.cli.common import (
     Number,
     WholeNumber,
     fail,
+    path_arg,
     person,
     socket_args,
     socket_path,
+    text,
 )
 from tablectl.control import client
 from tablectl.control.protocol import DECK_CARDS, TEST_TIMEOUT_MOST_S
@@ -37,6 +40,14 @@ TIMEOUT = Number(
     "seconds to wait at each step",
     Limit(0, TEST_TIMEOUT_MOST_S, "the walk test requests' timeout_s", low_open=True),
 )
+
+
+@text
+def _NAME(given: str) -> str:
+    """A driver's or a scenario's name: lower-case letters, digits, - _ ."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,62}", given):
+        raise argparse.ArgumentTypeError(f"{given!r}: a name of lower-case letters, digits, - _ .")
+    return given
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,6 +69,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--cards", type=TEST_CARDS, default=5, help="how many cards it deals, 1-52 (default 5)"
     )
     end = test_sub.add_parser("end", help="end a walk test left running (the table reopens)")
+    driver = test_sub.add_parser(
+        "driver",
+        help="a shuffler driver's conformance: the hostile scenarios on it and its simulator",
+    )
+    driver.add_argument(
+        "driver", type=_NAME, help="the installed driver (as a config's driver = NAME)"
+    )
+    driver.add_argument(
+        "--scenario", type=_NAME, action="append", help="run only this scenario (again for more)"
+    )
+    driver.add_argument("--markdown", type=path_arg, help="also write the report to this file")
+    driver.add_argument("--json", action="store_true")
+    driver.set_defaults(handler=_driver)
     for sp in (sensors, lockout, shoe):
         sp.add_argument(
             "--timeout",
@@ -106,6 +130,43 @@ def _resolution(ns: int) -> str:
     if ns < 1_000_000:
         return f"{ns / 1000:g} us"
     return f"{ns / 1_000_000:g} ms"
+
+
+def _driver(args: argparse.Namespace) -> int:
+    """The conformance kit (tablectl/conformance/kit.py) on a driver: its report, exit 1 if a
+    scenario failed."""
+    import asyncio
+
+    from tablectl.drivers.api import UnknownDriver
+
+    from tablectl.conformance import kit
+
+    unknown = sorted(set(args.scenario or ()) - {s.name for s in kit.SCENARIOS})
+    if unknown:
+        names = ", ".join(s.name for s in kit.SCENARIOS)
+        return fail(args, f"no scenario {', '.join(unknown)}; one of {names}", EXIT_BAD_INPUT)
+    try:
+        results = asyncio.run(kit.run_all(args.driver, only=args.scenario))
+        text = kit.report(args.driver, results)
+    except (UnknownDriver, LookupError) as exc:
+        return fail(args, str(exc), EXIT_BAD_INPUT)
+    if args.markdown is not None:
+        args.markdown.write_text(text, encoding="utf-8")
+    failed = [r.scenario for r in results if r.outcome == "fail"]
+    if args.json:
+        rows = [
+            {
+                "scenario": r.scenario,
+                "expected": r.expected,
+                "outcome": r.outcome,
+                "detail": r.detail,
+            }
+            for r in results
+        ]
+        print(json.dumps({"ok": not failed, "driver": args.driver, "results": rows}))
+    else:
+        print(text, end="")
+    return EXIT_REFUSED if failed else EXIT_OK
 
 
 def _test(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ from tablectl.control.protocol import (
     to_input,
 )
 from tablectl.control.service import TableService
-from tablectl.core.round import Rejected
+from tablectl.core.table import Rejected
 from tablectl.status import ControlStats, Devices
 from tablectl.util.instance_lock import OwnedPath
 from tablectl.util.logs import Throttled

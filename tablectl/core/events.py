@@ -9,12 +9,14 @@ the edge happened; the core compares them but never reads a clock.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from tablectl.core.compat import later
 from tablectl.core.games import GameConfig
+from tablectl.core.games.base import TableGame
 from tablectl.rules.cards import Card, parse_cards
 
 
@@ -113,6 +115,23 @@ class TableRules(BaseModel):
     revision: int = Field(default=RULES_REVISION, ge=1, le=RULES_REVISION)
     # The progressive wager is on a link: its meter is the link controller's.
     link: LinkRules | None = later(None)
+
+    # The game of these rules, built once per rules object: the shell steps with one rules
+    # object (its power-up's) for as long as it runs, and building the game at every step
+    # (with what it works out once, its meter and paytables) was ~16 us of a cold one. The memo
+    # lives on the object the caller holds, not in the core's modules: a cached_property is no
+    # field, and pydantic leaves it out of validation, dumps, equality and hash. A copy with
+    # fields updated carries its original's memo, so the memo keeps the config it was built
+    # from and serves only while that is still this object's game.
+    @cached_property
+    def game_built(self) -> tuple[GameConfig, TableGame]:
+        return self.game, self.game.table_game()
+
+    @property
+    def table_game(self) -> TableGame:
+        """This table's game (core/games): what the round core asks of it."""
+        built, game = self.game_built
+        return game if built is self.game else self.game.table_game()
 
 
 class PowerUp(Input):

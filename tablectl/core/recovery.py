@@ -11,7 +11,7 @@ acting goes on, and its events decide. Anything else cannot show what it did: fo
 the round is void under the game's section for a shoe that fails to deal (649a.13(f),
 653a.13(f), 643a.13(f)).
 
-SHUFFLE needs no proof: a power-up forgets the deck (`round._unverify`), so what the shuffler
+SHUFFLE needs no proof: a power-up forgets the deck (`table.state.unverify`), so what the shuffler
 did before is journaled stale and a new shuffle is asked for whatever it did (649a.5(b),
 649a.13(e)); a shuffler still shuffling refuses it (BUSY) and is asked again. COUNT is a
 technician's diagnostic: it changes nothing and the journal never records it.

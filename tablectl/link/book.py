@@ -18,16 +18,13 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
 
-from tablectl.core.effects import JackpotValidated
-from tablectl.link.contract import (
-    UNITS_PER_CENT,
-    Award,
-    LevelParameters,
+from tablectl.core.effects import (
+    JackpotValidated,
     LinkClaim,
     LinkContribution,
     LinkContributionReversed,
-    LinkDefinition,
 )
+from tablectl.link.terms import UNITS_PER_CENT, Award, LevelParameters, LinkDefinition
 from tablectl.rules.meters import LocalMeter
 
 EventKind = Literal[

@@ -19,14 +19,14 @@ from pydantic.json_schema import models_json_schema
 
 from tablectl.core.effects import RECORD_TYPES, Record
 from tablectl.core.games import GameConfig
-from tablectl.core.round import HitEntry
+from tablectl.core.table import HitEntry
 from tablectl.mqtt.client import MAX_PACKET_BYTES
+from tablectl.mqtt.message import ID_PATTERN as ID_PATTERN
+from tablectl.mqtt.message import Message as Message
 from tablectl.records.pace import Pace
 
 VERSION = 1
 TOPIC_PREFIX = f"tablectl/v{VERSION}"
-# Topic levels we put ids into: no MQTT wildcard or separator can hide in them.
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 MAX_INBOUND_BYTES = 4096  # every inbound message is a few dozen bytes; more is refused unread
 CommandName = Literal["replay", "resync"]
 COMMANDS: tuple[str, ...] = ("replay", "resync")
@@ -34,10 +34,6 @@ COMMANDS: tuple[str, ...] = ("replay", "resync")
 
 def topic_root(site: str, table: str) -> str:
     return f"{TOPIC_PREFIX}/{site}/{table}"
-
-
-class Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 # --- table -> backend ----------------------------------------------------------------------

@@ -134,7 +134,7 @@ ROUTES: dict[type[Record], tuple[Sheet, ...]] = {
     rec.LinkUp: (Sheet.DEVICE_EVENTS,),
 }
 
-# The `by` of what the table did by itself, not a person (core/round.py voids a round the
+# The `by` of what the table did by itself, not a person (core/table/ voids a round the
 # shoe spoiled with by="shoe"): such rows are not control actions.
 AUTOMATIC_BY = frozenset({"shoe", "shuffler", "table"})
 

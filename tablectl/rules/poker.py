@@ -182,7 +182,9 @@ def prepare_seven_card_evaluation() -> None:
 
 def best_of(codes: Sequence[int]) -> int:
     """Value of the best five-card hand among five to seven cards (653a.11(g), 649a.11(c)(6))."""
-    if len(codes) == 7:
+    # The rank table pays off over many hands (analysis); until someone built it, a table's one
+    # hand is 21 five-card lookups: building it at a settlement would hold the loop a second.
+    if len(codes) == 7 and _seven_without_flush.cache_info().currsize:
         suits = [c & 0xF000 for c in codes]
         if max(map(suits.count, set(suits))) < 5:
             # No flush possible: the best hand depends on the ranks alone.

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from tablectl.core import decks
 from tablectl.core.events import DeckRules
 from tablectl.core.games.base import DECK_SIZE, Procedure, TableGame
-from tablectl.core.round import Phase, TableState
+from tablectl.core.table import Phase, TableState
 from tablectl.service.faults import WHO
 from tablectl.status import DecksView, DeckView, FaultView, Stops
 

@@ -5,21 +5,36 @@ command only the devices can refuse (a deal with the shoe's link down), asks the
 shuffle while the core wants a deck (backing off while it refuses), has the shoe deal, reads
 the deck a shuffler reports, and resets a link a technician clears. Each device's report
 reaches the core through the dispatcher's queue (`post_report`); the device hears that it was
-taken once its commit is on disk (`acknowledge`).
+taken once its commit is on disk (`acknowledge`). Drivers are found by name
+(tablectl.drivers.api): nothing here names one; the daemon is one `DeviceHost`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import structlog
 from pydantic import ValidationError
+from tablectl.drivers.api import (
+    DeviceDriver,
+    DeviceReport,
+    DriverContext,
+    LinkDown,
+    LinkError,
+    Role,
+    ShufflerDiagnostics,
+    cursor_key,
+    load_driver,
+    parse_cursor,
+)
+from tablectl.drivers.api import ShoeDriver as Shoe
+from tablectl.drivers.transport.base import TraceWriter
 
-from tablectl.config import TableConfig
+from tablectl.config import DeviceSection, TableConfig
 from tablectl.control.protocol import (
     ShufflerCount,
     ShufflerCountRequest,
@@ -40,18 +55,7 @@ from tablectl.core.events import (
     ShuffleRequestFailed,
     TableRules,
 )
-from tablectl.core.round import Rejected, TableState
-from tablectl.drivers import registry
-from tablectl.drivers.reference.link import (
-    DeviceReport,
-    LinkDown,
-    LinkError,
-    cursor_key,
-    parse_cursor,
-)
-from tablectl.drivers.shoe.base import Shoe
-from tablectl.drivers.shuffler.base import Shuffler
-from tablectl.drivers.transport.base import TraceWriter
+from tablectl.core.table import Rejected, TableState
 from tablectl.service.recovery import PowerUpRecovery
 from tablectl.service.waits import WaitWatch
 from tablectl.store.journal import Store
@@ -62,29 +66,32 @@ SHUFFLE_RETRY_MAX_S = 30.0  # a refused SHUFFLE is asked again, backing off up t
 DEAL_LINK_WAIT_S = 10.0  # a deal waits this long for the shoe's link before it fails
 
 
-class Submit(Protocol):
-    """The dispatcher's way in for a command: the rows it journaled; raises Rejected."""
+class DeviceHost(Protocol):
+    """What the supervisor needs of the daemon it serves (service/daemon.py is one)."""
 
-    def __call__(
+    @property
+    def state(self) -> TableState | None:
+        """The table as its last committed step left it."""
+        ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def post(self, event: Event) -> None:
+        """Queue an input from the table's own side (a refused shuffle, a failed deal)."""
+        ...
+
+    def post_report(self, report: DeviceReport) -> None:
+        """Queue a device's report; `acknowledge` follows its commit."""
+        ...
+
+    def submit(
         self, event: Event, *, kv: dict[str, str] | None = None
-    ) -> Awaitable[list[dict[str, Any]]]: ...
-
-
-@runtime_checkable
-class ShufflerDiagnostics(Protocol):
-    """What a shuffler driver provides for `tablectl shuffler count` and `self-test`.
-
-    The reference driver has both (COUNT and SELF_TEST, docs/protocols/shuffler.md); a vendor's
-    driver without them leaves the technician told that it cannot.
-    """
-
-    async def count_deck(self) -> tuple[int, int]:
-        """Count the cards the shuffler holds: (counted, expected)."""
+    ) -> Awaitable[list[dict[str, Any]]]:
+        """A command, journaled: the rows; raises Rejected."""
         ...
 
-    async def self_test(self) -> tuple[bool, str]:
-        """Run the device's self-test: (passed, the device's report)."""
-        ...
+    def wall_clock_ms(self) -> int: ...
 
 
 class DeviceSupervisor:
@@ -94,26 +101,16 @@ class DeviceSupervisor:
         self,
         config: TableConfig,
         rules: TableRules,
+        host: DeviceHost,
         *,
         boot_id: str,
-        post: Callable[[Event], None],
-        post_report: Callable[[DeviceReport], None],
-        submit: Submit,
-        state: Callable[[], TableState | None],
-        stopping: Callable[[], bool],
-        wall_clock_ms: Callable[[], int],
         shuffle_retry_s: float = 1.0,
     ) -> None:
         self._config = config
         self._rules = rules
         self._boot_id = boot_id
-        self._post = post
-        self._post_report = post_report
-        self._submit = submit
-        self._state = state
-        self._stopping = stopping
-        self._wall_clock_ms = wall_clock_ms
-        self.drivers: dict[str, Shuffler | Shoe] = {}
+        self._host = host
+        self.drivers: dict[str, DeviceDriver] = {}
         self._traces: dict[str, TraceWriter] = {}
         self.shoe: Shoe | None = None
         self._tasks: asyncio.TaskGroup | None = None
@@ -124,7 +121,7 @@ class DeviceSupervisor:
         self._shuffle_backoff = Backoff(initial_s=shuffle_retry_s, max_s=SHUFFLE_RETRY_MAX_S)
         self._shuffle_requests = 0  # shuffle requests from the core so far: a new one is news
         # What each device says first after this start settles a command in flight to it.
-        self.recovery = PowerUpRecovery(post)
+        self.recovery = PowerUpRecovery(host.post)
         # How long the table has waited for each device's command (service/waits.py).
         timeouts = {"shuffler": float(config.shuffler.stall_timeout_s)}
         if config.shoe is not None:
@@ -132,26 +129,33 @@ class DeviceSupervisor:
         self.waits = WaitWatch(timeouts)
 
     def open(self, store: Store, usb_backend: Any) -> None:
-        """Each device's driver, going on from the journal's cursor."""
+        """Each device's driver (found by name, tablectl.drivers.api), going on from the
+        journal's cursor."""
         cfg = self._config
-        self.shuffler: Shuffler = registry.make_shuffler(
-            cfg.shuffler.driver_settings(),
-            self.post_report,
-            cursor=parse_cursor(store.get(cursor_key("shuffler"))),
-            trace=self._trace("shuffler", cfg.shuffler.trace_file),
-            usb_backend=usb_backend,
+        make_shuffler = load_driver(cfg.shuffler.driver, "shuffler").shuffler
+        assert make_shuffler is not None  # load_driver checked it
+        self.shuffler = make_shuffler(
+            cfg.shuffler.settings, self._context("shuffler", cfg.shuffler, store, usb_backend)
         )
         self.drivers["shuffler"] = self.shuffler
         if cfg.shoe is not None:
-            self.shoe = registry.make_shoe(
-                cfg.shoe.driver_settings(),
-                self.post_report,
-                cursor=parse_cursor(store.get(cursor_key("shoe"))),
-                trace=self._trace("shoe", cfg.shoe.trace_file),
-                usb_backend=usb_backend,
+            make_shoe = load_driver(cfg.shoe.driver, "shoe").shoe
+            assert make_shoe is not None
+            self.shoe = make_shoe(
+                cfg.shoe.settings, self._context("shoe", cfg.shoe, store, usb_backend)
             )
             self.drivers["shoe"] = self.shoe
         self.recovery.watch(self.drivers)
+
+    def _context(
+        self, role: Role, section: DeviceSection, store: Store, usb_backend: Any
+    ) -> DriverContext:
+        return DriverContext(
+            emit=self.post_report,
+            cursor=parse_cursor(store.get(cursor_key(role))),
+            trace=self._trace(role, section.trace_file),
+            extras={"usb_backend": usb_backend},
+        )
 
     def start(self, tasks: asyncio.TaskGroup) -> None:
         self._tasks = tasks
@@ -174,9 +178,9 @@ class DeviceSupervisor:
 
     def post_report(self, report: DeviceReport) -> None:
         trace = self._traces.get(report.device)
-        if trace is not None and not self._stopping():
+        if trace is not None and not self._host.stopping:
             trace.input(report.input.TYPE + " " + report.input.model_dump_json())
-        self._post_report(report)
+        self._host.post_report(report)
 
     def acknowledge(self, report: DeviceReport) -> None:
         """The report is on disk: the device may forget it."""
@@ -187,7 +191,7 @@ class DeviceSupervisor:
 
     def stalls(self) -> list[Event]:
         """The waits that have become stalls now (service/waits.py), for the core."""
-        state = self._state()
+        state = self._host.state
         if state is None:
             return []
         return list(self.waits.check(state, self.health()))
@@ -197,7 +201,7 @@ class DeviceSupervisor:
     def check_command(self, event: Event) -> Event:
         """What only the devices can say about a command, refused before it is journaled;
         the command as it is journaled (a deal names the shoe's boot it goes to)."""
-        shoe, state = self.shoe, self._state()
+        shoe, state = self.shoe, self._host.state
         if shoe is None or state is None or state.shoe_out_of_order:
             return event
         if isinstance(event, DealRequested | ShoeCleared) and not shoe.link_up:
@@ -233,7 +237,7 @@ class DeviceSupervisor:
             device=device, boot_id=boot, from_event_id=journaled, to_event_id=last, by=by
         )
         # The new cursor is committed with the reset: a restart goes on from there too.
-        rows = await self._submit(reset, kv={cursor_key(device): f"{boot}:{last}"})
+        rows = await self._host.submit(reset, kv={cursor_key(device): f"{boot}:{last}"})
         driver.reset_to(boot, last)
         return rows
 
@@ -289,8 +293,8 @@ class DeviceSupervisor:
         backoff = self._shuffle_backoff
 
         def wanted() -> bool:
-            state = self._state()
-            return state is not None and state.shuffle_requested and not self._stopping()
+            state = self._host.state
+            return state is not None and state.shuffle_requested and not self._host.stopping
 
         asked = -1
         while wanted():
@@ -312,7 +316,7 @@ class DeviceSupervisor:
                 if why != told:
                     log.warning("shuffle request refused", error=why)
                     told = why
-                    self._post(ShuffleRequestFailed(reason=why, retrying=True))
+                    self._host.post(ShuffleRequestFailed(reason=why, retrying=True))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff.next_delay()):
                     await self._shuffle_wanted.wait()  # or sooner, when the core asks anew
@@ -334,7 +338,7 @@ class DeviceSupervisor:
                 else str(exc)
             )
             log.warning("deal request failed", error=why)
-            self._post(DealRequestFailed(reason=why))
+            self._host.post(DealRequestFailed(reason=why))
             return why
 
     async def _deck_from_shuffler(self, opened: bool) -> None:
@@ -348,14 +352,14 @@ class DeviceSupervisor:
         except LinkError as exc:
             log.warning("the shuffler's deck could not be read", error=str(exc))
             return
-        state = self._state()
+        state = self._host.state
         if deck is None or state is None:
             return
         if state.deck.find(deck[0]) is not None:
             if opened and deck[0] != state.deck.round_deck:
                 # 649a.3(b)(3): the round opened on another deck than the one due.
                 with contextlib.suppress(Rejected):
-                    await self._submit(
+                    await self._host.submit(
                         DeckInPlay(deck_id=deck[0], source="shuffler", by="shuffler")
                     )
             return
@@ -366,11 +370,11 @@ class DeviceSupervisor:
             introduced = DeckIntroduced(
                 deck_id=deck[0],
                 back=deck[1],
-                at_ms=self._wall_clock_ms(),
+                at_ms=self._host.wall_clock_ms(),
                 replaces=shuffled if full else None,
                 source="shuffler",
                 by="shuffler",
             )
-            await self._submit(introduced)
+            await self._host.submit(introduced)
         except (ValidationError, Rejected) as exc:
             log.warning("the shuffler's deck was not introduced", deck=deck, error=str(exc))

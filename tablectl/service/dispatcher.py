@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import queue
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -37,11 +36,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import structlog
+from tablectl.drivers.api import DeviceReport
 
 from tablectl.core.effects import Effect, Record
 from tablectl.core.events import Event, LockoutPressed, TableRules
-from tablectl.core.round import Rejected, TableState, step
-from tablectl.drivers.reference.link import DeviceReport
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.store.journal import JournalRow, StepCommit, StepInput, Store
 from tablectl.util.faultpoint import fault_point
 from tablectl.util.slices import Slices
@@ -269,7 +268,6 @@ class Dispatcher:
         once a batch is on disk."""
         self._store, self.state, self._head = store, state, state
         self._after = after
-        sys.setswitchinterval(GIL_SWITCH_S)  # the process's: the daemon is its only user
         self._loop = asyncio.get_running_loop()
         self._failure = self._loop.create_future()
 

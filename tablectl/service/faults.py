@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tablectl.core.round import Phase, RefusedEvent, StuckCause, StuckInput, TableState
-from tablectl.core.stalls import Stall
 from tablectl.drivers.reference.messages import MAX_EVENT_ID
+
+from tablectl.core.stalls import Stall
+from tablectl.core.table import Phase, RefusedEvent, StuckCause, StuckInput, TableState
 from tablectl.rules.irregularities import Irregularity, NotApplicable, rule_on
 from tablectl.status import KNOWN_DEVICES, BrokerLink, DeviceStatus, FaultView, Stops
 from tablectl.util.money import dollars

@@ -30,7 +30,7 @@ from tablectl.core.events import (
     LinkParametersHeard,
 )
 from tablectl.core.link_watch import LinkWatch
-from tablectl.core.round import TableState
+from tablectl.core.table import TableState
 from tablectl.link.contract import (
     ClaimAnswer,
     ClaimAnswers,

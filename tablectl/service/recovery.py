@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from tablectl.drivers.api import DeviceDriver, FirstWord
+
 from tablectl.core.events import DeviceResumed, Event
-from tablectl.drivers.reference.link import FirstWord
-from tablectl.drivers.shoe.base import Shoe
-from tablectl.drivers.shuffler.base import Shuffler
 
 
 def device_resumed(word: FirstWord) -> DeviceResumed:
@@ -34,9 +33,9 @@ class PowerUpRecovery:
 
     def __init__(self, post: Callable[[Event], None]) -> None:
         self._post = post
-        self._devices: dict[str, Shuffler | Shoe] = {}
+        self._devices: dict[str, DeviceDriver] = {}
 
-    def watch(self, devices: Mapping[str, Shuffler | Shoe]) -> None:
+    def watch(self, devices: Mapping[str, DeviceDriver]) -> None:
         for name, driver in devices.items():
             self._devices[name] = driver
             driver.on_first_word(self._heard)

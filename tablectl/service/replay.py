@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tablectl.core.events import PowerUp, TableRules, input_from_journal
-from tablectl.core.round import Rejected, TableState, step
+from tablectl.core.table import Rejected, TableState, step
 from tablectl.service.dispatcher import journal_entries
 from tablectl.store.journal import InputRow, JournalRow, canonical_json, state_hash
 

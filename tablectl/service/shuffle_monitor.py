@@ -28,9 +28,9 @@ import structlog
 from tablectl.config import TableConfig
 from tablectl.core.events import Event, ShuffleSuspected
 from tablectl.core.games.base import DealPlan, TableGame
-from tablectl.core.round import TableState
 from tablectl.core.shuffle_integrity.monitor import DeckUse, ShuffleMonitor, UseReport, card_index
 from tablectl.core.shuffle_integrity.pickup import collected_order, recipients
+from tablectl.core.table import TableState
 from tablectl.status import FaultView, Stops
 from tablectl.store.journal import JournalRow
 

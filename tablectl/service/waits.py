@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tablectl.core.events import CommandStalled
-from tablectl.core.round import TableState, waits
 from tablectl.core.stalls import Awaited, Wait
+from tablectl.core.table import TableState, waits
 from tablectl.status import WaitView
 
 # A device that says it is done while the table waits this long for its completion has lost

@@ -18,6 +18,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal, Protocol
 
+from tablectl.drivers.api import ShoeDriver as Shoe
+from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
+
 from tablectl.config import TableConfig
 from tablectl.control.protocol import (
     TestBeginRequest,
@@ -39,9 +42,7 @@ from tablectl.core.events import (
     ShoeFault,
     ShoeStackDealt,
 )
-from tablectl.core.round import Rejected, TableState
-from tablectl.drivers.gpio.table_io import SensorInput, TableGpio
-from tablectl.drivers.shoe.base import Shoe
+from tablectl.core.table import Rejected, TableState
 from tablectl.service.dispatcher import StepObserver
 
 ShoeReport = ShoeCard | ShoeStackDealt | ShoeDealCompleted | ShoeFault
@@ -133,7 +134,7 @@ class WalkTest:
 
     async def shoe(self, table: TableUnderTest, cards: int, timeout_s: float) -> dict[str, Any]:
         """Have the shoe deal `cards` cards in one stack; report each card it read."""
-        from tablectl.drivers.reference.link import LinkError
+        from tablectl.drivers.api import LinkError
 
         assert table.shoe is not None
         reports: asyncio.Queue[ShoeReport] = asyncio.Queue()

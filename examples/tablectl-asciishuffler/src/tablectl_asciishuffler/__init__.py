@@ -1,0 +1,1 @@
+"""A tablectl driver for the ACME line shuffler (line-based ASCII), with its simulator."""

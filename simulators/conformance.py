@@ -1,0 +1,114 @@
+"""The reference shuffler's simulator as the conformance kit drives it (tablectl.conformance;
+the reference driver names it as `Driver.simulator`)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from tablectl.drivers.api import ShufflerDriver
+from tablectl.drivers.reference.link import PolledDevice
+from tablectl.drivers.reference.messages import DeviceEvent, Identity, MsgType
+from tablectl.drivers.reference.shuffler_codec import FaultCode, ShufflerState
+from tablectl.simulators.faults import LineFaults
+from tablectl.simulators.shuffler import ShufflerSimulator
+
+from tablectl.rules.cards import full_deck
+
+_COMMANDS = {
+    "identify": MsgType.IDENTIFY,
+    "status": MsgType.POLL,
+    "shuffle": MsgType.SHUFFLE,
+    "count": MsgType.COUNT,
+}
+NOISE = b"\x55\xaa\x02\x01\x07\x00"  # a start byte and a header that leads nowhere
+
+
+class _Noisy(LineFaults):
+    def __call__(self, data: bytes) -> list[bytes]:
+        return super().__call__(NOISE + data)
+
+
+class KitShuffler(ShufflerSimulator):
+    """The reference simulator with the kit's knobs (implements api.ShufflerSimulator)."""
+
+    def __init__(self) -> None:
+        super().__init__(shuffle_ms=30, rng=random.Random(28))
+        self._counts: list[int] = []
+        self._jam_in_status = False
+        self._close_on: int | None = None
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> dict[str, Any]:
+        self._server = await self.serve_tcp()
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return {"port": f"socket://{host}:{port}", "poll_interval_ms": 100}
+
+    def close(self) -> None:
+        super().close()
+        self.hang_up()
+        if self._server is not None:
+            self._server.close()
+
+    def idle(self) -> bool:
+        return self.state is not ShufflerState.SHUFFLING and not self.events
+
+    def next_counts(self, counts: Sequence[int]) -> None:
+        self._counts = list(counts)
+
+    def jam_next(self, *, by_event: bool) -> None:
+        if by_event:
+            self.knobs.jam_next_shuffle = True
+        else:
+            self._jam_in_status = True
+
+    def restate_last(self) -> None:
+        boot, last = self.history[-1]
+        if boot == self.boot_id:
+            other = 51 if last.arg != 51 else 52
+            self._restate = DeviceEvent(last.event_id, last.kind, other)
+
+    def silent(self, on: bool) -> None:
+        self.line.drop = 1_000_000 if on else 0
+
+    def garbage(self, on: bool) -> None:
+        self.line = _Noisy() if on else LineFaults()
+
+    def close_on(self, command: str) -> None:
+        self._close_on = _COMMANDS[command]
+
+    def swap(self, serial: str) -> None:
+        self.identity = Identity(self.identity.model, serial, self.identity.firmware)
+        self.reboot()
+        self.hang_up()
+
+    def wind_seq(self, driver: ShufflerDriver) -> None:
+        assert isinstance(driver, PolledDevice)
+        driver.seq.start_at(250)
+
+    def _execute(self, request: Any) -> Any:
+        reply = super()._execute(request)
+        if request.type == self._close_on:
+            self._close_on = None
+            self.hang_up()  # it did what it was asked; the cable went before the answer
+        return reply
+
+    async def _shuffle(self) -> None:
+        deck = list(full_deck())
+        if self._counts:
+            n = self._counts.pop(0)
+            self.deck = deck[:n] if n <= len(deck) else deck + deck[: n - len(deck)]
+        else:
+            self.deck = deck
+        if self._jam_in_status:
+            self._jam_in_status = False
+            await asyncio.sleep(self.shuffle_ms / 1000)
+            self.fail(FaultCode.JAM, as_event=False)
+            return
+        await super()._shuffle()
+
+
+def shuffler() -> KitShuffler:
+    return KitShuffler()

@@ -1,0 +1,1 @@
+"""The repository's own development tools (not installed with tablectl)."""
