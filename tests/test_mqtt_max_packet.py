@@ -13,8 +13,10 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import mqtt5
 import pytest
 from tablectl.simulators.broker import PrivateBroker
+from tablectl.simulators.scripted_broker import Script, ScriptedBroker
 
 from tablectl.core.events import ChipSensed
 from tablectl.core.table import Phase
@@ -107,3 +109,35 @@ async def test_a_retained_message_larger_than_the_broker_takes_is_a_fault_and_ro
             assert len(shown) == len(too_large)
             # What fits went out: status (online) always does.
             assert table.backend.status is not None
+
+
+@pytest.mark.parametrize(
+    ("script", "cause"),
+    [
+        (Script(max_qos=mqtt5.QoS.AT_MOST_ONCE), "QoS 0 only"),
+        (Script(max_packet_size=350), "at most 350 bytes"),
+    ],
+)
+async def test_an_unsuitable_broker_is_a_refusal_said_goodbye_to_with_nothing_sent(
+    tmp_path: Path, script: Script, cause: str
+) -> None:
+    # The table on a scripted broker that says these limits; its backend on Mosquitto.
+    with PrivateBroker() as broker:
+        async with ScriptedBroker(script) as scripted:
+            mqtt: dict[str, object] = {"port": scripted.port, "reconnect_max_s": 1}
+            async with simulated_table(broker, tmp_path / "data", mqtt=mqtt) as table:
+                relay = table.daemon.relay
+                reconnects = relay.reconnector.counters
+                await table.daemon.wait_until(lambda s: s.delivery_fault is not None, UNTIL_S)
+                await _until(lambda: reconnects.refusals >= 2)
+                fault = table.state.delivery_fault
+                assert fault is not None and cause in fault, fault
+                assert reconnects.failures == reconnects.refusals  # each attempt a refusal
+                assert relay.counters.connects == 0
+                assert relay.counters.brokers_unsuitable == reconnects.refusals
+                # Each connection: CONNECT, then DISCONNECT (no will), nothing published.
+                connections = list(scripted.connections)
+                assert len(connections) >= 2
+                for connection in connections[:-1]:
+                    assert connection.publishes() == []
+                    assert len(connection.of(mqtt5.DisconnectPacket)) == 1
