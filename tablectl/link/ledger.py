@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
@@ -57,6 +57,7 @@ from tablectl.link.contract import (
 )
 
 Connection = AsyncConnection[TupleRow]
+Cursor = AsyncCursor[TupleRow]
 MIGRATIONS_PACKAGE = "tablectl.link.migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 EVENT_COLUMNS = (
@@ -265,7 +266,7 @@ class _SyncWaitWatch:
 
 @contextlib.asynccontextmanager
 async def replicated_transaction(
-    conn: Connection, *, require_standby: bool = False
+    conn: Connection, *, require_standby: bool = False, pipeline: bool = False
 ) -> AsyncIterator[None]:
     """A write transaction whose COMMIT returns only once the synchronous standby has it.
 
@@ -279,11 +280,20 @@ async def replicated_transaction(
     COMMIT that returned on a server no longer asking for a synchronous standby is unknown
     too: that is how a waiting COMMIT returns on an old primary whose settings were reset
     (Patroni coming back on a primary whose Patroni had died, before it demotes it).
+
+    With `pipeline`, the transaction runs in libpq's pipeline mode: BEGIN, every statement
+    the body sends before it reads a result, and the COMMIT go to the server together, so a
+    transaction costs one round trip per result it waits for, not one per statement (the
+    statements, their order and the transaction are the same; on a loaded floor server each
+    round trip is a wake-up of two processes).
     """
     with _SyncWaitWatch(conn) as watch:
-        async with conn.transaction():
-            yield
-            await conn.execute("SET LOCAL statement_timeout = 0")
+        async with contextlib.AsyncExitStack() as stack:
+            if pipeline:
+                await stack.enter_async_context(conn.pipeline())
+            async with conn.transaction():
+                yield
+                await conn.execute("SET LOCAL statement_timeout = 0")
         if watch.cancelled:
             raise OutcomeUnknown(
                 "the server committed without its synchronous standby's confirmation"
@@ -310,7 +320,7 @@ async def confirm_replicated(conn: Connection, *, by: str, require_standby: bool
 
     It writes the controller's row in link_controller: PostgreSQL makes a COMMIT that wrote
     nothing wait for no standby (migration 0003)."""
-    async with replicated_transaction(conn, require_standby=require_standby):
+    async with replicated_transaction(conn, require_standby=require_standby, pipeline=True):
         await conn.execute(
             "INSERT INTO link_controller (controller_id, confirmed_at) VALUES (%s, now())"
             " ON CONFLICT (controller_id) DO UPDATE SET confirmed_at = EXCLUDED.confirmed_at",
@@ -390,14 +400,24 @@ async def _locked_links(conn: Connection, link_ids: Iterable[str]) -> dict[str, 
     return {r[0]: _link_row(r) for r in await cur.fetchall()}
 
 
+_LEVEL_COLUMNS = "link_id, level_id, display_units, reserve_units, overflow_units, version"
+
+
 async def _levels(conn: Connection, found: dict[str, LinkRow]) -> dict[str, dict[str, LevelBook]]:
     cur = await conn.execute(
-        "SELECT link_id, level_id, display_units, reserve_units, overflow_units, version"
-        " FROM link_level WHERE link_id = ANY(%s) ORDER BY link_id, position",
+        f"SELECT {_LEVEL_COLUMNS} FROM link_level"  # noqa: S608
+        " WHERE link_id = ANY(%s) ORDER BY link_id, position",
         (sorted(found),),
     )
+    return await _level_books(cur, found)
+
+
+async def _level_books(cur: Cursor, found: dict[str, LinkRow]) -> dict[str, dict[str, LevelBook]]:
+    """The level rows a query of _LEVEL_COLUMNS found, of the links in `found`."""
     out: dict[str, dict[str, LevelBook]] = defaultdict(dict)
     for link_id, level_id, display, reserve, overflow, version in await cur.fetchall():
+        if link_id not in found:
+            continue
         params = found[link_id].definition.level(level_id)
         if params is None:
             raise LedgerError(f"link {link_id}: level {level_id} has no parameters")
@@ -633,38 +653,54 @@ async def apply_rows(
     """
     result = BatchResult()
     tables = sorted({r.table_ref for r in rows})
-    async with replicated_transaction(conn, require_standby=require_standby):
-        # Which link each table is on, read first to know which links to lock (links before
-        # tables: the order every transaction takes, so none deadlock) ...
-        cur = await conn.execute(
+    # In pipeline mode (replicated_transaction): the reads up to the clock go out together,
+    # as do the writes and the reads after them, then the COMMIT. Three round trips for a
+    # batch, with a claim one more for what it names.
+    async with replicated_transaction(conn, require_standby=require_standby, pipeline=True):
+        # Which link each table is on, read first, and the links they are on locked (links
+        # before tables: the order every transaction takes, so none deadlock) ...
+        cur_link_of = await conn.execute(
             "SELECT table_ref, link_id FROM link_table WHERE table_ref = ANY(%s)", (tables,)
         )
-        link_of = {t: lk for t, lk in await cur.fetchall() if lk is not None}
-        found = await _locked_links(conn, set(link_of.values()))
+        cur_links = await conn.execute(
+            f"SELECT {_LINK_COLUMNS} FROM link WHERE link_id IN ("  # noqa: S608
+            " SELECT link_id FROM link_table WHERE table_ref = ANY(%s))"
+            " ORDER BY link_id FOR UPDATE",
+            (tables,),
+        )
         # ... and read again under the tables' own locks: a table taken off its link (under
         # that link's lock, `_claim_tables`) between the two reads has its rows left for the
         # next batch, on the link it is on then, never counted on the one it left.
-        cur = await conn.execute(
+        cur_tables = await conn.execute(
             "SELECT table_ref, link_id, acked_through_seq, online FROM link_table"
-            " WHERE table_ref = ANY(%s) ORDER BY table_ref FOR UPDATE",
-            (sorted(link_of),),
+            " WHERE table_ref = ANY(%s) AND link_id IS NOT NULL ORDER BY table_ref FOR UPDATE",
+            (tables,),
         )
+        cur_levels = await conn.execute(
+            f"SELECT {_LEVEL_COLUMNS} FROM link_level WHERE link_id IN ("  # noqa: S608
+            " SELECT link_id FROM link_table WHERE table_ref = ANY(%s))"
+            " ORDER BY link_id, position",
+            (tables,),
+        )
+        cur_clock = await conn.execute("SELECT clock_timestamp()")
+        link_of = {t: lk for t, lk in await cur_link_of.fetchall() if lk is not None}
+        found = {r[0]: _link_row(r) for r in await cur_links.fetchall()}
         cursors: dict[str, int] = {}
         online: dict[str, bool | None] = {}
-        for table_ref, link_id, seq, was_online in await cur.fetchall():
+        for table_ref, link_id, seq, was_online in await cur_tables.fetchall():
+            if table_ref not in link_of:
+                continue  # on no link at the first read: not this batch's (as before)
             if link_id != link_of[table_ref] or link_id not in found:
                 result.moved.add(table_ref)
                 del link_of[table_ref]
                 continue
             cursors[table_ref], online[table_ref] = seq, was_online
         statuses: dict[str, bool] = {}
-        levels = await _levels(conn, found)
+        levels = await _level_books(cur_levels, found)
         books = {lk: _book(row, levels[lk]) for lk, row in found.items()}
-        await _load_claims(conn, books, rows, link_of)
-        await _load_contributions(conn, books, rows, link_of)
-        cur = await conn.execute("SELECT clock_timestamp()")
-        lock_row = await cur.fetchone()
+        lock_row = await cur_clock.fetchone()
         lock_time: datetime = lock_row[0] if lock_row else datetime.now(UTC)
+        await _load_named(conn, books, rows, link_of)
         stopped: set[str] = set()
         for row in rows:
             link_id = link_of.get(row.table_ref)
@@ -704,10 +740,15 @@ async def apply_rows(
                 )
         changed = {lk: set(b.awards_changed) for lk, b in books.items() if b.awards_changed}
         if changed:
+            # Sent with the writes (one round trip): they see this transaction's own rows.
+            answers = {
+                (link_id, ref): await _send_claim_answers(conn, link_id, ref)
+                for link_id, refs in sorted(changed.items())
+                for ref in sorted(refs)
+            }
             result.snapshots = await _read_snapshots(conn, sorted(changed))
-            for link_id, refs in changed.items():
-                for ref in sorted(refs):
-                    result.answers[(link_id, ref)] = await claim_answers(conn, link_id, ref)
+            for key, cur in answers.items():
+                result.answers[key] = await _claim_answers_of(cur)
     result.cursors = cursors
     for link_id, book in books.items():
         if book.events:
@@ -718,14 +759,31 @@ async def apply_rows(
     return result
 
 
-async def _load_claims(
+async def _load_named(
     conn: Connection,
     books: dict[str, LinkBook],
     rows: Sequence[TableRow],
     link_of: dict[str, str],
 ) -> None:
+    """What a batch's claims, validations and reversals name, each query sent before any
+    result is read (in pipeline mode: one round trip)."""
+    claims = await _send_claims(conn, books, rows, link_of)
+    contributions = await _send_contributions(conn, books, rows, link_of)
+    for link_id, windows, named in claims:
+        await _read_claims(books[link_id], windows, named)
+    for link_id, cur in contributions:
+        await _read_contributions(books[link_id], cur)
+
+
+async def _send_claims(
+    conn: Connection,
+    books: dict[str, LinkBook],
+    rows: Sequence[TableRow],
+    link_of: dict[str, str],
+) -> list[tuple[str, Cursor, Cursor]]:
     """For a batch with claims or validations: each level's open window, and the claims
-    those rows name (answered before, validated or not)."""
+    those rows name (answered before, validated or not); the queries, sent."""
+    sent = []
     wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for row in rows:
         rec = row.record
@@ -737,22 +795,12 @@ async def _load_claims(
     for link_id, pairs in wanted.items():
         if link_id not in books:
             continue
-        book = books[link_id]
-        cur = await conn.execute(
+        windows = await conn.execute(
             "SELECT DISTINCT ON (level_id) level_id, detail FROM link_event"
             " WHERE link_id = %s AND kind = 'award' ORDER BY level_id, version DESC",
             (link_id,),
         )
-        for level_id, detail in await cur.fetchall():
-            parsed = json.loads(detail)
-            award = Award.model_validate(parsed["award"])
-            book.windows[level_id] = Window(
-                first_version=award.window_first_version,
-                opened_at=datetime.fromisoformat(parsed["window_opened_at"]),
-                locked_cents=award.window_locked_cents,
-                hits=award.order_in_window,
-            )
-        cur = await conn.execute(
+        named = await conn.execute(
             "SELECT e.table_ref, e.claim_id, e.kind, e.version, EXISTS ("
             "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
             "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
@@ -760,19 +808,36 @@ async def _load_claims(
             " AND (e.table_ref, e.claim_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
             (link_id, [p[0] for p in pairs], [p[1] for p in pairs]),
         )
-        for table_ref, claim_id, kind, version, validated in await cur.fetchall():
-            award_version = version if kind == "award" else None
-            book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
+        sent.append((link_id, windows, named))
+    return sent
 
 
-async def _load_contributions(
+async def _read_claims(book: LinkBook, windows: Cursor, named: Cursor) -> None:
+    """The rows those queries found, into the book."""
+    for level_id, detail in await windows.fetchall():
+        parsed = json.loads(detail)
+        award = Award.model_validate(parsed["award"])
+        book.windows[level_id] = Window(
+            first_version=award.window_first_version,
+            opened_at=datetime.fromisoformat(parsed["window_opened_at"]),
+            locked_cents=award.window_locked_cents,
+            hits=award.order_in_window,
+        )
+    for table_ref, claim_id, kind, version, validated in await named.fetchall():
+        award_version = version if kind == "award" else None
+        book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
+
+
+async def _send_contributions(
     conn: Connection,
     books: dict[str, LinkBook],
     rows: Sequence[TableRow],
     link_of: dict[str, str],
-) -> None:
+) -> list[tuple[str, Cursor]]:
     """For a batch with reversals: the contributions they name, and whether each was
-    reversed already (a contribution applied in this batch is the book's own to know)."""
+    reversed already (a contribution applied in this batch is the book's own to know); the
+    queries, sent."""
+    sent = []
     wanted: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)
     for row in rows:
         rec = row.record
@@ -794,21 +859,26 @@ async def _load_contributions(
             " ORDER BY e.table_ref, e.round_id, e.seat, e.level_id, e.version DESC",
             (link_id, *(list(column) for column in zip(*keys, strict=True))),
         )
-        book = books[link_id]
-        for (
-            table_ref,
-            round_id,
-            seat,
-            level_id,
-            version,
-            units,
-            *pools,
-            done,
-        ) in await cur.fetchall():
-            display, reserve, overflow = pools
-            book.contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
-                version, units, display, reserve, overflow, done
-            )
+        sent.append((link_id, cur))
+    return sent
+
+
+async def _read_contributions(book: LinkBook, cur: Cursor) -> None:
+    """The rows that query found, into the book."""
+    for (
+        table_ref,
+        round_id,
+        seat,
+        level_id,
+        version,
+        units,
+        *pools,
+        done,
+    ) in await cur.fetchall():
+        display, reserve, overflow = pools
+        book.contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
+            version, units, display, reserve, overflow, done
+        )
 
 
 # --- reads -------------------------------------------------------------------------------------
@@ -824,23 +894,38 @@ class LinkSnapshot:
 
 
 async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> list[LinkSnapshot]:
-    """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot."""
-    async with read_snapshot(conn):
+    """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot (sent in
+    pipeline mode: one round trip for the reads and the transaction around them)."""
+    async with conn.pipeline(), read_snapshot(conn):
         return await _read_snapshots(conn, link_ids)
 
 
 async def _read_snapshots(
     conn: Connection, link_ids: Sequence[str] | None = None
 ) -> list[LinkSnapshot]:
-    """The same, inside the caller's transaction."""
-    found = await links(conn, link_ids)
-    cur = await conn.execute(
-        "SELECT link_id, level_id, display_units FROM link_level"
-        " WHERE link_id = ANY(%s) ORDER BY link_id, position",
-        (sorted(found),),
+    """The same, inside the caller's transaction: every query sent before any is read."""
+    wanted = None if link_ids is None else sorted(link_ids)
+    cur_links = await conn.execute(
+        f"SELECT {_LINK_COLUMNS} FROM link"  # noqa: S608
+        " WHERE %s::text[] IS NULL OR link_id = ANY(%s) ORDER BY link_id",
+        (wanted, wanted),
     )
+    cur_levels = await conn.execute(
+        "SELECT link_id, level_id, display_units FROM link_level"
+        " WHERE %s::text[] IS NULL OR link_id = ANY(%s) ORDER BY link_id, position",
+        (wanted, wanted),
+    )
+    cur_pending = await conn.execute(
+        "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
+        " detail FROM link_pending_awards WHERE %s::text[] IS NULL OR link_id = ANY(%s)"
+        " ORDER BY link_id, version",
+        (wanted, wanted),
+    )
+    found = {r[0]: _link_row(r) for r in await cur_links.fetchall()}
     levels: dict[str, list[LevelState]] = defaultdict(list)
-    for link_id, level_id, units in await cur.fetchall():
+    for link_id, level_id, units in await cur_levels.fetchall():
+        if link_id not in found:
+            continue
         params = found[link_id].definition.level(level_id)
         levels[link_id].append(
             LevelState(
@@ -851,11 +936,6 @@ async def _read_snapshots(
                 reset_cents=params.reset_cents if params else 0,
             )
         )
-    cur = await conn.execute(
-        "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
-        " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
-        (sorted(found),),
-    )
     pending: dict[str, list[PendingAward]] = defaultdict(list)
     for (
         link_id,
@@ -867,7 +947,9 @@ async def _read_snapshots(
         cents,
         at,
         detail,
-    ) in await cur.fetchall():
+    ) in await cur_pending.fetchall():
+        if link_id not in found:
+            continue
         site, table = split_table(table_ref)
         order = json.loads(detail)["award"]["order_in_window"]
         pending[link_id].append(
@@ -890,7 +972,14 @@ async def claim_answers(
     conn: Connection, link_id: str, table_ref: str, limit: int = 25
 ) -> list[ClaimAnswer]:
     """A table's last claims on a link, newest first, each with its answer."""
-    cur = await conn.execute(
+    return await _claim_answers_of(await _send_claim_answers(conn, link_id, table_ref, limit))
+
+
+async def _send_claim_answers(
+    conn: Connection, link_id: str, table_ref: str, limit: int = 25
+) -> Cursor:
+    """claim_answers' query, sent (its result read by _claim_answers_of)."""
+    return await conn.execute(
         "SELECT e.kind, e.seq, e.claim_id, e.detail, EXISTS ("
         "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
         "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
@@ -898,6 +987,9 @@ async def claim_answers(
         " AND e.kind IN ('award', 'claim.refused') ORDER BY e.version DESC LIMIT %s",
         (link_id, table_ref, limit),
     )
+
+
+async def _claim_answers_of(cur: Cursor) -> list[ClaimAnswer]:
     answers = []
     for kind, seq, claim_id, detail, validated in await cur.fetchall():
         parsed = json.loads(detail)
