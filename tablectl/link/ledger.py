@@ -653,9 +653,9 @@ async def apply_rows(
     """
     result = BatchResult()
     tables = sorted({r.table_ref for r in rows})
-    # In pipeline mode (replicated_transaction): the reads up to the clock go out together,
-    # as do the writes and the reads after them, then the COMMIT. Three round trips for a
-    # batch, with a claim one more for what it names.
+    # In pipeline mode (replicated_transaction): the locks and every read the batch needs go
+    # out together, then the writes with the reads after them, then the COMMIT: three round
+    # trips for a batch, claims and reversals included.
     async with replicated_transaction(conn, require_standby=require_standby, pipeline=True):
         # Which link each table is on, read first, and the links they are on locked (links
         # before tables: the order every transaction takes, so none deadlock) ...
@@ -683,6 +683,7 @@ async def apply_rows(
             (tables,),
         )
         cur_clock = await conn.execute("SELECT clock_timestamp()")
+        named = await _send_named(conn, rows)
         link_of = {t: lk for t, lk in await cur_link_of.fetchall() if lk is not None}
         found = {r[0]: _link_row(r) for r in await cur_links.fetchall()}
         cursors: dict[str, int] = {}
@@ -700,7 +701,7 @@ async def apply_rows(
         books = {lk: _book(row, levels[lk]) for lk, row in found.items()}
         lock_row = await cur_clock.fetchone()
         lock_time: datetime = lock_row[0] if lock_row else datetime.now(UTC)
-        await _load_named(conn, books, rows, link_of)
+        await _read_named(named, books)
         stopped: set[str] = set()
         for row in rows:
             link_id = link_of.get(row.table_ref)
@@ -759,126 +760,106 @@ async def apply_rows(
     return result
 
 
-async def _load_named(
-    conn: Connection,
-    books: dict[str, LinkBook],
-    rows: Sequence[TableRow],
-    link_of: dict[str, str],
-) -> None:
-    """What a batch's claims, validations and reversals name, each query sent before any
-    result is read (in pipeline mode: one round trip)."""
-    claims = await _send_claims(conn, books, rows, link_of)
-    contributions = await _send_contributions(conn, books, rows, link_of)
-    for link_id, windows, named in claims:
-        await _read_claims(books[link_id], windows, named)
-    for link_id, cur in contributions:
-        await _read_contributions(books[link_id], cur)
+@dataclass
+class _Named:
+    """The queries for what a batch's claims, validations and reversals name, sent."""
+
+    windows: Cursor | None = None
+    claims: Cursor | None = None
+    contributions: Cursor | None = None
 
 
-async def _send_claims(
-    conn: Connection,
-    books: dict[str, LinkBook],
-    rows: Sequence[TableRow],
-    link_of: dict[str, str],
-) -> list[tuple[str, Cursor, Cursor]]:
+async def _send_named(conn: Connection, rows: Sequence[TableRow]) -> _Named:
     """For a batch with claims or validations: each level's open window, and the claims
-    those rows name (answered before, validated or not); the queries, sent."""
-    sent = []
-    wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    those rows name (answered before, validated or not); with reversals: the contributions
+    they name, and whether each was reversed already (a contribution applied in this batch
+    is the book's own to know). Sent after the tables' locks, before any result is read
+    (one round trip with them); each keyed by the link the table is on, which those locks
+    hold still."""
+    sent = _Named()
+    claims: list[tuple[str, str]] = []
+    reversals: list[tuple[str, int, int, str]] = []
     for row in rows:
         rec = row.record
-        claim_id = rec.claim_id if isinstance(rec, LinkClaim) else None
-        if isinstance(rec, JackpotValidated):
-            claim_id = rec.hit_id
-        if claim_id is not None and row.table_ref in link_of:
-            wanted[link_of[row.table_ref]].append((row.table_ref, claim_id))
-    for link_id, pairs in wanted.items():
-        if link_id not in books:
-            continue
-        windows = await conn.execute(
-            "SELECT DISTINCT ON (level_id) level_id, detail FROM link_event"
-            " WHERE link_id = %s AND kind = 'award' ORDER BY level_id, version DESC",
-            (link_id,),
+        if isinstance(rec, LinkClaim):
+            claims.append((row.table_ref, rec.claim_id))
+        elif isinstance(rec, JackpotValidated):
+            claims.append((row.table_ref, rec.hit_id))
+        elif isinstance(rec, LinkContributionReversed):
+            reversals.append((row.table_ref, rec.round_id, rec.seat, rec.level_id))
+    if claims:
+        sent.windows = await conn.execute(
+            "SELECT DISTINCT ON (link_id, level_id) link_id, level_id, detail FROM link_event"
+            " WHERE kind = 'award' AND link_id IN ("
+            "  SELECT link_id FROM link_table WHERE table_ref = ANY(%s))"
+            " ORDER BY link_id, level_id, version DESC",
+            (sorted({t for t, _ in claims}),),
         )
-        named = await conn.execute(
-            "SELECT e.table_ref, e.claim_id, e.kind, e.version, EXISTS ("
+        sent.claims = await conn.execute(
+            "SELECT e.link_id, e.table_ref, e.claim_id, e.kind, e.version, EXISTS ("
             "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
             "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
-            " FROM link_event e WHERE e.link_id = %s AND e.kind IN ('award', 'claim.refused')"
+            " FROM link_event e JOIN link_table t"
+            "  ON t.table_ref = e.table_ref AND t.link_id = e.link_id"
+            " WHERE e.kind IN ('award', 'claim.refused')"
             " AND (e.table_ref, e.claim_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-            (link_id, [p[0] for p in pairs], [p[1] for p in pairs]),
+            ([t for t, _ in claims], [c for _, c in claims]),
         )
-        sent.append((link_id, windows, named))
-    return sent
-
-
-async def _read_claims(book: LinkBook, windows: Cursor, named: Cursor) -> None:
-    """The rows those queries found, into the book."""
-    for level_id, detail in await windows.fetchall():
-        parsed = json.loads(detail)
-        award = Award.model_validate(parsed["award"])
-        book.windows[level_id] = Window(
-            first_version=award.window_first_version,
-            opened_at=datetime.fromisoformat(parsed["window_opened_at"]),
-            locked_cents=award.window_locked_cents,
-            hits=award.order_in_window,
-        )
-    for table_ref, claim_id, kind, version, validated in await named.fetchall():
-        award_version = version if kind == "award" else None
-        book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
-
-
-async def _send_contributions(
-    conn: Connection,
-    books: dict[str, LinkBook],
-    rows: Sequence[TableRow],
-    link_of: dict[str, str],
-) -> list[tuple[str, Cursor]]:
-    """For a batch with reversals: the contributions they name, and whether each was
-    reversed already (a contribution applied in this batch is the book's own to know); the
-    queries, sent."""
-    sent = []
-    wanted: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)
-    for row in rows:
-        rec = row.record
-        if isinstance(rec, LinkContributionReversed) and row.table_ref in link_of:
-            key = (row.table_ref, rec.round_id, rec.seat, rec.level_id)
-            wanted[link_of[row.table_ref]].append(key)
-    for link_id, keys in wanted.items():
-        if link_id not in books:
-            continue
-        cur = await conn.execute(
+    if reversals:
+        sent.contributions = await conn.execute(
             "SELECT DISTINCT ON (e.table_ref, e.round_id, e.seat, e.level_id)"
-            " e.table_ref, e.round_id, e.seat, e.level_id, e.version, e.contribution_units,"
-            " e.display_units, e.reserve_units, e.overflow_units, EXISTS ("
+            " e.link_id, e.table_ref, e.round_id, e.seat, e.level_id, e.version,"
+            " e.contribution_units, e.display_units, e.reserve_units, e.overflow_units, EXISTS ("
             "  SELECT 1 FROM link_event r WHERE r.link_id = e.link_id"
             "  AND r.kind = 'contribution.reversed' AND r.ref_version = e.version)"
-            " FROM link_event e WHERE e.link_id = %s AND e.kind = 'contribution'"
+            " FROM link_event e JOIN link_table t"
+            "  ON t.table_ref = e.table_ref AND t.link_id = e.link_id"
+            " WHERE e.kind = 'contribution'"
             " AND (e.table_ref, e.round_id, e.seat, e.level_id) IN ("
             "  SELECT * FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::text[]))"
             " ORDER BY e.table_ref, e.round_id, e.seat, e.level_id, e.version DESC",
-            (link_id, *(list(column) for column in zip(*keys, strict=True))),
+            tuple(list(column) for column in zip(*reversals, strict=True)),
         )
-        sent.append((link_id, cur))
     return sent
 
 
-async def _read_contributions(book: LinkBook, cur: Cursor) -> None:
-    """The rows that query found, into the book."""
-    for (
-        table_ref,
-        round_id,
-        seat,
-        level_id,
-        version,
-        units,
-        *pools,
-        done,
-    ) in await cur.fetchall():
-        display, reserve, overflow = pools
-        book.contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
-            version, units, display, reserve, overflow, done
-        )
+async def _read_named(sent: _Named, books: dict[str, LinkBook]) -> None:
+    """What _send_named found, into the books of the links locked (others' rows are left)."""
+    if sent.windows is not None:
+        for link_id, level_id, detail in await sent.windows.fetchall():
+            if link_id not in books:
+                continue
+            parsed = json.loads(detail)
+            award = Award.model_validate(parsed["award"])
+            books[link_id].windows[level_id] = Window(
+                first_version=award.window_first_version,
+                opened_at=datetime.fromisoformat(parsed["window_opened_at"]),
+                locked_cents=award.window_locked_cents,
+                hits=award.order_in_window,
+            )
+    if sent.claims is not None:
+        for link_id, table_ref, claim_id, kind, version, validated in await sent.claims.fetchall():
+            if link_id in books:
+                award_version = version if kind == "award" else None
+                books[link_id].claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
+    if sent.contributions is not None:
+        for (
+            link_id,
+            table_ref,
+            round_id,
+            seat,
+            level_id,
+            version,
+            units,
+            *pools,
+            done,
+        ) in await sent.contributions.fetchall():
+            if link_id not in books:
+                continue
+            display, reserve, overflow = pools
+            books[link_id].contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
+                version, units, display, reserve, overflow, done
+            )
 
 
 # --- reads -------------------------------------------------------------------------------------
