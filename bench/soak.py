@@ -52,6 +52,7 @@ from tablectl.simulators.table_inputs import SimulatedTableInputs
 from tablectl.config import DeckSection, load_config
 from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon, freeze_start_up
+from tablectl.service.dispatcher import GIL_SWITCH_S
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -294,6 +295,7 @@ async def soak(
         try:
             await daemon.ready.wait()
             freeze_start_up()  # as `tablectl run` does before READY
+            sys.setswitchinterval(GIL_SWITCH_S)  # as `tablectl run` does (serve())
             assert daemon.pace is not None and daemon.store is not None
             pace = daemon.pace
             stretch = Stretch()

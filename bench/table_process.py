@@ -17,6 +17,7 @@ import contextlib
 import json
 import random
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tablectl.config import load_config
 from tablectl.core.events import Settle
 from tablectl.core.table import Phase
 from tablectl.service.daemon import Daemon, freeze_start_up
+from tablectl.service.dispatcher import GIL_SWITCH_S
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +76,7 @@ async def main(
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await daemon.ready.wait()
     freeze_start_up()  # as serve() does (this process keeps its own SIGTERM handler)
+    sys.setswitchinterval(GIL_SWITCH_S)  # as serve() does too
     print("ready", flush=True)
 
     async def play() -> None:

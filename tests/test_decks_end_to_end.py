@@ -162,11 +162,11 @@ async def test_an_idle_table_asks_for_the_idle_procedure_through_the_cli(
             assert code == 0, out
         await table.wait_phase(Phase.BETTING)
         await table.until_shuffler_has_nothing_left()
-        assert table.daemon.deck_clock_tick() > 0  # nothing due yet
+        assert table.daemon.clocks.deck_clock_tick() > 0  # nothing due yet
         assert table.state.deck.idle_due_ms is None
         later_on = table.daemon.wall_clock_ms() + 31 * 60_000
-        table.daemon.wall_clock_ms = lambda: later_on  # type: ignore[method-assign]
-        table.daemon.deck_clock_tick()
+        table.daemon.clocks.wall_clock_ms = lambda: later_on
+        table.daemon.clocks.deck_clock_tick()
         await table.daemon.wait_until(lambda s: s.deck.idle_due_ms is not None, 10)
         assert table.state.phase is Phase.CLOSED and table.state.round_id == 1
         shown = await status(table, capsys)

@@ -220,23 +220,16 @@ async def test_a_lockout_while_a_commit_is_written_follows_it_in_the_journal_thr
     assert inputs[-2:] == ["chip_sensed", "lockout_pressed"]
 
 
-async def test_the_loop_waits_for_the_journal_threads_gil_a_step_at_most(
-    table: SimulatedTable,
-) -> None:
-    """The journal thread's Python (a burst's JSON) holds the GIL; a running daemon asks
-    for it back within about one step's dump, not CPython's default 5 ms."""
-    await table.wait_phase(Phase.BETTING)
-    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
-    assert GIL_SWITCH_S <= 0.0002
-
-
-async def test_a_served_daemon_freezes_its_start_up_out_of_the_collector(
+async def test_a_served_daemon_freezes_its_start_up_and_takes_the_gil_back_soon(
     tmp_path: Path, broker: PrivateBroker
 ) -> None:
     """serve() owns the process: once ready, what start-up made is frozen, so a full
-    collection never walks it with a lock-out waiting; run() (a test's) leaves the collector
-    alone."""
+    collection never walks it with a lock-out waiting, and the journal thread's Python (a
+    burst's JSON) is asked for the GIL back within about one step's dump, not CPython's
+    default 5 ms; run() (a test's) leaves the collector and the switch interval alone."""
     gc.unfreeze()
+    default_switch = sys.getswitchinterval()
+    assert GIL_SWITCH_S <= 0.0002 < default_switch
     try:
         for serve in (False, True):
             port = f"gc-freeze-{serve}"
@@ -253,10 +246,13 @@ async def test_a_served_daemon_freezes_its_start_up_out_of_the_collector(
             await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
             if serve:  # most of what is tracked was there at start-up
                 assert gc.get_freeze_count() > len(gc.get_objects())
+                assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
             else:
                 assert gc.get_freeze_count() == 0
+                assert sys.getswitchinterval() == default_switch
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            assert sys.getswitchinterval() == default_switch  # the process's again
     finally:
         gc.unfreeze()
 

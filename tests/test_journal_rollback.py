@@ -93,7 +93,8 @@ async def test_a_journal_put_back_from_an_older_copy_stops_publishing(
         assert f"acknowledged rows through seq {acked}" in fault.cause and fault.since
         # Nothing it journals from here on leaves; nothing published since the start is a
         # seq the backend held with other content.
-        through = table.daemon._publish_through
+        assert table.daemon.bound is not None
+        through = table.daemon.bound.publish_through
         assert through is not None and through <= backed_up
         for seq, _replay in table.backend.deliveries[delivered:]:
             assert seq <= through

@@ -20,8 +20,10 @@ from tablectl.config import MqttSection, TableConfig
 from tablectl.core import effects as rec
 from tablectl.core.events import ChipSensed, DeliveryFault, DeliveryRestored
 from tablectl.core.table import Phase, TableState, step
+from tablectl.mqtt.commands import parse_inbound
 from tablectl.mqtt.contract import MAX_INBOUND_BYTES, TableSnapshot
-from tablectl.mqtt.relay import HealthSchedule, Relay, parse_inbound, topic_root
+from tablectl.mqtt.publishing import HealthSchedule
+from tablectl.mqtt.relay import Relay, topic_root
 from tablectl.store.journal import HandedMark, StepCommit, StepInput, Store
 
 from .conftest import SimulatedTable, simulated_table

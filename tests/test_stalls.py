@@ -83,9 +83,9 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 async def _stall_found(table: SimulatedTable, clock: Clock) -> None:
     """The watch sees the shuffler say it is ready; after the grace, a stall is journaled."""
-    table.daemon.check_waits()  # the disagreement is seen now ...
+    table.daemon.clocks.check_waits()  # the disagreement is seen now ...
     clock.now += MISMATCH_GRACE_S
-    table.daemon.check_waits()  # ... and has lasted the grace
+    table.daemon.clocks.check_waits()  # ... and has lasted the grace
     await table.daemon.wait_until(lambda s: s.shuffler_fault == "stalled", 10)
 
 
@@ -185,12 +185,12 @@ async def test_a_shuffle_that_never_ends_is_a_stall_after_the_configured_time(
         assert (await table.dealer(cmd="void", reason="wrong-card-count", by="d1"))["ok"]
         await table.daemon.wait_until(lambda s: s.round_id == 2 and s.shuffle_started, 10)
         await _until_the_shuffler_says(table, "shuffling", 52)
-        table.daemon.check_waits()
+        table.daemon.clocks.check_waits()
         clock.now += table.config.shuffler.stall_timeout_s - 1
-        table.daemon.check_waits()
+        table.daemon.clocks.check_waits()
         assert table.state.shuffler_fault is None  # not yet
         clock.now += 1
-        table.daemon.check_waits()
+        table.daemon.clocks.check_waits()
         await table.daemon.wait_until(lambda s: s.shuffler_fault == "stalled", 10)
         stalled = faults(table)["shuffler-fault"]
         assert "has been shuffling for 2 min without finishing" in stalled.cause

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import queue
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -269,7 +268,6 @@ class Dispatcher:
         once a batch is on disk."""
         self._store, self.state, self._head = store, state, state
         self._after = after
-        sys.setswitchinterval(GIL_SWITCH_S)  # the process's: the daemon is its only user
         self._loop = asyncio.get_running_loop()
         self._failure = self._loop.create_future()
 

@@ -12,8 +12,8 @@ nobody listens on refuses (which once ended the daemon at SIGTERM). So:
 - a refusal (nobody bound, permission, no such file) is logged once and the notification
   dropped: the daemon serves the table with or without systemd listening.
 
-WATCHDOG=1 is still sent from the loop (see the daemon's `_watchdog`): a wedged loop sends
-none, and systemd restarts the daemon; a full socket delays it, as systemd itself is slow.
+WATCHDOG=1 is still sent from the loop (`keep_alive`, a task of the daemon): a wedged loop
+sends none, and systemd restarts the daemon; a full socket delays it, as systemd itself is slow.
 """
 
 from __future__ import annotations
@@ -160,3 +160,15 @@ def watchdog_interval_s() -> float | None:
     if not usec or (pid and int(pid) != os.getpid()):
         return None
     return int(usec) / 2_000_000
+
+
+async def keep_alive() -> None:
+    """WATCHDOG=1 every half WatchdogSec=, while systemd asks for it (returns at once if not)."""
+    interval = watchdog_interval_s()
+    if interval is None:
+        return
+    while True:
+        # Sent from the event loop, so a wedged loop stops the keep-alives and systemd
+        # restarts the daemon (which comes back in the safe, locked-out state).
+        notify("WATCHDOG=1")
+        await asyncio.sleep(interval)
