@@ -740,16 +740,18 @@ async def apply_rows(
                     [(up, t) for t, up in statuses.items()],
                 )
         changed = {lk: set(b.awards_changed) for lk, b in books.items() if b.awards_changed}
-        if changed:
-            # Sent with the writes (one round trip): they see this transaction's own rows.
-            answers = {
-                (link_id, ref): await _send_claim_answers(conn, link_id, ref)
-                for link_id, refs in sorted(changed.items())
-                for ref in sorted(refs)
-            }
-            result.snapshots = await _read_snapshots(conn, sorted(changed))
-            for key, cur in answers.items():
-                result.answers[key] = await _claim_answers_of(cur)
+        # Sent with the writes and the COMMIT (one round trip), read once it returns: they
+        # see this transaction's own rows, and its replicated COMMIT confirms them.
+        answers = {
+            (link_id, ref): await _send_claim_answers(conn, link_id, ref)
+            for link_id, refs in sorted(changed.items())
+            for ref in sorted(refs)
+        }
+        sent_snapshots = await _send_snapshots(conn, sorted(changed)) if changed else None
+    if sent_snapshots is not None:
+        result.snapshots = await _snapshots_of(sent_snapshots)
+    for key, cur in answers.items():
+        result.answers[key] = await _claim_answers_of(cur)
     result.cursors = cursors
     for link_id, book in books.items():
         if book.events:
@@ -884,7 +886,14 @@ async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> 
 async def _read_snapshots(
     conn: Connection, link_ids: Sequence[str] | None = None
 ) -> list[LinkSnapshot]:
-    """The same, inside the caller's transaction: every query sent before any is read."""
+    """The same, inside the caller's transaction."""
+    return await _snapshots_of(await _send_snapshots(conn, link_ids))
+
+
+async def _send_snapshots(
+    conn: Connection, link_ids: Sequence[str] | None = None
+) -> tuple[Cursor, Cursor, Cursor]:
+    """The snapshot's queries, every one sent before any is read (_snapshots_of reads them)."""
     wanted = None if link_ids is None else sorted(link_ids)
     cur_links = await conn.execute(
         f"SELECT {_LINK_COLUMNS} FROM link"  # noqa: S608
@@ -902,6 +911,11 @@ async def _read_snapshots(
         " ORDER BY link_id, version",
         (wanted, wanted),
     )
+    return cur_links, cur_levels, cur_pending
+
+
+async def _snapshots_of(sent: tuple[Cursor, Cursor, Cursor]) -> list[LinkSnapshot]:
+    cur_links, cur_levels, cur_pending = sent
     found = {r[0]: _link_row(r) for r in await cur_links.fetchall()}
     levels: dict[str, list[LevelState]] = defaultdict(list)
     for link_id, level_id, units in await cur_levels.fetchall():
