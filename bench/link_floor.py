@@ -13,7 +13,11 @@ the same run:
   of the N tables receives a state broadcast listing that claim as pending; p50/p99 over all
   tables and `--hits` hits, beside the raw fan-out to N (issue 31's ratio) and beside the
   claim's raw path (raw publish -> receive + one raw commit + the raw fan-out to N: the hops
-  a claim cannot skip, since a claim is committed before any table hears of it);
+  a claim cannot skip, since a claim is committed before any table hears of it); also the
+  time until the first table hears it (the controller's own way, with one hop), and the
+  floor's fan-out: a state of the same size published straight to N light tables, heard
+  and parsed as in the hits (the raw fan-out's one-number payload to aiomqtt clients leaves
+  out what the receivers do; the ratio to the floor's fan-out is what the controller adds);
 - the controller's CPU (share of one core over the phase) and RSS.
 
 Controllers are `tablectl link run` processes (`--controllers`, default 1). `--ledger cluster`
