@@ -673,7 +673,7 @@ async def apply_rows(
         # next batch, on the link it is on then, never counted on the one it left.
         cur_tables = await conn.execute(
             "SELECT table_ref, link_id, acked_through_seq, online FROM link_table"
-            " WHERE table_ref = ANY(%s) AND link_id IS NOT NULL ORDER BY table_ref FOR UPDATE",
+            " WHERE table_ref = ANY(%s) ORDER BY table_ref FOR UPDATE",
             (tables,),
         )
         cur_levels = await conn.execute(
