@@ -17,7 +17,7 @@ from tablectl.simulators.shuffler import Mixing
 
 from tablectl.core.games.base import DealPlan, Procedure, TableGame
 from tablectl.core.shuffle_integrity.monitor import DeckUse, ShuffleMonitor, UseReport, card_index
-from tablectl.core.shuffle_integrity.pickup import collected_order
+from tablectl.core.shuffle_integrity.pickup import collected_order, recipients
 from tablectl.rules.cards import Card
 
 
@@ -35,7 +35,22 @@ def shoe_plan(plan: DealPlan) -> tuple[DealPlan, tuple[int, ...]]:
 def deck_use(deck: str, round_id: int, plan: DealPlan, cards: list[Card]) -> DeckUse:
     """What the table knows of one deal: the shoe's reads and the game's pickup of them."""
     shoe, _ = shoe_plan(plan)
-    return DeckUse(deck, round_id, tuple(card_index(c) for c in cards), collected_order(shoe))
+    return DeckUse(
+        deck,
+        round_id,
+        tuple(card_index(c) for c in cards),
+        collected_order(shoe),
+        recipients(shoe),
+    )
+
+
+def seat_positions(plan: DealPlan) -> dict[int, tuple[int, ...]]:
+    """Each recipient's positions in the deck as the whole plan deals it (0 = on top)."""
+    out: dict[int, list[int]] = {}
+    for at, who in enumerate(recipients(plan)):
+        if who >= 0:
+            out.setdefault(who, []).append(at)
+    return {who: tuple(at) for who, at in out.items()}
 
 
 @dataclass
@@ -71,6 +86,7 @@ def play(
         # The shuffler takes the deck that came back (collected by its own round's plan).
         deck_no = (round_id - 1) % decks
         deck = flow.next_to_shuffle()
+        mixer.seat_positions = seat_positions(plan)  # only a steering cheat looks
         order = mixer.mix(deck, rng)
         _, read = shoe_plan(plan)
         cards = [order[i] for i in read]

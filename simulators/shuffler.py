@@ -37,6 +37,11 @@ MIXINGS = (
     "repeat: the same order as its last shuffle, whatever went in",
     "cut: only cut, once, about the middle",
     "place CARD POSITION: fair, then CARD moved to POSITION (1 = first dealt) every time",
+    "shelf N: a shelf machine, N shelves (Diaconis, Fulman & Holmes 2013), one pass",
+    "piles K: a pile shuffle, K piles dealt one card at a time, picked up in a random order",
+    "clumpy M: M riffles whose halves drop in clumps (1 to 5 cards), a worn machine's",
+    "steer CARD SEAT: fair, then CARD moved into SEAT's hand every time (a cheat with a "
+    "confederate; needs the round's seats, which the bench's table gives it)",
 )
 
 
@@ -58,6 +63,45 @@ def riffle(deck: list[Card], rng: random.Random) -> list[Card]:
     return out
 
 
+def shelf(deck: list[Card], shelves: int, rng: random.Random) -> list[Card]:
+    """One pass of a shelf shuffler (Diaconis, Fulman & Holmes 2013, section 2): the cards
+    leave the bottom of the deck one at a time, each to a shelf chosen uniformly, placed on
+    top of what the shelf holds or under it with probability 1/2; the shelves are then
+    stacked, the first on top."""
+    piles: list[list[Card]] = [[] for _ in range(shelves)]
+    for card in reversed(deck):
+        pile = piles[rng.randrange(shelves)]
+        if rng.random() < 0.5:
+            pile.insert(0, card)
+        else:
+            pile.append(card)
+    return [card for pile in piles for card in pile]
+
+
+def pile_shuffle(deck: list[Card], piles: int, rng: random.Random) -> list[Card]:
+    """Dealt one card at a time onto `piles` piles (each pile reversed as it is dealt),
+    the piles picked up in a random order."""
+    dealt = [deck[i::piles][::-1] for i in range(piles)]
+    rng.shuffle(dealt)
+    return [card for pile in dealt for card in pile]
+
+
+def clumpy_riffle(deck: list[Card], rng: random.Random) -> list[Card]:
+    """A riffle whose halves drop in clumps: the GSR cut, then a half chosen in proportion
+    to what it holds drops 1 to 5 cards at once (uniform), as a worn machine's rollers do."""
+    cut = sum(1 for _ in deck if rng.random() < 0.5)
+    halves = [deck[:cut], deck[cut:]]
+    at = [0, 0]
+    out: list[Card] = []
+    while at[0] < len(halves[0]) or at[1] < len(halves[1]):
+        a, b = len(halves[0]) - at[0], len(halves[1]) - at[1]
+        side = 0 if rng.random() * (a + b) < a else 1
+        clump = min(rng.randint(1, 5), (a, b)[side])
+        out += halves[side][at[side] : at[side] + clump]
+        at[side] += clump
+    return out
+
+
 @dataclass
 class Mixing:
     """How the shuffler mixes a deck; `fair` unless a test or a trainer says otherwise."""
@@ -66,23 +110,35 @@ class Mixing:
     riffles: int = 7
     card: Card | None = None
     position: int = 0  # 0 = the first card dealt
+    seat: int = 0  # steer: the seat the card is put into
     last: list[Card] | None = field(default=None, repr=False)  # its last output
+    # steer: the positions (0 = first dealt) of each seat's cards in the coming deal, given
+    # by whoever knows the round (the bench's table, simulators/shuffle_play.py)
+    seat_positions: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, words: list[str]) -> Mixing:
-        """`fair`, `riffle 3`, `unshuffled`, `repeat`, `cut`, `place As 1` (ValueError)."""
+        """`fair`, `riffle 3`, `unshuffled`, `repeat`, `cut`, `place As 1`, `shelf 10`,
+        `piles 5`, `clumpy 3`, `steer As 3` (ValueError)."""
         kind, args = (words[0].lower(), words[1:]) if words else ("fair", [])
-        if kind == "riffle" and len(args) == 1 and args[0].isdigit() and 1 <= int(args[0]) <= 20:
-            return cls(kind, riffles=int(args[0]))
+        count = int(args[0]) if len(args) == 1 and args[0].isdigit() else 0
+        if kind in ("riffle", "clumpy") and 1 <= count <= 20:
+            return cls(kind, riffles=count)
+        if kind in ("shelf", "piles") and 2 <= count <= 26:
+            return cls(kind, riffles=count)
         if kind == "place" and len(args) == 2 and args[1].isdigit() and 1 <= int(args[1]) <= 52:
             return cls(kind, card=Card.parse(args[0]), position=int(args[1]) - 1)
+        if kind == "steer" and len(args) == 2 and args[1].isdigit() and 1 <= int(args[1]) <= 7:
+            return cls(kind, card=Card.parse(args[0]), seat=int(args[1]))
         if kind in ("fair", "unshuffled", "repeat", "cut") and not args:
             return cls(kind)
         raise ValueError("a mixing is one of: " + "; ".join(MIXINGS))
 
     def __str__(self) -> str:
-        if self.kind == "riffle":
-            return f"riffle {self.riffles}"
+        if self.kind in ("riffle", "clumpy", "shelf", "piles"):
+            return f"{self.kind} {self.riffles}"
+        if self.kind == "steer":
+            return f"steer {self.card} {self.seat}"
         if self.kind == "place":
             return f"place {self.card} {self.position + 1}"
         return self.kind
@@ -93,6 +149,13 @@ class Mixing:
             case "riffle":
                 for _ in range(self.riffles):
                     out = riffle(out, rng)
+            case "clumpy":
+                for _ in range(self.riffles):
+                    out = clumpy_riffle(out, rng)
+            case "shelf":
+                out = shelf(out, self.riffles, rng)
+            case "piles":
+                out = pile_shuffle(out, self.riffles, rng)
             case "unshuffled":
                 pass
             case "repeat" if self.last is not None and sorted(self.last) == sorted(out):
@@ -105,6 +168,11 @@ class Mixing:
                 if self.kind == "place" and self.card in out:
                     out.remove(self.card)
                     out.insert(self.position, self.card)
+                into = self.seat_positions.get(self.seat, ())
+                if self.kind == "steer" and self.card in out and into:
+                    # swapped with one of the seat's cards: only the card's place changes
+                    at, to = out.index(self.card), into[rng.randrange(len(into))]
+                    out[at], out[to] = out[to], out[at]
         self.last = list(out)
         return out
 

@@ -264,6 +264,9 @@ async def test_a_row_larger_than_the_broker_takes_is_a_placeholder_and_a_fault_n
             assert types.count("delivery.fault") == 1
             assert table.state.delivery_fault == fault
             status = await table.status()
-            assert [f.what for f in status.faults if f.device == "broker"] == ["delivery-fault"]
+            # (the game pace, ~3 KB, is larger than this broker takes: a fault of its own)
+            broker_faults = [f.what for f in status.faults if f.device == "broker"]
+            assert broker_faults.count("delivery-fault") == 1
+            assert set(broker_faults) <= {"delivery-fault", "message-too-large"}
             relay = table.daemon.relay
             assert relay.counters.rows_withheld >= 1 and relay.counters.connects == 1

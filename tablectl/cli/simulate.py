@@ -110,8 +110,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=None,
         metavar="'HOW'",
         help="how the simulated shuffler mixes (docs/shuffle-integrity.md): 'fair' (default), "
-        "'riffle M', 'unshuffled', 'repeat', 'cut', 'place CARD POSITION'; the shoe deals what "
-        "it produced",
+        "'riffle M', 'clumpy M', 'shelf N', 'piles K', 'unshuffled', 'repeat', 'cut', "
+        "'place CARD POSITION'; the shoe deals what it produced",
     )
     table.set_defaults(handler=_table, quiet_logs=True)
 

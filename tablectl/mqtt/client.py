@@ -79,6 +79,7 @@ __all__ = [
     "broker_backoff",
     "broker_reconnector",
     "client_for",
+    "publish_size",
     "tls_context",
 ]
 
@@ -258,7 +259,7 @@ def _packet_length(buffer: bytearray, start: int) -> int | None:
     return None
 
 
-def _publish_size(topic: str, payload: bytes) -> int:
+def publish_size(topic: str, payload: bytes) -> int:
     """The bytes of a QoS 1 PUBLISH without properties, as `mqtt5` writes it: the fixed header,
     the topic, the packet identifier, an empty property length and the payload."""
     remaining = 2 + len(topic.encode()) + 2 + 1 + len(payload)
@@ -466,7 +467,7 @@ class MqttClient:
         if not self.is_connected:
             raise self._lost or ConnectionLost(f"not connected: cannot publish to {topic}")
         limit = self.limits.max_packet_bytes
-        if limit is not None and (size := _publish_size(topic, payload)) > limit:
+        if limit is not None and (size := publish_size(topic, payload)) > limit:
             raise PacketTooLarge(topic, size, limit)
         if retain and not self.limits.retain_available:
             retain = False  # a retained publish would end the session (MQTT 5.0, 3.3.1.3)

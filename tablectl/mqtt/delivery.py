@@ -21,7 +21,13 @@ import structlog
 from pydantic import ValidationError
 
 from tablectl.config import MqttSection
-from tablectl.mqtt.client import MqttClient, PacketTooLarge, PublishRefused, PublishUnacknowledged
+from tablectl.mqtt.client import (
+    BrokerUnsuitable,
+    MqttClient,
+    PacketTooLarge,
+    PublishRefused,
+    PublishUnacknowledged,
+)
 from tablectl.mqtt.contract import MeterValue, envelope_json, topic_root
 from tablectl.mqtt.redelivery import ANONYMOUS, Asked, Dormant, Redelivery, Rewound
 from tablectl.mqtt.session import InJournalThread, PublishedRow, RelayCounters, Session
@@ -67,6 +73,18 @@ def delivery_fault(exc: PublishRefused | PublishUnacknowledged) -> str:
     if isinstance(exc, PublishRefused):
         return f"the broker refused a publish: {exc.reason} (reason code 0x{exc.reason_code:02x})"
     return f"the broker did not acknowledge a publish within {exc.timeout_s:g} s"
+
+
+def too_small(limit: int, what: str, size: int) -> BrokerUnsuitable:
+    """A broker whose Maximum Packet Size is below what this table must be able to send:
+    unsuitable, as one that takes QoS 0 only is (client.py). The text is the delivery fault
+    (the same each time: journaled once)."""
+    return BrokerUnsuitable(
+        f"the broker accepts packets of at most {limit} bytes (its CONNACK's Maximum Packet "
+        f"Size; Mosquitto: max_packet_size), less than {what} ({size} bytes) that this table "
+        f"must be able to send: nothing is sent to it and the rows wait in the journal; raise "
+        f"the broker's limit to at least {size} bytes"
+    )
 
 
 def short_error(exc: ValidationError) -> str:
@@ -353,7 +371,13 @@ class Delivery:
         placeholder = placeholder_json(
             withheld, row, site=self._site, table=self._table, replay=replay
         )
-        self._send(session, f"{self._root}/evt", placeholder, seq=None)
+        try:
+            self._send(session, f"{self._root}/evt", placeholder, seq=None)
+        except PacketTooLarge as exc:
+            # Not even the placeholder fits (the relay's check at connect should have seen
+            # it): the broker is unsuitable; the session ends, the row stays in the journal.
+            session.fail(too_small(exc.limit, f"the placeholder for row {row.seq}", exc.size))
+            return
         self.delivery_is(self.withheld.fault())
 
     def _send_whole(self, session: Session) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -40,6 +40,15 @@ async def publish(client: MqttClient, topic: str, payload: bytes, *, retain: boo
         await client.publish(topic, payload, retain=retain)
     except PacketTooLarge as exc:
         log.error("message larger than the broker accepts: not sent", error=str(exc))
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """A retained message the broker cannot take (larger than its Maximum Packet Size)."""
+
+    message: str  # birth, health, pace, meter
+    size: int
+    limit: int
 
 
 class HealthSchedule:
@@ -88,14 +97,40 @@ class Publishing:
         self._pace: bytes | None = None
         self._pace_changed = asyncio.Event()
         self._alarmed: set[str] = set()
+        # Retained messages the broker's limit left out, by message, until one goes out (a
+        # fault in status), and those logged on this connection (once each).
+        self.too_large: dict[str, TooLarge] = {}
+        self._logged: set[str] = set()
+
+    async def _retain(self, client: MqttClient, message: str, topic: str, payload: bytes) -> None:
+        """A retained message, awaiting its PUBACK. One larger than the broker accepts is not
+        sent: counted, logged once per connection and a fault in status (naming its size
+        and the broker's limit) until one of its kind goes out; the rest flows."""
+        try:
+            await client.publish(topic, payload, retain=True)
+        except PacketTooLarge as exc:
+            self._delivery.counters.retained_too_large += 1
+            self.too_large[message] = TooLarge(message, exc.size, exc.limit)
+            if message not in self._logged:
+                self._logged.add(message)
+                log.error(
+                    "retained message larger than the broker accepts: not sent",
+                    message=message,
+                    packet_bytes=exc.size,
+                    broker_max_bytes=exc.limit,
+                )
+        else:
+            self.too_large.pop(message, None)
 
     def status(self, status: Literal["online", "offline"]) -> bytes:
         return Status(status=status, boot_id=self._boot_id).model_dump_json().encode()
 
     async def say_online(self, client: MqttClient) -> None:
-        """The birth message and the meters, then `online` (retained)."""
+        """The birth message and the meters, then `online` (retained). The relay has seen
+        that the broker takes `status` (and every row's placeholder): those always fit."""
+        self._logged.clear()
         await self.publish_birth(client)
-        await publish(client, f"{self._root}/status", self.status("online"), retain=True)
+        await client.publish(f"{self._root}/status", self.status("online"), retain=True)
 
     async def say_offline(self, client: MqttClient) -> None:
         """On an orderly stop; the broker's last-will covers every other way of going."""
@@ -116,13 +151,13 @@ class Publishing:
 
     async def publish_birth(self, client: MqttClient) -> None:
         birth = self.birth()
-        await publish(client, f"{self._root}/birth", birth.model_dump_json().encode(), retain=True)
+        await self._retain(client, "birth", f"{self._root}/birth", birth.model_dump_json().encode())
         for meter in birth.meters:
-            await publish(
+            await self._retain(
                 client,
+                "meter",
                 f"{self._root}/meter/{meter.meter_id}",
                 meter.model_dump_json().encode(),
-                retain=True,
             )
 
     # --- health ---------------------------------------------------------------------
@@ -206,8 +241,8 @@ class Publishing:
                 health.progressive_link,
             )
             if schedule.due(changes, loop.time()):
-                await publish(
-                    client, f"{self._root}/health", health.model_dump_json().encode(), retain=True
+                await self._retain(
+                    client, "health", f"{self._root}/health", health.model_dump_json().encode()
                 )
             await asyncio.sleep(1)
 
@@ -223,5 +258,5 @@ class Publishing:
         while True:
             self._pace_changed.clear()
             if self._pace is not None:
-                await publish(client, f"{self._root}/pace", self._pace, retain=True)
+                await self._retain(client, "pace", f"{self._root}/pace", self._pace)
             await self._pace_changed.wait()

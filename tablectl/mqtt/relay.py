@@ -24,6 +24,7 @@ import structlog
 
 from tablectl.config import MqttSection
 from tablectl.mqtt.client import (
+    BrokerUnsuitable,
     ClosedBeforeAccepted,
     ConnectRefused,
     MqttClient,
@@ -33,6 +34,7 @@ from tablectl.mqtt.client import (
     Will,
     broker_reconnector,
     client_for,
+    publish_size,
 )
 from tablectl.mqtt.client import tls_context as client_tls_context
 from tablectl.mqtt.commands import Commands
@@ -42,9 +44,10 @@ from tablectl.mqtt.contract import (
     TableSnapshot,
     topic_root,
 )
-from tablectl.mqtt.delivery import Delivery, delivery_fault
+from tablectl.mqtt.delivery import Delivery, delivery_fault, too_small
 from tablectl.mqtt.publishing import Publishing
 from tablectl.mqtt.session import InJournalThread, RelayCounters, Session
+from tablectl.mqtt.withheld import largest_placeholder
 from tablectl.status import BacklogAlarm as StatusBacklogAlarm
 from tablectl.status import BrokerLink, BrokerStats
 from tablectl.store.journal import JournalReader, Store
@@ -129,6 +132,8 @@ def _refused_our_certificate(exc: MqttError, config: MqttSection) -> bool:
 
 def _is_refusal(exc: MqttError, config: MqttSection) -> bool:
     """A refusal waiting will not cure (unlike a broker that is down or restarting)."""
+    if isinstance(exc, Permanent):  # a broker unsuitable (QoS 0 only) too
+        return True
     if isinstance(exc, ConnectRefused):
         return exc.permanent
     return "CERTIFICATE_VERIFY_FAILED" in str(exc) or _refused_our_certificate(exc, config)
@@ -162,6 +167,7 @@ class Relay:
         (backend, its seq, the journal's last seq): a rollback's evidence."""
         self._config = config
         self._site, self._table = site, table
+        self._boot_id = boot_id
         self._root = topic_root(site, table)
         self.counters = RelayCounters()
         self.delivery = Delivery(
@@ -265,10 +271,40 @@ class Relay:
             await client.connect()
         except MqttError as exc:
             why = describe_connect_error(exc, self._config)
+            if isinstance(exc, BrokerUnsuitable):
+                self.counters.brokers_unsuitable += 1
+                self.delivery.delivery_is(why)
             raise (
                 BrokerRefused(why) if _is_refusal(exc, self._config) else MqttError(why)
             ) from exc
+        unsuitable = self._too_small(client.limits.max_packet_bytes)
+        if unsuitable is not None:
+            # As for a broker that takes QoS 0 only: goodbye (no will), a refusal retried
+            # at the longest backoff, and a delivery fault naming the limit and what needs it.
+            await client.disconnect()
+            self.counters.brokers_unsuitable += 1
+            self.delivery.delivery_is(str(unsuitable))
+            raise unsuitable
         return client
+
+    def _too_small(self, limit: int | None) -> BrokerUnsuitable | None:
+        """Why a broker's Maximum Packet Size is below what this table must send whatever
+        happens: `status` (online, offline) and the placeholder of a row too large
+        (withheld.py). Birth, health and pace are not: left out, each is a fault of its own
+        (publishing.py)."""
+        if limit is None:
+            return None
+        placeholder = largest_placeholder(
+            f"{self._root}/evt",
+            site=self._site,
+            table=self._table,
+            boot_id=self._boot_id,
+            limit=limit,
+        )
+        status = publish_size(f"{self._root}/status", self.publishing.status("offline"))
+        needs = [("a withheld row's placeholder", placeholder), ("the status message", status)]
+        what, size = max(needs, key=lambda need: need[1])
+        return too_small(limit, what, size) if size > limit else None
 
     async def _close(self, client: MqttClient) -> None:
         """Without a DISCONNECT unless we said offline: the broker's last-will says it."""
@@ -278,7 +314,11 @@ class Relay:
         self.counters.connects += 1
         try:
             await self._session(client)
-        except (PublishRefused, PublishUnacknowledged) as exc:
+        except (PublishRefused, PublishUnacknowledged, BrokerUnsuitable) as exc:
+            if isinstance(exc, BrokerUnsuitable):
+                self.counters.brokers_unsuitable += 1
+                self.delivery.delivery_is(str(exc))
+                raise
             if isinstance(exc, PublishRefused):
                 self.counters.publishes_refused += 1
             else:

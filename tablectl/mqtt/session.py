@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from tablectl.mqtt.client import MqttClient, PublishRefused
+from tablectl.mqtt.client import BrokerUnsuitable, MqttClient, PublishRefused
 from tablectl.mqtt.contract import MeterValue
 
 T = TypeVar("T")
@@ -54,6 +54,8 @@ class RelayCounters:
     publishes_refused: int = 0  # a PUBACK that said no (the ACL): the session ends
     publishes_unacknowledged: int = 0  # no PUBACK within the bound: the session ends
     rows_withheld: int = 0  # placeholders sent for rows larger than the broker accepts
+    retained_too_large: int = 0  # birth, health, pace or meter larger: not sent (a fault)
+    brokers_unsuitable: int = 0  # connections refused: the broker's limit is below our needs
     redelivered: int = 0  # rows sent again on one connection: heals and replays asked for
     heals: int = 0  # replays started because a backend's ack stalled
     replay_rewinds: int = 0  # replays gone back to the ack: a window lost, its window halved
@@ -70,11 +72,12 @@ class Session:
     in_flight: int = 0
     room: asyncio.Event = field(default_factory=asyncio.Event)  # a PUBACK freed a slot
     meters: dict[str, MeterValue] = field(default_factory=dict)
-    # A PUBACK that said no: the session ends (one not come in time ends the client's).
-    failed: PublishRefused | None = None
+    # A PUBACK that said no, or a placeholder the broker cannot take: the session ends (a
+    # PUBACK not come in time ends the client's).
+    failed: PublishRefused | BrokerUnsuitable | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def fail(self, exc: PublishRefused) -> None:
+    def fail(self, exc: PublishRefused | BrokerUnsuitable) -> None:
         if self.failed is None:
             self.failed = exc
             self.ended.set()

@@ -18,8 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tablectl.mqtt.client import PacketTooLarge
+from tablectl.core.effects import RECORD_TYPES
+from tablectl.mqtt.client import PacketTooLarge, publish_size
 from tablectl.mqtt.contract import ROW_WITHHELD, RowWithheld, envelope_json
+
+# The widest values a placeholder can carry: a UUIDv7 event id, a journal timestamp to the
+# millisecond, a seq and a row size of 19 digits.
+_WIDEST_ID = "0" * 36
+_WIDEST_TS = "2026-01-01T00:00:00.000+00:00"
+_WIDEST_NUMBER = 10**18
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,24 @@ class WithheldRows:
         """The delivery fault while a row is withheld: the latest one's (each new one is a
         new fault, journaled with its seq)."""
         return self.rows[max(self.rows)].fault if self.rows else None
+
+
+@dataclass(frozen=True)
+class _Identity:
+    event_id: str
+    boot_id: str
+    ts: str
+
+
+def largest_placeholder(topic: str, *, site: str, table: str, boot_id: str, limit: int) -> int:
+    """The bytes of the largest placeholder this table can have to send on `topic` to a
+    broker whose limit is `limit`: the longest record type's, with the widest ids, time,
+    seq and size. A broker that cannot take it cannot be given every row (relay.py)."""
+    widest = max(RECORD_TYPES, key=len)
+    withheld = Withheld(_WIDEST_NUMBER, widest, _WIDEST_NUMBER, limit)
+    row = _Identity(event_id=_WIDEST_ID, boot_id=boot_id, ts=_WIDEST_TS)
+    payload = placeholder_json(withheld, row, site=site, table=table, replay=False)
+    return publish_size(topic, payload)
 
 
 class RowIdentity(Protocol):

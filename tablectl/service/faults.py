@@ -568,6 +568,22 @@ _FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
 )
 
 
+def message_too_large(message: str, size: int, limit: int) -> FaultView:
+    """A retained message (birth, health, pace) larger than the broker accepts: not sent
+    (mqtt/publishing.py); the journal's rows are not held up by it."""
+    return FaultView(
+        what="message-too-large",
+        device="broker",
+        cause=f"the table's retained {message} message ({size} bytes) is larger than the "
+        f"broker accepts ({limit} bytes, its Maximum Packet Size): backends do not get it; "
+        "the journal's rows still flow",
+        stops=Stops.NOTHING,
+        remedy=f"raise the broker's limit above {size} bytes (Mosquitto: max_packet_size); "
+        f"the fault clears once a {message} message goes out",
+        command=None,
+    )
+
+
 # --- from the links -------------------------------------------------------------------------
 
 

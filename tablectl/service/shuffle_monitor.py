@@ -29,7 +29,7 @@ from tablectl.config import TableConfig
 from tablectl.core.events import Event, ShuffleSuspected
 from tablectl.core.games.base import DealPlan, TableGame
 from tablectl.core.shuffle_integrity.monitor import DeckUse, ShuffleMonitor, UseReport, card_index
-from tablectl.core.shuffle_integrity.pickup import collected_order
+from tablectl.core.shuffle_integrity.pickup import collected_order, recipients
 from tablectl.core.table import TableState
 from tablectl.status import FaultView, Stops
 from tablectl.store.journal import JournalRow
@@ -58,6 +58,8 @@ CREATE TABLE IF NOT EXISTS history (
     collected TEXT NOT NULL
 );
 """
+# Added for the seat test; a file written before it gets the column, its rows no seats.
+SEATS_COLUMN = "ALTER TABLE history ADD COLUMN seats TEXT NOT NULL DEFAULT '[]'"
 
 
 def database(data_dir: Path) -> Path:
@@ -112,11 +114,13 @@ class ShuffleWatch:
             return
         self.deals += 1
         deck = state.deck.round_deck or f"slot-{(self.deals - 1) % self.decks + 1}"
+        plan = shoe_plan(self.game, deal.seats)
         use = DeckUse(
             deck,
             state.round_id,
             tuple(card_index(c) for c in deal.cards),
-            collected_order(shoe_plan(self.game, deal.seats)),
+            collected_order(plan),
+            recipients(plan),
         )
         pending = _Pending(use, state.devices.get("shuffler"), time.time_ns() // 1_000_000)
         if self.queue.full():
@@ -164,12 +168,22 @@ class ShuffleWatch:
     def _open(self) -> None:
         self._db = db = sqlite3.connect(self.path, check_same_thread=False)
         db.executescript(SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(history)")}
+        if "seats" not in columns:
+            with db:
+                db.execute(SEATS_COLUMN)
         rows = db.execute(
-            "SELECT deck, round_id, cards, collected FROM history ORDER BY id"
+            "SELECT deck, round_id, cards, collected, seats FROM history ORDER BY id"
         ).fetchall()
-        for deck, round_id, cards, collected in rows:  # the windows, as before the restart
+        for deck, round_id, cards, collected, seats in rows:  # the windows, as before
             self.monitor.observe(
-                DeckUse(deck, round_id, tuple(json.loads(cards)), tuple(json.loads(collected)))
+                DeckUse(
+                    deck,
+                    round_id,
+                    tuple(json.loads(cards)),
+                    tuple(json.loads(collected)),
+                    tuple(json.loads(seats)),
+                )
             )
 
     def _observe(self, pending: _Pending) -> UseReport:
@@ -197,8 +211,15 @@ class ShuffleWatch:
                 ),
             )
             db.execute(
-                "INSERT INTO history (deck, round_id, cards, collected) VALUES (?, ?, ?, ?)",
-                (use.deck, use.round_id, json.dumps(use.cards), json.dumps(use.collected)),
+                "INSERT INTO history (deck, round_id, cards, collected, seats) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    use.deck,
+                    use.round_id,
+                    json.dumps(use.cards),
+                    json.dumps(use.collected),
+                    json.dumps(use.seats),
+                ),
             )
             db.execute(
                 "DELETE FROM history WHERE id <= (SELECT MAX(id) FROM history) - ?",

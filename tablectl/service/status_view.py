@@ -16,7 +16,7 @@ from tablectl.core.effects import Lamp
 from tablectl.core.table import Phase, TableState
 from tablectl.mqtt.contract import MeterValue, ProgressiveLinkState, TableSnapshot, TableWager
 from tablectl.service import deck_status
-from tablectl.service.faults import table_faults
+from tablectl.service.faults import message_too_large, table_faults
 from tablectl.service.shuffle_monitor import faults as shuffle_faults
 from tablectl.status import (
     KNOWN_DEVICES,
@@ -145,6 +145,10 @@ class StatusView:
             awaited=t.supervisor.recovery.awaited(),
         )
         found += shuffle_faults(t.state, t.reader.last_row)
+        found += [
+            message_too_large(m.message, m.size, m.limit)
+            for m in t.relay.publishing.too_large.values()
+        ]
         if t.rules.deck is None:
             return found
         deck_rules, now = t.rules.deck, t.wall_clock_ms()

@@ -17,13 +17,19 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
 - overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
   two-sided), and its sum over the last uses of both decks (as order-window);
 - position: one card at one deal position over the last rounds (binomial, union bound);
-- runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion).
+- runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion);
+- next-card: "guess the next card" (Diaconis, Fulman & Holmes): each card dealt is bet to be
+  followed by one of its neighbours in an order seen before; the bets' likelihood ratio is
+  an e-value (mean 1 under a fair shuffle, exactly), over this use and the last uses (Markov);
+- seat: one card reaching one seat (or the dealer) over the last rounds, whatever seats
+  play (binomial, union bound).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,14 +39,24 @@ from tablectl.core.shuffle_integrity.thresholds import ALPHA
 from tablectl.rules.cards import SUITS, Card
 
 DECK = nulls.DECK
-WINDOW_USES = 32  # the table's last deck uses (both decks) the windowed tests sum over
-# The windowed tests look back over the last 4, 12 and 32 uses (a scan, Bonferroni x3): a
-# shuffler that failed lately is not diluted by the fair uses before it.
-SPANS = (4, 12, 32)
+WINDOW_USES = 128  # the table's last deck uses (both decks) the windowed tests sum over
+# The windowed tests look back over the last 4, 12, 32 and 128 uses (a scan, Bonferroni x4):
+# a shuffler that failed lately is not diluted by the fair uses before it, and a slight one
+# (three riffles read two cards a hand) adds up over the longest.
+SPANS = (4, 12, 32, 128)
 SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound worked out
 POSITION_ROUNDS = 100  # rounds the position test counts over
 RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
 FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
+FACTORY_NEIGHBOURS = tuple(
+    frozenset(c for c in (card - 1, card + 1) if 0 <= c < len(FACTORY)) for card in FACTORY
+)
+NEIGHBOUR_DEALS = 12  # earlier deals (either deck) whose neighbours the next-card test bets on
+# The next-card test's alternatives: the next card is a neighbour this many times as often
+# as chance (capped at NEXT_CAP); their mixture (the mean) is itself an e-value.
+NEXT_BOOSTS = (2.0, 4.0, 8.0)
+NEXT_CAP = 0.9
+MAX_RECIPIENTS = 8  # the dealer and up to 7 seats: the seat test's union bound is 52 x 8
 
 
 def card_index(card: Card) -> int:
@@ -57,6 +73,9 @@ class DeckUse:
     cards: tuple[int, ...]  # card_index of each card, in dealing order
     # positions into `cards` as the game's pickup puts them back, top first (pickup.py)
     collected: tuple[int, ...]
+    # who received each card (pickup.recipients: a seat, 0 the dealer, -1 no one); empty:
+    # not known (a history kept before the seat test), the seat test skips the use
+    seats: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +121,31 @@ class _Window:
     overlaps: deque[tuple[int, int, int]] = field(
         default_factory=lambda: deque(maxlen=WINDOW_USES)
     )  # (drawn, marked, seen)
+    # Running sums since the start, one more than the window holds (the first is the base a
+    # window's sum is taken from): per key (uses, value, steps, null mean, null variance).
+    # A span's sum is a difference: the scan costs the same for 4 uses as for 128.
+    ascent_sums: deque[dict[tuple[str, str], tuple[int, int, int, float, float]]] = field(
+        default_factory=lambda: deque([{}], maxlen=WINDOW_USES + 1)
+    )
+
+    # (uses, seen, null mean, null variance) since the start, as ascent_sums
+    overlap_sums: deque[tuple[int, int, float, float]] = field(
+        default_factory=lambda: deque([(0, 0, 0.0, 0.0)], maxlen=WINDOW_USES + 1)
+    )
+
+    def add_overlap(self, drawn: int, marked: int, seen: int) -> None:
+        self.overlaps.append((drawn, marked, seen))
+        m, v = _moments(nulls.hypergeometric_pmf(drawn, marked))
+        uses, total, mean, var = self.overlap_sums[-1]
+        self.overlap_sums.append((uses + 1, total + seen, mean + m, var + v))
+
+    def add_ascents(self, entry: dict[tuple[str, str], tuple[int, int, float, float]]) -> None:
+        self.ascents.append(entry)
+        sums = dict(self.ascent_sums[-1])
+        for key, (n, value, m, v) in entry.items():
+            uses, total, steps, mean, var = sums.get(key, (0, 0, 0, 0.0, 0.0))
+            sums[key] = (uses + 1, total + value, steps + n - 1, mean + m, var + v)
+        self.ascent_sums.append(sums)
 
 
 def _ascents(seq: list[int]) -> int:
@@ -188,6 +232,14 @@ class ShuffleMonitor:
         self.position_rounds: deque[tuple[int, ...]] = deque()
         self.position_counts: dict[tuple[int, int], int] = {}
         self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
+        self.neighbour_deals: deque[tuple[int, ...]] = deque()
+        # card -> its neighbours in the last deals, with how many deals saw them together
+        self.neighbour_links: dict[int, dict[int, int]] = {}
+        self.next_logs: deque[float] = deque(maxlen=max(SPANS))  # each use's log e-value
+        # per round in the window: the (card, recipient) cells, each recipient's hand size
+        self.seat_rounds: deque[tuple[tuple[tuple[int, int], ...], dict[int, int]]] = deque()
+        self.seat_counts: dict[tuple[int, int], int] = {}
+        self.seat_hands: dict[tuple[int, int], int] = {}  # (recipient, hand size) -> rounds
 
     def forget(self, deck: str) -> None:
         """A deck left the table: its history goes (a new deck starts afresh)."""
@@ -203,9 +255,27 @@ class ShuffleMonitor:
         findings += self._overlap(use, positions, previous, window)
         findings.append(self._position(use))
         findings.append(self._runs(use))
+        findings.append(self._next_card(use, previous))
+        findings.append(self._seat(use))
         self.last[use.deck] = use
         self.recent.append(use)
+        self._remember_neighbours(use.cards)
         return UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
+
+    def _remember_neighbours(self, cards: tuple[int, ...]) -> None:
+        links = self.neighbour_links
+        if len(self.neighbour_deals) == NEIGHBOUR_DEALS:
+            for a, b in itertools.pairwise(self.neighbour_deals.popleft()):
+                for x, y in ((a, b), (b, a)):
+                    if links[x][y] == 1:
+                        del links[x][y]
+                    else:
+                        links[x][y] -= 1
+        self.neighbour_deals.append(cards)
+        for a, b in itertools.pairwise(cards):
+            for x, y in ((a, b), (b, a)):
+                mine = links.setdefault(x, {})
+                mine[y] = mine.get(y, 0) + 1
 
     # --- the tests ----------------------------------------------------------------------
 
@@ -238,7 +308,7 @@ class ShuffleMonitor:
                 if best is None or p < best[0]:
                     best = (p, KINDS[kind][2].format(v=value, m=n - 1, ref=ref))
         # Kept with each value: its null mean and variance (the window's scan reads them).
-        window.ascents.append(
+        window.add_ascents(
             {
                 (ref, kind): (n, value, *_moments(KINDS[kind][0](n)))
                 for (ref, kind), (n, value) in now.items()
@@ -254,38 +324,34 @@ class ShuffleMonitor:
         return out
 
     def _order_window(self, window: _Window) -> Finding:
-        entries = window.ascents
-        keys = sorted({key for entry in entries for key in entry})
+        entries, cumulative = window.ascents, window.ascent_sums
+        now = cumulative[-1]
         ends = sorted({min(span, len(entries)) for span in SPANS})
-        sums: list[tuple[float, float, dict[int, int], int, int, tuple[str, str]]] = []
-        for key in keys:
+        sums: list[tuple[float, int, int, int, tuple[str, str]]] = []
+        for key, (uses, total, steps, mean, var) in now.items():
             side = KINDS[key[1]][1]
-            counts: dict[int, int] = {}
-            total = steps = 0
-            mean = var = 0.0
-            # One pass from the newest use back, a sum kept at each span's end.
-            for i, entry in enumerate(reversed(entries), start=1):
-                got = entry.get(key)
-                if got is not None:
-                    n, value, m, v = got
-                    counts[n] = counts.get(n, 0) + 1
-                    total += value
-                    steps += n - 1
-                    mean += m
-                    var += v
-                if i in ends and counts:
-                    z = (total - mean) / var**0.5
-                    z = z if side == "upper" else -z
-                    sums.append((z, var, dict(counts), total, steps, key))
+            for end in ends:
+                base = cumulative[-1 - end].get(key, (0, 0, 0, 0.0, 0.0))
+                if uses - base[0] == 0:
+                    continue
+                z = (total - base[1] - (mean - base[3])) / (var - base[4]) ** 0.5
+                z = z if side == "upper" else -z
+                sums.append((z, end, total - base[1], steps - base[2], key))
         if not sums:
             return self._finding("order-window", "no use to compare yet", 1.0)
-        tests = len(keys) * len(SPANS)
+        tests = len(now) * len(SPANS)
         sums.sort(key=lambda x: x[0], reverse=True)
         best: tuple[float, str] | None = None
-        for z, _, counts, total, steps, (ref, kind) in sums:
+        for z, end, total, steps, key in sums:
             if best is not None and z < SCAN_Z:
                 break
+            ref, kind = key
             pmf_of, side, template = KINDS[kind]
+            counts: dict[int, int] = {}
+            for entry in itertools.islice(reversed(entries), end):
+                got = entry.get(key)
+                if got is not None:
+                    counts[got[0]] = counts.get(got[0], 0) + 1
             if z < SCAN_Z:
                 p = _cantelli(z)  # far from any level: the cheap bound says as much
             else:
@@ -335,7 +401,7 @@ class ShuffleMonitor:
             ]
         drawn, marked = len(use.cards), len(previous.cards)
         seen = sum(1 for c in previous.cards if c in positions)
-        window.overlaps.append((drawn, marked, seen))
+        window.add_overlap(drawn, marked, seen)
         p = nulls.hypergeometric_two_sided(drawn, marked, seen)
         mean = drawn * marked / DECK
         figure = f"{seen} of {drawn} cards dealt last use (fair: {mean:.1f} on average)"
@@ -346,24 +412,22 @@ class ShuffleMonitor:
         if len(entries) < 2:
             return self._finding("overlap-window", "fewer than 2 uses to sum", 1.0)
         ends = sorted({min(span, len(entries)) for span in SPANS})
-        sums: list[tuple[float, dict[tuple[int, int], int], int, float]] = []
-        counts: dict[tuple[int, int], int] = {}
-        seen = 0
-        mean = var = 0.0
-        for i, (drawn, marked, s) in enumerate(reversed(entries), start=1):
-            counts[drawn, marked] = counts.get((drawn, marked), 0) + 1
-            seen += s
-            m, v = _moments(nulls.hypergeometric_pmf(drawn, marked))
-            mean += m
-            var += v
-            if i in ends:
-                z = abs(seen - mean) / var**0.5 if var else 0.0
-                sums.append((z, dict(counts), seen, mean))
+        cumulative = window.overlap_sums
+        _, total, total_mean, total_var = cumulative[-1]
+        sums: list[tuple[float, int, int, float]] = []
+        for end in ends:
+            _, base, base_mean, base_var = cumulative[-1 - end]
+            seen, mean, var = total - base, total_mean - base_mean, total_var - base_var
+            z = abs(seen - mean) / var**0.5 if var > 0 else 0.0
+            sums.append((z, end, seen, mean))
         sums.sort(key=lambda x: x[0], reverse=True)
         best: tuple[float, str] | None = None
-        for z, span_counts, span_seen, span_mean in sums:
+        for z, end, span_seen, span_mean in sums:
             if best is not None and z < SCAN_Z:
                 break
+            span_counts: dict[tuple[int, int], int] = {}
+            for drawn, marked, _ in itertools.islice(reversed(entries), end):
+                span_counts[drawn, marked] = span_counts.get((drawn, marked), 0) + 1
             if z < SCAN_Z:
                 p = _cantelli(z)
             else:
@@ -417,3 +481,89 @@ class ShuffleMonitor:
                 best = (p, figure)
         assert best is not None
         return self._finding("runs", best[1], best[0] * 2)
+
+    def _next_card(self, use: DeckUse, previous: DeckUse | None) -> Finding:
+        """Guess the next card: after each card dealt, bet that the next is one of its
+        neighbours in the factory order, an earlier deal, or the previous use's pickup.
+        Under a fair shuffle the next card is uniform over the cards not yet dealt, so the
+        bet wins with probability exactly p = (neighbours not yet dealt) / (cards left); a
+        bet at odds r / p (win) and (1 - r) / (1 - p) (lose) has mean 1, and so has the
+        product over the deal and over any run of uses: an e-value, P(E >= 1/a) <= a
+        (Markov). p-value: 1 / E, x4 for the spans (this use, the last 4, 12, 32)."""
+        links = self.neighbour_links
+        pickup = (
+            tuple(previous.cards[i] for i in previous.collected) if previous is not None else ()
+        )
+        pickup_at = {card: i for i, card in enumerate(pickup)}
+        dealt: set[int] = set()
+        log_e = [0.0] * len(NEXT_BOOSTS)  # one product per alternative
+        hits = bets = 0
+        for before, card in itertools.pairwise(use.cards):
+            dealt.add(before)
+            guess = set(links.get(before, ())) | FACTORY_NEIGHBOURS[before]
+            at = pickup_at.get(before)
+            if at is not None:
+                guess.update(pickup[max(0, at - 1) : at + 2])
+            guess -= dealt
+            left = DECK - len(dealt)
+            if not guess or left <= len(guess):
+                continue
+            p = len(guess) / left
+            won = card in guess
+            bets += 1
+            hits += won
+            for i, boost in enumerate(NEXT_BOOSTS):
+                r = min(NEXT_CAP, max(p, boost * p))
+                log_e[i] += math.log(r / p) if won else math.log((1 - r) / (1 - p))
+        # The mixture of the alternatives, in logs (no overflow).
+        top = max(log_e)
+        self.next_logs.append(top + math.log(sum(math.exp(x - top) for x in log_e) / len(log_e)))
+        best_log, best_span = -math.inf, 1
+        logs = list(self.next_logs)
+        for span in (1, *SPANS):
+            if span <= len(logs):
+                total = sum(logs[-span:])
+                if total > best_log:
+                    best_log, best_span = total, span
+        p_value = min(1.0, (1 + len(SPANS)) * math.exp(-min(best_log, 700.0)))
+        over = "this use" if best_span == 1 else f"the last {best_span} uses"
+        figure = f"{hits} of {bets} cards dealt next to a neighbour seen before ({over})"
+        return self._finding("next-card", figure, p_value)
+
+    def _seat(self, use: DeckUse) -> Finding:
+        """One card at one seat (or the dealer) over the last rounds: each round, a card
+        reaches a hand of h cards with probability h/52 exactly, whichever seats play;
+        the count over the rounds the seat played is at most Binomial(rounds, hmax/52)."""
+        rounds, counts, hands = self.seat_rounds, self.seat_counts, self.seat_hands
+        if len(rounds) == POSITION_ROUNDS:
+            gone, gone_sizes = rounds.popleft()
+            for cell in gone:
+                counts[cell] -= 1
+            for hand in gone_sizes.items():
+                hands[hand] -= 1
+        size: dict[int, int] = {}
+        for who in use.seats:
+            if who >= 0:
+                size[who] = size.get(who, 0) + 1
+        for hand in size.items():
+            hands[hand] = hands.get(hand, 0) + 1
+        cells = tuple(
+            (card, who) for card, who in zip(use.cards, use.seats, strict=False) if who >= 0
+        )
+        rounds.append((cells, size))
+        worst = (1.0, 0, 0, 0)  # tail, recipient, count, rounds
+        for cell in cells:
+            n = counts[cell] = counts.get(cell, 0) + 1
+            if n >= 3:
+                who = cell[1]
+                played = [(h, k) for (w, h), k in hands.items() if w == who and k]
+                trials, biggest = sum(k for _, k in played), max(h for h, _ in played)
+                tail = nulls.binomial_upper_tail(trials, n, biggest, DECK)
+                if tail < worst[0]:
+                    worst = (tail, who, n, trials)
+        tail, who, n, played_rounds = worst
+        if n == 0:
+            return self._finding("seat", "no card three times in one seat's hand", 1.0)
+        place = "the dealer's hand" if who == 0 else f"seat {who}'s hand"
+        figure = f"one card in {place} in {n} of the {played_rounds} rounds it played"
+        return self._finding("seat", figure, tail * DECK * MAX_RECIPIENTS)

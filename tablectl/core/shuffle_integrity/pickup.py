@@ -45,3 +45,22 @@ def collected_order(plan: DealPlan) -> tuple[int, ...]:
     # Each pile placed goes on top: the last placed is listed first.
     placed = [burned, *(hands[seat] for seat in sorted(hands, reverse=True)), dealer, community]
     return tuple(card for pile in reversed(placed) for card in pile)
+
+
+DEALER = 0  # the recipient of the dealer's cards (seats count from 1)
+AWAY = -1  # a burned or community card: no one's hand
+
+
+def recipients(plan: DealPlan) -> tuple[int, ...]:
+    """Who receives each card of the plan, in dealing order: the seat, DEALER, or AWAY."""
+    out: list[int] = []
+    for step in plan.steps:
+        kept = step.cards - step.discard
+        if step.to is To.SEAT and step.seat is not None:
+            who = step.seat
+        elif step.to is To.DEALER:
+            who = DEALER
+        else:
+            who = AWAY
+        out += [who] * kept + [AWAY] * step.discard
+    return tuple(out)
