@@ -13,7 +13,11 @@ the same run:
   of the N tables receives a state broadcast listing that claim as pending; p50/p99 over all
   tables and `--hits` hits, beside the raw fan-out to N (issue 31's ratio) and beside the
   claim's raw path (raw publish -> receive + one raw commit + the raw fan-out to N: the hops
-  a claim cannot skip, since a claim is committed before any table hears of it);
+  a claim cannot skip, since a claim is committed before any table hears of it); also the
+  time until the first table hears it (the controller's own way, with one hop), and the
+  floor's fan-out: a state of the same size published straight to N light tables, heard
+  and parsed as in the hits (the raw fan-out's one-number payload to aiomqtt clients leaves
+  out what the receivers do; the ratio to the floor's fan-out is what the controller adds);
 - the controller's CPU (share of one core over the phase) and RSS.
 
 Controllers are `tablectl link run` processes (`--controllers`, default 1). `--ledger cluster`
@@ -51,7 +55,7 @@ from tablectl.simulators.postgres import PrivatePostgres
 
 from tablectl.link import ledger
 from tablectl.link.config import load_link_config
-from tablectl.link.contract import LinkState
+from tablectl.link.contract import LinkState, state_topic
 from tablectl.mqtt.client import SOCKET_OPTIONS
 from tablectl.util import logs
 
@@ -230,6 +234,68 @@ async def raw_fan_out(broker: PrivateBroker, subscribers: int, samples: int) -> 
     return received
 
 
+async def floor_fan_out(
+    broker: PrivateBroker, tables: int, samples: int, state: LinkState
+) -> tuple[list[float], list[float]]:
+    """The fan-out as the floor's light tables hear a state broadcast, with no controller and
+    no ledger: a state of the same size as the hits' (a copy of one they heard, each sample
+    naming a claim of its own as pending) published straight to N `LightTable`s, the same
+    clients parsing it the same way (pydantic) and calling the same `on_state` as in `hits`.
+    What the tables' own side costs, so the ratio to it is what the controller adds. Returns
+    every receiver's time (ms) and each sample's first receiver's."""
+    link_id = f"fanout{tables}"
+    sent_at: dict[str, float] = {}
+    left: dict[str, set[str]] = {}
+    received: list[float] = []
+    first: list[float] = []
+    arrived = asyncio.Event()
+
+    def on_state(table: LightTable, heard: LinkState, at: float) -> None:
+        for pending in heard.pending:
+            waiting = left.get(pending.claim_id)
+            if waiting is not None and table.ref in waiting:
+                if len(waiting) == tables:
+                    first.append((at - sent_at[pending.claim_id]) * 1000)
+                waiting.discard(table.ref)
+                received.append((at - sent_at[pending.claim_id]) * 1000)
+                if not waiting:
+                    arrived.set()
+
+    floor = Floor(broker.host, broker.port, link_id, tables, site=link_id, on_state=on_state)
+    async with asyncio.TaskGroup() as tasks:
+        running = tasks.create_task(floor.run())  # senders idle, as in hits
+        async with asyncio.timeout(300):
+            for table in floor.tables:
+                await table.connected.wait()
+        await asyncio.sleep(0.5)  # the last subscriptions granted
+        async with aiomqtt.Client(
+            broker.host, broker.port, socket_options=SOCKET_OPTIONS
+        ) as publisher:
+            for n in range(samples):
+                claim_id = f"fan-{n}"
+                body = (
+                    state.model_copy(
+                        update={
+                            "link_id": link_id,
+                            "pending": [
+                                p.model_copy(update={"claim_id": claim_id}) for p in state.pending
+                            ],
+                        }
+                    )
+                    .model_dump_json()
+                    .encode()
+                )
+                arrived.clear()
+                left[claim_id] = {t.ref for t in floor.tables}
+                sent_at[claim_id] = time.monotonic()
+                await publisher.publish(state_topic(link_id), body, qos=1)
+                async with asyncio.timeout(30):
+                    await arrived.wait()
+                await asyncio.sleep(0.2)
+        running.cancel()
+    return received, first
+
+
 # --- the floor ----------------------------------------------------------------------------------
 
 
@@ -269,18 +335,29 @@ async def settled(conninfo: str, link_id: str, tables: int) -> None:
         await conn.close()
 
 
-async def hits(
-    broker: PrivateBroker, conninfo: str, tables: int, count: int, pid: int
-) -> tuple[list[float], Usage]:
+@dataclass
+class Hits:
+    latencies: list[float]  # ms, claim -> each table hears it pending
+    first: list[float]  # ms, claim -> the first table hears it pending (the controller's way)
+    usage: Usage
+    state: LinkState | None  # a state broadcast naming a claim pending, as the tables heard it
+
+
+async def hits(broker: PrivateBroker, conninfo: str, tables: int, count: int, pid: int) -> Hits:
     """Claims one after another: claim -> every table hears JACKPOT PENDING naming it."""
     waiting: dict[str, tuple[float, set[str]]] = {}  # claim id -> (claimed at, tables left)
     done = asyncio.Event()
     latencies: list[float] = []
+    first: list[float] = []
+    heard: list[LinkState] = []
 
     def on_state(table: LightTable, state: LinkState, at: float) -> None:
         for pending in state.pending:
             entry = waiting.get(pending.claim_id)
             if entry is not None and table.ref in entry[1]:
+                if len(entry[1]) == tables:
+                    first.append((at - entry[0]) * 1000)
+                    heard[:] = [state]
                 entry[1].discard(table.ref)
                 latencies.append((at - entry[0]) * 1000)
                 if not entry[1]:
@@ -306,7 +383,7 @@ async def hits(
                 await floor.wait_acked(60)
                 await asyncio.sleep(0.2)
         running.cancel()
-    return latencies, usage
+    return Hits(latencies, first, usage, heard[0] if heard else None)
 
 
 @contextlib.contextmanager
@@ -344,10 +421,13 @@ async def one_run(args: argparse.Namespace, n_run: int) -> dict[str, float]:
             out["throughput_controller_cpu_pct"] = usage.cpu_share * 100
             out["throughput_controller_rss_mib"] = usage.rss
             for n in args.tables:
-                latencies, usage = await hits(broker, conninfo, n, args.hits, pid)
+                found = await hits(broker, conninfo, n, args.hits, pid)
+                latencies, usage = found.latencies, found.usage
                 fan = await raw_fan_out(broker, n, 10)
                 out[f"hit{n}_p50_ms"] = percentile(latencies, 50)
                 out[f"hit{n}_p99_ms"] = percentile(latencies, 99)
+                # The controller's own way: claim -> the first table hears it pending.
+                out[f"hit{n}_first_p50_ms"] = percentile(found.first, 50)
                 out[f"raw_fanout{n}_p50_ms"] = percentile(fan, 50)
                 out[f"raw_fanout{n}_p99_ms"] = percentile(fan, 99)
                 # Issue 31's goal: at most 1.3x the raw fan-out of the same run.
@@ -365,6 +445,20 @@ async def one_run(args: argparse.Namespace, n_run: int) -> dict[str, float]:
                 out[f"hit{n}_p50_ratio_to_raw_path"] = (
                     out[f"hit{n}_p50_ms"] / out[f"raw_path{n}_p50_ms"]
                 )
+                if found.state is not None:
+                    # The same fan-out as the floor hears it: the state's size, the light
+                    # tables' client and parse (what raw_fan_out's aiomqtt clients and
+                    # one-number payload leave out).
+                    floor_fan, floor_first = await floor_fan_out(broker, n, 10, found.state)
+                    out[f"floor_fanout{n}_p50_ms"] = percentile(floor_fan, 50)
+                    out[f"floor_fanout{n}_p99_ms"] = percentile(floor_fan, 99)
+                    out[f"floor_fanout{n}_first_p50_ms"] = percentile(floor_first, 50)
+                    out[f"hit{n}_p50_ratio_to_floor_fanout"] = (
+                        out[f"hit{n}_p50_ms"] / out[f"floor_fanout{n}_p50_ms"]
+                    )
+                    out[f"hit{n}_p99_ratio_to_floor_fanout"] = (
+                        out[f"hit{n}_p99_ms"] / out[f"floor_fanout{n}_p99_ms"]
+                    )
                 out[f"hit{n}_controller_cpu_pct"] = usage.cpu_share * 100
                 out[f"hit{n}_controller_rss_mib"] = usage.rss
         print(f"run {n_run + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in out.items()), flush=True)

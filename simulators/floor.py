@@ -265,6 +265,7 @@ class LightTable:
         try:
             if topic.endswith(f"/ack/{self.backend_id}"):
                 self.acked = max(self.acked, int(json.loads(payload)["acked_through_seq"]))
+                self._wake.set()  # the sender's window and patience move with acks
             elif topic.endswith("/cmd/replay"):
                 from_seq = int(json.loads(payload)["from_seq"])
                 self.sent_through = min(self.sent_through, max(self.acked, from_seq - 1))
@@ -284,8 +285,9 @@ class LightTable:
                     self.answers[answer.claim_id] = answer
         except (ValidationError, ValueError, KeyError, TypeError):
             return  # a generator: garbage in, nothing done
+        # Only acks and replays give the sender work (rows are journaled by `journal`, which
+        # wakes it): a state broadcast to 500 tables does not wake 500 senders for nothing.
         self.changed.set()
-        self._wake.set()
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
         async with asyncio.timeout(timeout_s):

@@ -372,3 +372,55 @@ def test_the_cli_migrates_applies_opens_verifies_and_reports(
 def test_the_committed_link_contract_matches_the_code(capsys: pytest.CaptureFixture[str]) -> None:
     document = Path(__file__).resolve().parents[1] / "docs" / "asyncapi-link.json"
     assert main(["link", "schema", "--check", str(document)]) == 0, capsys.readouterr().err
+
+
+def claim(table: str, seq: int, claim_id: str, seat: int = 1) -> TableRow:
+    record = LinkClaim(
+        link_id="bank",
+        level_id="progressive",
+        parameters_version=1,
+        claim_id=claim_id,
+        round_id=seq,
+        seat=seat,
+        hand="mini-royal-flush",
+        cards="AsKsQs",
+        share_percent=100,
+        rule="649a.12(e)",
+    )
+    return TableRow(table, seq, record.TYPE, record)
+
+
+async def test_a_claim_in_a_later_batch_finds_the_open_window_and_its_own_answer(
+    setup: LinkSetup,
+) -> None:
+    """What a batch's claims name is read with its locks (one round trip): the window an
+    earlier batch's award opened, and a claim id already answered."""
+    await prepare(setup)
+    conn = await connection(setup)
+    try:
+        await ledger.apply_rows(conn, [contribution("s/t01", 1)], by="t")
+        first = await ledger.apply_rows(conn, [claim("s/t01", 2, "c1")], by="t")
+        second = await ledger.apply_rows(
+            conn, [claim("s/t02", 1, "c2"), claim("s/t01", 3, "c1")], by="t"
+        )
+        (answer_one,) = first.answers[("bank", "s/t01")]
+        assert answer_one.status == "awarded" and answer_one.award is not None
+        assert answer_one.award.order_in_window == 1
+        (answer_two,) = second.answers[("bank", "s/t02")]
+        assert answer_two.status == "awarded" and answer_two.award is not None
+        # The window the first batch opened (1 s by default): the second hit is its second.
+        assert answer_two.award.order_in_window == 2
+        assert answer_two.award.window_first_version == answer_one.award.window_first_version
+        again = {a.claim_id: a for a in second.answers[("bank", "s/t01")]}
+        assert again["c1"].status == "awarded"  # the first answer stands ...
+        cur = await conn.execute(
+            "SELECT detail FROM link_event WHERE kind = 'claim.refused' AND table_ref = 's/t01'"
+        )
+        (refused,) = await cur.fetchall()
+        assert "already answered" in json.loads(refused[0])["reason"]  # ... the copy is refused
+        # The state published after the batch is read inside it: both pending, in order.
+        (snapshot,) = second.snapshots
+        assert [p.claim_id for p in snapshot.pending] == ["c1", "c2"]
+        assert (await verify(conn)).ok
+    finally:
+        await conn.close()

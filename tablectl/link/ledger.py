@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
@@ -57,6 +57,7 @@ from tablectl.link.contract import (
 )
 
 Connection = AsyncConnection[TupleRow]
+Cursor = AsyncCursor[TupleRow]
 MIGRATIONS_PACKAGE = "tablectl.link.migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 EVENT_COLUMNS = (
@@ -265,7 +266,7 @@ class _SyncWaitWatch:
 
 @contextlib.asynccontextmanager
 async def replicated_transaction(
-    conn: Connection, *, require_standby: bool = False
+    conn: Connection, *, require_standby: bool = False, pipeline: bool = False
 ) -> AsyncIterator[None]:
     """A write transaction whose COMMIT returns only once the synchronous standby has it.
 
@@ -279,11 +280,20 @@ async def replicated_transaction(
     COMMIT that returned on a server no longer asking for a synchronous standby is unknown
     too: that is how a waiting COMMIT returns on an old primary whose settings were reset
     (Patroni coming back on a primary whose Patroni had died, before it demotes it).
+
+    With `pipeline`, the transaction runs in libpq's pipeline mode: BEGIN, every statement
+    the body sends before it reads a result, and the COMMIT go to the server together, so a
+    transaction costs one round trip per result it waits for, not one per statement (the
+    statements, their order and the transaction are the same; on a loaded floor server each
+    round trip is a wake-up of two processes).
     """
     with _SyncWaitWatch(conn) as watch:
-        async with conn.transaction():
-            yield
-            await conn.execute("SET LOCAL statement_timeout = 0")
+        async with contextlib.AsyncExitStack() as stack:
+            if pipeline:
+                await stack.enter_async_context(conn.pipeline())
+            async with conn.transaction():
+                yield
+                await conn.execute("SET LOCAL statement_timeout = 0")
         if watch.cancelled:
             raise OutcomeUnknown(
                 "the server committed without its synchronous standby's confirmation"
@@ -310,7 +320,7 @@ async def confirm_replicated(conn: Connection, *, by: str, require_standby: bool
 
     It writes the controller's row in link_controller: PostgreSQL makes a COMMIT that wrote
     nothing wait for no standby (migration 0003)."""
-    async with replicated_transaction(conn, require_standby=require_standby):
+    async with replicated_transaction(conn, require_standby=require_standby, pipeline=True):
         await conn.execute(
             "INSERT INTO link_controller (controller_id, confirmed_at) VALUES (%s, now())"
             " ON CONFLICT (controller_id) DO UPDATE SET confirmed_at = EXCLUDED.confirmed_at",
@@ -390,14 +400,24 @@ async def _locked_links(conn: Connection, link_ids: Iterable[str]) -> dict[str, 
     return {r[0]: _link_row(r) for r in await cur.fetchall()}
 
 
+_LEVEL_COLUMNS = "link_id, level_id, display_units, reserve_units, overflow_units, version"
+
+
 async def _levels(conn: Connection, found: dict[str, LinkRow]) -> dict[str, dict[str, LevelBook]]:
     cur = await conn.execute(
-        "SELECT link_id, level_id, display_units, reserve_units, overflow_units, version"
-        " FROM link_level WHERE link_id = ANY(%s) ORDER BY link_id, position",
+        f"SELECT {_LEVEL_COLUMNS} FROM link_level"  # noqa: S608
+        " WHERE link_id = ANY(%s) ORDER BY link_id, position",
         (sorted(found),),
     )
+    return await _level_books(cur, found)
+
+
+async def _level_books(cur: Cursor, found: dict[str, LinkRow]) -> dict[str, dict[str, LevelBook]]:
+    """The level rows a query of _LEVEL_COLUMNS found, of the links in `found`."""
     out: dict[str, dict[str, LevelBook]] = defaultdict(dict)
     for link_id, level_id, display, reserve, overflow, version in await cur.fetchall():
+        if link_id not in found:
+            continue
         params = found[link_id].definition.level(level_id)
         if params is None:
             raise LedgerError(f"link {link_id}: level {level_id} has no parameters")
@@ -633,38 +653,55 @@ async def apply_rows(
     """
     result = BatchResult()
     tables = sorted({r.table_ref for r in rows})
-    async with replicated_transaction(conn, require_standby=require_standby):
-        # Which link each table is on, read first to know which links to lock (links before
-        # tables: the order every transaction takes, so none deadlock) ...
-        cur = await conn.execute(
+    # In pipeline mode (replicated_transaction): the locks and every read the batch needs go
+    # out together, then the writes with the reads after them, then the COMMIT: three round
+    # trips for a batch, claims and reversals included.
+    async with replicated_transaction(conn, require_standby=require_standby, pipeline=True):
+        # Which link each table is on, read first, and the links they are on locked (links
+        # before tables: the order every transaction takes, so none deadlock) ...
+        cur_link_of = await conn.execute(
             "SELECT table_ref, link_id FROM link_table WHERE table_ref = ANY(%s)", (tables,)
         )
-        link_of = {t: lk for t, lk in await cur.fetchall() if lk is not None}
-        found = await _locked_links(conn, set(link_of.values()))
+        cur_links = await conn.execute(
+            f"SELECT {_LINK_COLUMNS} FROM link WHERE link_id IN ("  # noqa: S608
+            " SELECT link_id FROM link_table WHERE table_ref = ANY(%s))"
+            " ORDER BY link_id FOR UPDATE",
+            (tables,),
+        )
         # ... and read again under the tables' own locks: a table taken off its link (under
         # that link's lock, `_claim_tables`) between the two reads has its rows left for the
         # next batch, on the link it is on then, never counted on the one it left.
-        cur = await conn.execute(
+        cur_tables = await conn.execute(
             "SELECT table_ref, link_id, acked_through_seq, online FROM link_table"
             " WHERE table_ref = ANY(%s) ORDER BY table_ref FOR UPDATE",
-            (sorted(link_of),),
+            (tables,),
         )
+        cur_levels = await conn.execute(
+            f"SELECT {_LEVEL_COLUMNS} FROM link_level WHERE link_id IN ("  # noqa: S608
+            " SELECT link_id FROM link_table WHERE table_ref = ANY(%s))"
+            " ORDER BY link_id, position",
+            (tables,),
+        )
+        cur_clock = await conn.execute("SELECT clock_timestamp()")
+        named = await _send_named(conn, rows)
+        link_of = {t: lk for t, lk in await cur_link_of.fetchall() if lk is not None}
+        found = {r[0]: _link_row(r) for r in await cur_links.fetchall()}
         cursors: dict[str, int] = {}
         online: dict[str, bool | None] = {}
-        for table_ref, link_id, seq, was_online in await cur.fetchall():
+        for table_ref, link_id, seq, was_online in await cur_tables.fetchall():
+            if table_ref not in link_of:
+                continue  # on no link at the first read: not this batch's (as before)
             if link_id != link_of[table_ref] or link_id not in found:
                 result.moved.add(table_ref)
                 del link_of[table_ref]
                 continue
             cursors[table_ref], online[table_ref] = seq, was_online
         statuses: dict[str, bool] = {}
-        levels = await _levels(conn, found)
+        levels = await _level_books(cur_levels, found)
         books = {lk: _book(row, levels[lk]) for lk, row in found.items()}
-        await _load_claims(conn, books, rows, link_of)
-        await _load_contributions(conn, books, rows, link_of)
-        cur = await conn.execute("SELECT clock_timestamp()")
-        lock_row = await cur.fetchone()
+        lock_row = await cur_clock.fetchone()
         lock_time: datetime = lock_row[0] if lock_row else datetime.now(UTC)
+        await _read_named(named, books)
         stopped: set[str] = set()
         for row in rows:
             link_id = link_of.get(row.table_ref)
@@ -703,11 +740,18 @@ async def apply_rows(
                     [(up, t) for t, up in statuses.items()],
                 )
         changed = {lk: set(b.awards_changed) for lk, b in books.items() if b.awards_changed}
-        if changed:
-            result.snapshots = await _read_snapshots(conn, sorted(changed))
-            for link_id, refs in changed.items():
-                for ref in sorted(refs):
-                    result.answers[(link_id, ref)] = await claim_answers(conn, link_id, ref)
+        # Sent with the writes and the COMMIT (one round trip), read once it returns: they
+        # see this transaction's own rows, and its replicated COMMIT confirms them.
+        answers = {
+            (link_id, ref): await _send_claim_answers(conn, link_id, ref)
+            for link_id, refs in sorted(changed.items())
+            for ref in sorted(refs)
+        }
+        sent_snapshots = await _send_snapshots(conn, sorted(changed)) if changed else None
+    if sent_snapshots is not None:
+        result.snapshots = await _snapshots_of(sent_snapshots)
+    for key, cur in answers.items():
+        result.answers[key] = await _claim_answers_of(cur)
     result.cursors = cursors
     for link_id, book in books.items():
         if book.events:
@@ -718,84 +762,91 @@ async def apply_rows(
     return result
 
 
-async def _load_claims(
-    conn: Connection,
-    books: dict[str, LinkBook],
-    rows: Sequence[TableRow],
-    link_of: dict[str, str],
-) -> None:
+@dataclass
+class _Named:
+    """The queries for what a batch's claims, validations and reversals name, sent."""
+
+    windows: Cursor | None = None
+    claims: Cursor | None = None
+    contributions: Cursor | None = None
+
+
+async def _send_named(conn: Connection, rows: Sequence[TableRow]) -> _Named:
     """For a batch with claims or validations: each level's open window, and the claims
-    those rows name (answered before, validated or not)."""
-    wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    those rows name (answered before, validated or not); with reversals: the contributions
+    they name, and whether each was reversed already (a contribution applied in this batch
+    is the book's own to know). Sent after the tables' locks, before any result is read
+    (one round trip with them); each keyed by the link the table is on, which those locks
+    hold still."""
+    sent = _Named()
+    claims: list[tuple[str, str]] = []
+    reversals: list[tuple[str, int, int, str]] = []
     for row in rows:
         rec = row.record
-        claim_id = rec.claim_id if isinstance(rec, LinkClaim) else None
-        if isinstance(rec, JackpotValidated):
-            claim_id = rec.hit_id
-        if claim_id is not None and row.table_ref in link_of:
-            wanted[link_of[row.table_ref]].append((row.table_ref, claim_id))
-    for link_id, pairs in wanted.items():
-        if link_id not in books:
-            continue
-        book = books[link_id]
-        cur = await conn.execute(
-            "SELECT DISTINCT ON (level_id) level_id, detail FROM link_event"
-            " WHERE link_id = %s AND kind = 'award' ORDER BY level_id, version DESC",
-            (link_id,),
+        if isinstance(rec, LinkClaim):
+            claims.append((row.table_ref, rec.claim_id))
+        elif isinstance(rec, JackpotValidated):
+            claims.append((row.table_ref, rec.hit_id))
+        elif isinstance(rec, LinkContributionReversed):
+            reversals.append((row.table_ref, rec.round_id, rec.seat, rec.level_id))
+    if claims:
+        sent.windows = await conn.execute(
+            "SELECT DISTINCT ON (link_id, level_id) link_id, level_id, detail FROM link_event"
+            " WHERE kind = 'award' AND link_id IN ("
+            "  SELECT link_id FROM link_table WHERE table_ref = ANY(%s))"
+            " ORDER BY link_id, level_id, version DESC",
+            (sorted({t for t, _ in claims}),),
         )
-        for level_id, detail in await cur.fetchall():
+        sent.claims = await conn.execute(
+            "SELECT e.link_id, e.table_ref, e.claim_id, e.kind, e.version, EXISTS ("
+            "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
+            "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
+            " FROM link_event e JOIN link_table t"
+            "  ON t.table_ref = e.table_ref AND t.link_id = e.link_id"
+            " WHERE e.kind IN ('award', 'claim.refused')"
+            " AND (e.table_ref, e.claim_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            ([t for t, _ in claims], [c for _, c in claims]),
+        )
+    if reversals:
+        sent.contributions = await conn.execute(
+            "SELECT DISTINCT ON (e.table_ref, e.round_id, e.seat, e.level_id)"
+            " e.link_id, e.table_ref, e.round_id, e.seat, e.level_id, e.version,"
+            " e.contribution_units, e.display_units, e.reserve_units, e.overflow_units, EXISTS ("
+            "  SELECT 1 FROM link_event r WHERE r.link_id = e.link_id"
+            "  AND r.kind = 'contribution.reversed' AND r.ref_version = e.version)"
+            " FROM link_event e JOIN link_table t"
+            "  ON t.table_ref = e.table_ref AND t.link_id = e.link_id"
+            " WHERE e.kind = 'contribution'"
+            " AND (e.table_ref, e.round_id, e.seat, e.level_id) IN ("
+            "  SELECT * FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::text[]))"
+            " ORDER BY e.table_ref, e.round_id, e.seat, e.level_id, e.version DESC",
+            tuple(list(column) for column in zip(*reversals, strict=True)),
+        )
+    return sent
+
+
+async def _read_named(sent: _Named, books: dict[str, LinkBook]) -> None:
+    """What _send_named found, into the books of the links locked (others' rows are left)."""
+    if sent.windows is not None:
+        for link_id, level_id, detail in await sent.windows.fetchall():
+            if link_id not in books:
+                continue
             parsed = json.loads(detail)
             award = Award.model_validate(parsed["award"])
-            book.windows[level_id] = Window(
+            books[link_id].windows[level_id] = Window(
                 first_version=award.window_first_version,
                 opened_at=datetime.fromisoformat(parsed["window_opened_at"]),
                 locked_cents=award.window_locked_cents,
                 hits=award.order_in_window,
             )
-        cur = await conn.execute(
-            "SELECT e.table_ref, e.claim_id, e.kind, e.version, EXISTS ("
-            "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
-            "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
-            " FROM link_event e WHERE e.link_id = %s AND e.kind IN ('award', 'claim.refused')"
-            " AND (e.table_ref, e.claim_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-            (link_id, [p[0] for p in pairs], [p[1] for p in pairs]),
-        )
-        for table_ref, claim_id, kind, version, validated in await cur.fetchall():
-            award_version = version if kind == "award" else None
-            book.claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
-
-
-async def _load_contributions(
-    conn: Connection,
-    books: dict[str, LinkBook],
-    rows: Sequence[TableRow],
-    link_of: dict[str, str],
-) -> None:
-    """For a batch with reversals: the contributions they name, and whether each was
-    reversed already (a contribution applied in this batch is the book's own to know)."""
-    wanted: dict[str, list[tuple[str, int, int, str]]] = defaultdict(list)
-    for row in rows:
-        rec = row.record
-        if isinstance(rec, LinkContributionReversed) and row.table_ref in link_of:
-            key = (row.table_ref, rec.round_id, rec.seat, rec.level_id)
-            wanted[link_of[row.table_ref]].append(key)
-    for link_id, keys in wanted.items():
-        if link_id not in books:
-            continue
-        cur = await conn.execute(
-            "SELECT DISTINCT ON (e.table_ref, e.round_id, e.seat, e.level_id)"
-            " e.table_ref, e.round_id, e.seat, e.level_id, e.version, e.contribution_units,"
-            " e.display_units, e.reserve_units, e.overflow_units, EXISTS ("
-            "  SELECT 1 FROM link_event r WHERE r.link_id = e.link_id"
-            "  AND r.kind = 'contribution.reversed' AND r.ref_version = e.version)"
-            " FROM link_event e WHERE e.link_id = %s AND e.kind = 'contribution'"
-            " AND (e.table_ref, e.round_id, e.seat, e.level_id) IN ("
-            "  SELECT * FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::text[]))"
-            " ORDER BY e.table_ref, e.round_id, e.seat, e.level_id, e.version DESC",
-            (link_id, *(list(column) for column in zip(*keys, strict=True))),
-        )
-        book = books[link_id]
+    if sent.claims is not None:
+        for link_id, table_ref, claim_id, kind, version, validated in await sent.claims.fetchall():
+            if link_id in books:
+                award_version = version if kind == "award" else None
+                books[link_id].claims[(table_ref, claim_id)] = KnownClaim(award_version, validated)
+    if sent.contributions is not None:
         for (
+            link_id,
             table_ref,
             round_id,
             seat,
@@ -804,9 +855,11 @@ async def _load_contributions(
             units,
             *pools,
             done,
-        ) in await cur.fetchall():
+        ) in await sent.contributions.fetchall():
+            if link_id not in books:
+                continue
             display, reserve, overflow = pools
-            book.contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
+            books[link_id].contributions[(table_ref, round_id, seat, level_id)] = KnownContribution(
                 version, units, display, reserve, overflow, done
             )
 
@@ -824,8 +877,9 @@ class LinkSnapshot:
 
 
 async def snapshots(conn: Connection, link_ids: Sequence[str] | None = None) -> list[LinkSnapshot]:
-    """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot."""
-    async with read_snapshot(conn):
+    """Each link's amounts and pending awards, read in one REPEATABLE READ snapshot (sent in
+    pipeline mode: one round trip for the reads and the transaction around them)."""
+    async with conn.pipeline(), read_snapshot(conn):
         return await _read_snapshots(conn, link_ids)
 
 
@@ -833,14 +887,40 @@ async def _read_snapshots(
     conn: Connection, link_ids: Sequence[str] | None = None
 ) -> list[LinkSnapshot]:
     """The same, inside the caller's transaction."""
-    found = await links(conn, link_ids)
-    cur = await conn.execute(
-        "SELECT link_id, level_id, display_units FROM link_level"
-        " WHERE link_id = ANY(%s) ORDER BY link_id, position",
-        (sorted(found),),
+    return await _snapshots_of(await _send_snapshots(conn, link_ids))
+
+
+async def _send_snapshots(
+    conn: Connection, link_ids: Sequence[str] | None = None
+) -> tuple[Cursor, Cursor, Cursor]:
+    """The snapshot's queries, every one sent before any is read (_snapshots_of reads them)."""
+    wanted = None if link_ids is None else sorted(link_ids)
+    cur_links = await conn.execute(
+        f"SELECT {_LINK_COLUMNS} FROM link"  # noqa: S608
+        " WHERE %s::text[] IS NULL OR link_id = ANY(%s) ORDER BY link_id",
+        (wanted, wanted),
     )
+    cur_levels = await conn.execute(
+        "SELECT link_id, level_id, display_units FROM link_level"
+        " WHERE %s::text[] IS NULL OR link_id = ANY(%s) ORDER BY link_id, position",
+        (wanted, wanted),
+    )
+    cur_pending = await conn.execute(
+        "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
+        " detail FROM link_pending_awards WHERE %s::text[] IS NULL OR link_id = ANY(%s)"
+        " ORDER BY link_id, version",
+        (wanted, wanted),
+    )
+    return cur_links, cur_levels, cur_pending
+
+
+async def _snapshots_of(sent: tuple[Cursor, Cursor, Cursor]) -> list[LinkSnapshot]:
+    cur_links, cur_levels, cur_pending = sent
+    found = {r[0]: _link_row(r) for r in await cur_links.fetchall()}
     levels: dict[str, list[LevelState]] = defaultdict(list)
-    for link_id, level_id, units in await cur.fetchall():
+    for link_id, level_id, units in await cur_levels.fetchall():
+        if link_id not in found:
+            continue
         params = found[link_id].definition.level(level_id)
         levels[link_id].append(
             LevelState(
@@ -851,11 +931,6 @@ async def _read_snapshots(
                 reset_cents=params.reset_cents if params else 0,
             )
         )
-    cur = await conn.execute(
-        "SELECT link_id, version, level_id, table_ref, seat, claim_id, award_cents, at,"
-        " detail FROM link_pending_awards WHERE link_id = ANY(%s) ORDER BY link_id, version",
-        (sorted(found),),
-    )
     pending: dict[str, list[PendingAward]] = defaultdict(list)
     for (
         link_id,
@@ -867,7 +942,9 @@ async def _read_snapshots(
         cents,
         at,
         detail,
-    ) in await cur.fetchall():
+    ) in await cur_pending.fetchall():
+        if link_id not in found:
+            continue
         site, table = split_table(table_ref)
         order = json.loads(detail)["award"]["order_in_window"]
         pending[link_id].append(
@@ -890,7 +967,14 @@ async def claim_answers(
     conn: Connection, link_id: str, table_ref: str, limit: int = 25
 ) -> list[ClaimAnswer]:
     """A table's last claims on a link, newest first, each with its answer."""
-    cur = await conn.execute(
+    return await _claim_answers_of(await _send_claim_answers(conn, link_id, table_ref, limit))
+
+
+async def _send_claim_answers(
+    conn: Connection, link_id: str, table_ref: str, limit: int = 25
+) -> Cursor:
+    """claim_answers' query, sent (its result read by _claim_answers_of)."""
+    return await conn.execute(
         "SELECT e.kind, e.seq, e.claim_id, e.detail, EXISTS ("
         "  SELECT 1 FROM link_event v WHERE v.link_id = e.link_id"
         "  AND v.kind = 'award.validated' AND v.ref_version = e.version)"
@@ -898,6 +982,9 @@ async def claim_answers(
         " AND e.kind IN ('award', 'claim.refused') ORDER BY e.version DESC LIMIT %s",
         (link_id, table_ref, limit),
     )
+
+
+async def _claim_answers_of(cur: Cursor) -> list[ClaimAnswer]:
     answers = []
     for kind, seq, claim_id, detail, validated in await cur.fetchall():
         parsed = json.loads(detail)
