@@ -70,18 +70,25 @@ from tablectl.core.events import (
     ShuffleStarted,
 )
 
-API_VERSION: tuple[int, int] = (1, 0)
+# 1.1: Driver.shoe_simulator, Driver.event_id_max, ShoeSimulator, SHOE_COMMANDS (the shoe's
+# conformance scenarios; a device's event id maximum declared by its driver).
+API_VERSION: tuple[int, int] = (1, 1)
 """(major, minor): a driver built for another major is refused; a minor adds only."""
 
 ENTRY_POINT_GROUP = "tablectl.drivers"
 Role = Literal["shuffler", "shoe"]
 ROLES: tuple[Role, ...] = ("shuffler", "shoe")
 PATH_MAX_BYTES = 4095  # Linux: PATH_MAX 4096 bytes with the NUL
+# The largest event id a device's protocol can carry, unless its driver declares another
+# (`Driver.event_id_max`): an unsigned 32-bit id, as most devices' counters are.
+DEFAULT_EVENT_ID_MAX = 0xFFFF_FFFF
 
 __all__ = [
     "API_VERSION",
+    "DEFAULT_EVENT_ID_MAX",
     "ENTRY_POINT_GROUP",
     "ROLES",
+    "SHOE_COMMANDS",
     "SHUFFLER_COMMANDS",
     "BackendInfo",
     "CardRead",
@@ -108,6 +115,7 @@ __all__ = [
     "ShoeDriver",
     "ShoeFault",
     "ShoeRebooted",
+    "ShoeSimulator",
     "ShoeStackDealt",
     "ShuffleCompleted",
     "ShuffleStarted",
@@ -379,6 +387,12 @@ class Driver:
     # "module:callable" making its ShufflerSimulator for the conformance kit (a string: the
     # simulator may live where the driver must not import it from).
     simulator: str | None = None
+    # The same for its ShoeSimulator, if it drives a shoe (the kit's shoe scenarios).
+    shoe_simulator: str | None = None
+    # The largest event id its protocol carries: a device stopped at an event refused with
+    # this id cannot go on past it (acknowledging it would let the device drop every later
+    # event unread), so the table offers a power cycle, not `devices reset-link`.
+    event_id_max: int = DEFAULT_EVENT_ID_MAX
 
     def roles(self) -> tuple[Role, ...]:
         return tuple(r for r in ROLES if self.factory(r) is not None)
@@ -440,6 +454,54 @@ class ShufflerSimulator(Protocol):
     def wind_seq(self, driver: ShufflerDriver) -> None:
         """Put the host's sequence number a few short of its maximum (the driver's own)."""
         ...
+
+
+SHOE_COMMANDS: tuple[str, ...] = ("identify", "status", "deal")
+
+
+class ShoeSimulator(Protocol):
+    """A shoe driver's simulator, as the conformance kit drives it (`Driver.shoe_simulator`):
+    the shoe speaking the driver's protocol, a deck inside, with knobs to misbehave. Each
+    deal knob applies to the next deal only."""
+
+    async def start(self) -> dict[str, Any]:
+        """Serve; the driver's settings that reach it (its `port`, and any other key)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def idle(self) -> bool:
+        """Not dealing, and holding no event the host has not acknowledged."""
+        ...
+
+    def jam_next(self, *, by_event: bool) -> None:
+        """The next deal jams after its first cards: with a fault event, or shown only in
+        its status."""
+        ...
+
+    def fail_to_deal_next(self) -> None:
+        """The next deal stops a card short and says it is complete."""
+        ...
+
+    def unread_next(self) -> None:
+        """A card of the next deal is dealt but not read (the shoe reports it unread)."""
+        ...
+
+    def restate_last(self) -> None:
+        """Report the last acknowledged event again, under its id, saying something else."""
+        ...
+
+    def reboot(self, *, keep_boot_id: bool = False) -> None: ...
+
+    def silent(self, on: bool) -> None: ...
+
+    def garbage(self, on: bool) -> None: ...
+
+    def close_on(self, command: str) -> None:
+        """Close the connection the next time it is asked this (SHOE_COMMANDS)."""
+        ...
+
+    def swap(self, serial: str) -> None: ...
 
 
 class UnknownDriver(LookupError):

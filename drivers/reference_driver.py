@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from tablectl.drivers.api import Driver as DriverSpec
 from tablectl.drivers.api import DriverContext, DriverSettings
 from tablectl.drivers.reference.link import LinkSettings
+from tablectl.drivers.reference.messages import MAX_EVENT_ID
 from tablectl.drivers.registry import check_port, connector_for
 from tablectl.drivers.shoe.reference import ReferenceShoe
 from tablectl.drivers.shuffler.reference import ReferenceShuffler
@@ -89,4 +90,6 @@ DRIVER = DriverSpec(
     shuffler=make_shuffler,
     shoe=make_shoe,
     simulator="tablectl.simulators.conformance:shuffler",
+    shoe_simulator="tablectl.simulators.conformance:shoe",
+    event_id_max=MAX_EVENT_ID,
 )

@@ -68,7 +68,7 @@ class FaultView(_Model):
 # --- the devices ----------------------------------------------------------------------------
 
 
-# The keys a driver's health() gives besides its counters (drivers/reference/link.py).
+# The keys a driver's health() gives besides its counters (api.DeviceDriver.health).
 _DEVICE_NAMED = (
     "link",
     "link_since",

@@ -88,6 +88,23 @@ class FrameParser:
                 return frames
             frames.append(frame)
 
+    @property
+    def partial(self) -> bool:
+        """Bytes of a frame not yet complete are held."""
+        return bool(self._buf)
+
+    def expire(self, now_ms: int) -> list[Frame]:
+        """The line has been quiet until now_ms: a partial frame held longer than the
+        inter-byte gap is abandoned, and the frames its false header hid are returned (else
+        they would wait for the next bytes to arrive: a reply late by one request)."""
+        if (
+            self._buf
+            and self._last_byte_ms is not None
+            and now_ms - self._last_byte_ms > INTER_BYTE_GAP_MS
+        ):
+            return self._abandon_partial()
+        return []
+
     def _abandon_partial(self) -> list[Frame]:
         """The line went quiet mid-frame: that start byte was false (or the frame is lost).
 

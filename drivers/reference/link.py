@@ -38,7 +38,12 @@ from tablectl.drivers.api import (
     LinkError,
     ResetRefused,
 )
-from tablectl.drivers.reference.framing import Frame, FrameParser, ParserCounters
+from tablectl.drivers.reference.framing import (
+    INTER_BYTE_GAP_MS,
+    Frame,
+    FrameParser,
+    ParserCounters,
+)
 from tablectl.drivers.reference.messages import (
     MAX_EVENT_ID,
     DeviceEvent,
@@ -158,6 +163,7 @@ class Link:
         self.parser = FrameParser(counters=parser_counters)
         self._lock = asyncio.Lock()
         self._pending: tuple[int, asyncio.Future[Frame | None]] | None = None
+        self._gap_timer: asyncio.TimerHandle | None = None
 
     async def read_forever(self) -> None:
         """Feed received bytes to the parser and hand replies to the waiting request: as
@@ -171,6 +177,19 @@ class Link:
 
     def _received(self, data: bytes) -> None:
         for frame in self.parser.feed(data, monotonic_ms()):
+            self._dispatch(frame)
+        if self._gap_timer is not None:
+            self._gap_timer.cancel()
+            self._gap_timer = None
+        if self.parser.partial:  # a false start byte may hide a reply: look again once quiet
+            self._gap_timer = asyncio.get_running_loop().call_later(
+                (INTER_BYTE_GAP_MS + 1) / 1000, self._quiet
+            )
+
+    def _quiet(self) -> None:
+        """No byte since the gap: abandon the partial frame, hand over what it hid."""
+        self._gap_timer = None
+        for frame in self.parser.expire(monotonic_ms()):
             self._dispatch(frame)
 
     def _dispatch(self, frame: Frame) -> None:

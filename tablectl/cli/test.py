@@ -157,6 +157,7 @@ def _driver(args: argparse.Namespace) -> int:
         rows = [
             {
                 "scenario": r.scenario,
+                "role": r.role,
                 "expected": r.expected,
                 "outcome": r.outcome,
                 "detail": r.detail,

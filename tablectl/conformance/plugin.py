@@ -8,9 +8,10 @@
 
     pytest --tablectl-driver=asciishuffler
 
-Each scenario is one test (`test_driver_conformance[count-51]`, ...); a scenario the driver
-declares unsupported (`Driver.unsupported`) is skipped with its reason, a failure says what
-the table did instead.
+Each scenario is one test (`test_driver_conformance[count-51]`, `[shoe-jam-by-event]`, ...);
+a scenario the driver declares unsupported (`Driver.unsupported`) is skipped with its reason,
+one of a role the driver does not fill (a shuffler-only driver's shoe scenarios) is skipped
+as not applying, and a failure says what the table did instead.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncio
 
 import pytest
 
-from tablectl.conformance.kit import SCENARIOS, run_scenario
+from tablectl.conformance.kit import SCENARIOS, applies, driver_named, run_scenario
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +48,8 @@ def tablectl_driver(request: pytest.FixtureRequest) -> str:
 def check_scenario(driver: str, name: str) -> None:
     """Run one scenario; skip it if the driver declares it unsupported, fail with why."""
     scenario = next(s for s in SCENARIOS if s.name == name)
+    if not applies(driver_named(driver), scenario):
+        pytest.skip(f"{driver} drives no {scenario.role}: {name} does not apply")
     result = asyncio.run(run_scenario(driver, scenario))
     if result.outcome == "skip":
         pytest.skip(f"{driver} does not support {name}: {result.detail}")

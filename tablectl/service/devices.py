@@ -111,6 +111,8 @@ class DeviceSupervisor:
         self._boot_id = boot_id
         self._host = host
         self.drivers: dict[str, DeviceDriver] = {}
+        # The largest event id each device's driver declares (Driver.event_id_max), by role.
+        self.event_id_max: dict[str, int] = {}
         self._traces: dict[str, TraceWriter] = {}
         self.shoe: Shoe | None = None
         self._tasks: asyncio.TaskGroup | None = None
@@ -132,14 +134,18 @@ class DeviceSupervisor:
         """Each device's driver (found by name, tablectl.drivers.api), going on from the
         journal's cursor."""
         cfg = self._config
-        make_shuffler = load_driver(cfg.shuffler.driver, "shuffler").shuffler
+        spec = load_driver(cfg.shuffler.driver, "shuffler")
+        self.event_id_max["shuffler"] = spec.event_id_max
+        make_shuffler = spec.shuffler
         assert make_shuffler is not None  # load_driver checked it
         self.shuffler = make_shuffler(
             cfg.shuffler.settings, self._context("shuffler", cfg.shuffler, store, usb_backend)
         )
         self.drivers["shuffler"] = self.shuffler
         if cfg.shoe is not None:
-            make_shoe = load_driver(cfg.shoe.driver, "shoe").shoe
+            shoe_spec = load_driver(cfg.shoe.driver, "shoe")
+            self.event_id_max["shoe"] = shoe_spec.event_id_max
+            make_shoe = shoe_spec.shoe
             assert make_shoe is not None
             self.shoe = make_shoe(
                 cfg.shoe.settings, self._context("shoe", cfg.shoe, store, usb_backend)

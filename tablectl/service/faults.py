@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tablectl.drivers.reference.messages import MAX_EVENT_ID
+from tablectl.drivers.api import DEFAULT_EVENT_ID_MAX
 
 from tablectl.core.stalls import Stall
 from tablectl.core.table import Phase, RefusedEvent, StuckCause, StuckInput, TableState
@@ -39,6 +39,21 @@ class _Found:
     where: Mapping[str, Any] | None = None  # ...with these values
 
 
+@dataclass(frozen=True, slots=True)
+class _IdMaxima:
+    """The largest event id each device's driver declares (`Driver.event_id_max`, by role):
+    a driver's fact, not the table's; a device with none declared has the API's default."""
+
+    by_device: Mapping[str, int]
+
+    def of(self, device: str) -> int:
+        return self.by_device.get(device, DEFAULT_EVENT_ID_MAX)
+
+    def at_the_last(self, device: str, refused: RefusedEvent) -> bool:
+        """Refused at the last id its protocol carries: a link reset cannot go on from it."""
+        return refused.event_id >= self.of(device)
+
+
 def table_faults(
     state: TableState,
     *,
@@ -47,11 +62,14 @@ def table_faults(
     broker: BrokerLink,
     journal: JournalLookup | None = None,
     awaited: frozenset[str] = frozenset(),
+    event_id_max: Mapping[str, int] | None = None,
 ) -> list[FaultView]:
     """Everything that stands in the way, in the order to clear it. shoe: the table has one;
     devices: each device's link; broker: the relay's link; awaited: devices
-    not heard from since this power-up (service/recovery.py)."""
-    found = [f for source in _FROM_STATE for f in source(state, shoe)]
+    not heard from since this power-up (service/recovery.py); event_id_max: the largest
+    event id each device's driver declares (`Driver.event_id_max`; else the API's default)."""
+    ids = _IdMaxima(event_id_max or {})
+    found = [f for source in _FROM_STATE for f in source(state, shoe, ids)]
     found += _unconfirmed(state, shoe, awaited)
     found += _from_links(devices, broker)
     return [_dated(f, journal) for f in found]
@@ -73,7 +91,7 @@ def _dated(found: _Found, journal: JournalLookup | None) -> FaultView:
 # --- from the core's state ------------------------------------------------------------------
 
 
-def _deck(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _deck(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     if s.blocked is None:
         return
     kind, _, detail = s.blocked.partition(":")
@@ -125,19 +143,20 @@ def _deck(s: TableState, shoe: bool) -> Iterator[_Found]:
     )
 
 
-def _refused(device: str, refused: RefusedEvent, then: str) -> _Found:
+def _refused(device: str, refused: RefusedEvent, then: str, ids: _IdMaxima) -> _Found:
     cause = (
         f"the {device}'s event {refused.event_id} came where {refused.expected_event_id} "
         f"was due (boot {refused.boot_id}): nothing it reports from there is taken, and "
         f"{then} cannot fix that"
     )
-    if _at_the_last_id(refused):
+    if ids.at_the_last(device, refused):
         # Acknowledging the last id would let the device drop every later event unread: a
-        # reset cannot go on from there (drivers/reference/link.py, reset_point).
+        # reset cannot go on from there (the driver's reset_point refuses it).
         view = FaultView(
             what="events-refused",
             device=device,
-            cause=f"{cause}; its ids cannot go on from {MAX_EVENT_ID}, so a link reset cannot help",
+            cause=f"{cause}; its ids cannot go on from {ids.of(device)}, so a link reset "
+            "cannot help",
             stops=Stops.ROUNDS,
             remedy=f"power the {device} off and on: its new boot's events are taken from "
             f"their first, and {then} follows",
@@ -160,14 +179,10 @@ def _refused(device: str, refused: RefusedEvent, then: str) -> _Found:
     )
 
 
-def _at_the_last_id(refused: RefusedEvent) -> bool:
-    return refused.event_id >= MAX_EVENT_ID
-
-
-def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _shuffler(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     refused = s.events_refused.get("shuffler")
     if refused is not None:
-        yield _refused("shuffler", refused, "a reshuffle")
+        yield _refused("shuffler", refused, "a reshuffle", ids)
     code = s.shuffler_fault
     stall = s.stalls.get("shuffler")
     if code is not None:
@@ -179,7 +194,7 @@ def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
             ""
             if refused is None
             else "once it has rebooted (above), "
-            if _at_the_last_id(refused)
+            if ids.at_the_last("shuffler", refused)
             else "once its link is reset (above), "
         )
         physical = (
@@ -218,10 +233,10 @@ def _shuffler(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
-def _shoe(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _shoe(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     refused = s.events_refused.get("shoe")
     if refused is not None:
-        yield _refused("shoe", refused, "clearing the shoe")
+        yield _refused("shoe", refused, "clearing the shoe", ids)
     code = s.shoe_fault
     stall = s.stalls.get("shoe")
     if code is not None:
@@ -358,7 +373,7 @@ def _unconfirmed(s: TableState, shoe: bool, awaited: frozenset[str]) -> Iterator
     )
 
 
-def _gpio(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _gpio(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     if s.gpio_fault is not None:
         yield _Found(
             FaultView(
@@ -395,7 +410,7 @@ STUCK_WHAT = {
 }
 
 
-def _stuck(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _stuck(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     """A stuck lock-out button closes betting; a stuck seat sensor refuses that seat's wagers
     (649a.2(c)): each until a person frees the input and clears it (docs/gpio.md)."""
     for stuck in s.stuck_inputs:
@@ -438,7 +453,7 @@ def _stuck_input(stuck: StuckInput) -> _Found:
     )
 
 
-def _people(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _people(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     for hit in s.hits_pending:
         validate = hit.validated_by is None
         verb = "validate" if validate else "document"
@@ -486,7 +501,7 @@ def _people(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
-def _delivery(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _delivery(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     if s.delivery_fault is not None:
         yield _Found(
             FaultView(
@@ -506,7 +521,7 @@ def _delivery(s: TableState, shoe: bool) -> Iterator[_Found]:
         )
 
 
-def _journal(s: TableState, shoe: bool) -> Iterator[_Found]:
+def _journal(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
     """What the journal's checks found while the table runs (core/journal_checks.py)."""
     rolled = s.rolled_back
     if rolled is not None:
@@ -556,7 +571,7 @@ def _journal(s: TableState, shoe: bool) -> Iterator[_Found]:
 
 
 # Each maps the core's state to the faults it holds; a new kind of fault is one more here.
-_FROM_STATE: tuple[Callable[[TableState, bool], Iterator[_Found]], ...] = (
+_FROM_STATE: tuple[Callable[[TableState, bool, _IdMaxima], Iterator[_Found]], ...] = (
     _deck,
     _shuffler,
     _shoe,

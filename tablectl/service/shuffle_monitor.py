@@ -135,7 +135,16 @@ class ShuffleWatch:
         try:
             while True:
                 pending = await self.queue.get()
-                report = await asyncio.to_thread(self._observe, pending)
+                # The thread writes on the db: a stop while it runs waits for it before the
+                # db is closed below (closing under it crashed the process: the kit's shoe
+                # scenarios, a daemon stopped just after a deal).
+                observing = asyncio.ensure_future(asyncio.to_thread(self._observe, pending))
+                try:
+                    report = await asyncio.shield(observing)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await observing
+                    raise
                 self.observed += 1
                 self.last = report
                 self._alarm(report)

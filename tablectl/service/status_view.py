@@ -143,6 +143,7 @@ class StatusView:
             broker=t.relay.link(),
             journal=t.reader.last_row,
             awaited=t.supervisor.recovery.awaited(),
+            event_id_max=t.supervisor.event_id_max,
         )
         found += shuffle_faults(t.state, t.reader.last_row)
         found += [
