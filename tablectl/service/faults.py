@@ -510,10 +510,11 @@ def _delivery(s: TableState, shoe: bool, ids: _IdMaxima) -> Iterator[_Found]:
                 cause=f"{s.delivery_fault}: no backend receives this table's events; they "
                 "wait in the journal, nothing is lost",
                 stops=Stops.NOTHING,
-                remedy="check that the table's certificate (its common name), mqtt.username "
-                "and the broker's ACL all name this table (`tablectl config check` warns of a "
-                "username that does not), and that the broker answers; the relay tries again "
-                "by itself and the fault clears once the broker takes a row",
+                remedy="what the cause names: a broker that refuses the table, its certificate "
+                "(its common name), mqtt.username and the broker's ACL, which must all name "
+                "this table (`tablectl config check` warns of a username that does not); a "
+                "broker whose limits cannot take the table's messages, those limits; the relay "
+                "tries again by itself and the fault clears once the broker takes a row",
                 command=None,
             ),
             ("delivery.fault",),
