@@ -116,6 +116,9 @@ async def test_tail_follows_new_rows(journal: Path) -> None:
         str(journal),
         "--json",
         stdout=asyncio.subprocess.PIPE,
+        # Ctrl-C as at a terminal: a suite started in the background (`make test &`, nohup)
+        # ignores SIGINT, and Python then leaves it ignored in its children too.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     try:
