@@ -37,26 +37,57 @@ class _Noisy(LineFaults):
         return super().__call__(NOISE + data)
 
 
-class KitShuffler(ShufflerSimulator):
-    """The reference simulator with the kit's knobs (implements api.ShufflerSimulator)."""
+class _KitLine(SimulatedDevice):
+    """The knobs on the line and the unit that the kit's shuffler and shoe share."""
 
-    def __init__(self) -> None:
-        super().__init__(shuffle_ms=30, rng=random.Random(28))
-        self._counts: list[int] = []
-        self._jam_in_status = False
-        self._close_on: int | None = None
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> dict[str, Any]:
-        self._server = await self.serve_tcp()
-        host, port = self._server.sockets[0].getsockname()[:2]
-        return {"port": f"socket://{host}:{port}", "poll_interval_ms": 100}
+    _close_on: int | None = None
+    _server: asyncio.Server | None = None
 
     def close(self) -> None:
         super().close()
         self.hang_up()
         if self._server is not None:
             self._server.close()
+
+    def silent(self, on: bool) -> None:
+        self.line.drop = 1_000_000 if on else 0
+
+    def garbage(self, on: bool) -> None:
+        self.line = _Noisy() if on else LineFaults()
+
+    def close_on(self, command: str) -> None:
+        self._close_on = _COMMANDS[command]
+
+    def swap(self, serial: str) -> None:
+        self.identity = Identity(self.identity.model, serial, self.identity.firmware)
+        self.reboot()
+        self.hang_up()
+
+    def _execute(self, request: Any) -> Any:
+        reply = super()._execute(request)
+        if request.type == self._close_on:
+            self._close_on = None
+            self.hang_up()  # it did what it was asked; the cable went before the answer
+        return reply
+
+
+async def _serve(device: SimulatedDevice) -> tuple[asyncio.Server, str]:
+    server = await device.serve_tcp()
+    host, port = server.sockets[0].getsockname()[:2]
+    return server, f"socket://{host}:{port}"
+
+
+class KitShuffler(_KitLine, ShufflerSimulator):
+    """The reference simulator with the kit's knobs (implements api.ShufflerSimulator)."""
+
+    def __init__(self) -> None:
+        super().__init__(shuffle_ms=30, rng=random.Random(28))
+        self._counts: list[int] = []
+        self._jam_in_status = False
+
+    async def start(self) -> dict[str, Any]:
+        self._server, port = await _serve(self)
+        return {"port": port, "poll_interval_ms": 100}
 
     def idle(self) -> bool:
         return self.state is not ShufflerState.SHUFFLING and not self.events
@@ -76,30 +107,9 @@ class KitShuffler(ShufflerSimulator):
             other = 51 if last.arg != 51 else 52
             self._restate = DeviceEvent(last.event_id, last.kind, other)
 
-    def silent(self, on: bool) -> None:
-        self.line.drop = 1_000_000 if on else 0
-
-    def garbage(self, on: bool) -> None:
-        self.line = _Noisy() if on else LineFaults()
-
-    def close_on(self, command: str) -> None:
-        self._close_on = _COMMANDS[command]
-
-    def swap(self, serial: str) -> None:
-        self.identity = Identity(self.identity.model, serial, self.identity.firmware)
-        self.reboot()
-        self.hang_up()
-
     def wind_seq(self, driver: ShufflerDriver) -> None:
         assert isinstance(driver, PolledDevice)
         driver.seq.start_at(250)
-
-    def _execute(self, request: Any) -> Any:
-        reply = super()._execute(request)
-        if request.type == self._close_on:
-            self._close_on = None
-            self.hang_up()  # it did what it was asked; the cable went before the answer
-        return reply
 
     async def _shuffle(self) -> None:
         deck = list(full_deck())
@@ -120,13 +130,7 @@ def shuffler() -> KitShuffler:
     return KitShuffler()
 
 
-async def _serve(device: SimulatedDevice) -> tuple[asyncio.Server, str]:
-    server = await device.serve_tcp()
-    host, port = server.sockets[0].getsockname()[:2]
-    return server, f"socket://{host}:{port}"
-
-
-class KitShoe(ShoeSimulator):
+class KitShoe(_KitLine, ShoeSimulator):
     """The reference shoe simulator with the kit's knobs (implements api.ShoeSimulator): a
     deal's faults are its `DealFaults`, the line's its `LineFaults`."""
 
@@ -135,19 +139,11 @@ class KitShoe(ShoeSimulator):
     def __init__(self) -> None:
         super().__init__(card_ms=2, rng=random.Random(29))
         self.refill = True  # a fresh shuffled deck whenever the one inside runs short
-        self._close_on: int | None = None
         self._jam_in_status = False
-        self._server: asyncio.Server | None = None
 
     async def start(self) -> dict[str, Any]:
         self._server, port = await _serve(self)
         return {"port": port, "poll_interval_ms": 100}
-
-    def close(self) -> None:
-        super().close()
-        self.hang_up()
-        if self._server is not None:
-            self._server.close()
 
     def idle(self) -> bool:
         return self.state is not ShoeState.DEALING and not self.events
@@ -171,27 +167,6 @@ class KitShoe(ShoeSimulator):
         boot, last = self.history[-1]
         if boot == self.boot_id:
             self._restate = DeviceEvent(last.event_id, last.kind, last.arg ^ 0x01)
-
-    def silent(self, on: bool) -> None:
-        self.line.drop = 1_000_000 if on else 0
-
-    def garbage(self, on: bool) -> None:
-        self.line = _Noisy() if on else LineFaults()
-
-    def close_on(self, command: str) -> None:
-        self._close_on = _COMMANDS[command]
-
-    def swap(self, serial: str) -> None:
-        self.identity = Identity(self.identity.model, serial, self.identity.firmware)
-        self.reboot()
-        self.hang_up()
-
-    def _execute(self, request: Any) -> Any:
-        reply = super()._execute(request)
-        if request.type == self._close_on:
-            self._close_on = None
-            self.hang_up()  # it did what it was asked; the cable went before the answer
-        return reply
 
 
 def shoe() -> KitShoe:
