@@ -14,6 +14,7 @@ import random
 import sqlite3
 import sys
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -360,22 +361,29 @@ async def test_after_a_failed_commit_nothing_more_is_written_and_the_daemon_stop
     assert len(reached) == 1  # nothing after the failed commit reached the database
 
 
-async def test_a_lockout_behind_a_commit_is_written_with_every_batch_waiting_in_the_next(
-    tmp_path: Path, broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A lock-out that finds a commit under way waits for that one commit only: the batches
-    handed on behind it and the lock-out's are written together in the next one (one fsync
-    and one mark), not one commit each."""
-    memory_port("lockout-leads").plug(ShufflerSimulator(shuffle_ms=10, rng=random.Random(6)))
+@dataclass
+class _HeldCommit:
+    daemon: Daemon
+    release: threading.Event
+    commits: list[list[str]]  # from the held one on: each commit's inputs, by type
+
+
+@contextlib.asynccontextmanager
+async def _one_commit_held(
+    tmp_path: Path, broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch, name: str
+) -> AsyncIterator[_HeldCommit]:
+    """A daemon in betting whose commit of a chip is held in the journal thread (until
+    release), so that what the test posts next finds a commit under way."""
+    memory_port(name).plug(ShufflerSimulator(shuffle_ms=10, rng=random.Random(6)))
     cfg = simulated_config(
         load_config(EXAMPLE_CONFIG),
-        port="memory://lockout-leads",
+        port=f"memory://{name}",
         broker=broker,
         data_dir=tmp_path / "data",
     )
     real_commit = Store.commit_steps
     holding, held, release = threading.Event(), threading.Event(), threading.Event()
-    commits: list[list[str]] = []  # once held: each commit's inputs, by type
+    commits: list[list[str]] = []
 
     def commit(self: Store, steps: Any, **options: Any) -> Any:
         if holding.is_set():
@@ -396,19 +404,7 @@ async def test_a_lockout_behind_a_commit_is_written_with_every_batch_waiting_in_
         async with asyncio.timeout(10):
             while not held.is_set():  # noqa: ASYNC110 -- a thread's event
                 await asyncio.sleep(0.001)
-        taken = daemon.steps_taken
-        for n in range(12):  # batches handed on behind the commit under way
-            daemon.post(ChipSensed(seat=2 + n % 4, present=n % 8 < 4, since_ns=2 + n))
-            await asyncio.sleep(0.002)
-        daemon.post(LockoutPressed(at_ns=100))
-        behind = daemon.steps_taken - taken
-        assert daemon.dispatcher.writing and behind >= 13  # (and any device report)
-        release.set()
-        await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
-        await daemon.wait_until(lambda _: daemon.steps_done >= daemon.steps_taken, 10)
-        # The held commit, then one for all that was stepped behind it, the lock-out last.
-        assert len(commits[1]) == behind and commits[1][-1] == LockoutPressed.TYPE, commits
-        assert daemon.dispatcher.batches_joined >= 1
+        yield _HeldCommit(daemon, release, commits)
     finally:
         release.set()
         task.cancel()
@@ -416,41 +412,38 @@ async def test_a_lockout_behind_a_commit_is_written_with_every_batch_waiting_in_
             await task
 
 
+async def test_a_lockout_behind_a_commit_is_written_with_every_batch_waiting_in_the_next(
+    tmp_path: Path, broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock-out that finds a commit under way waits for that one commit only: the batches
+    handed on behind it and the lock-out's are written together in the next one (one fsync
+    and one mark), not one commit each."""
+    async with _one_commit_held(tmp_path, broker, monkeypatch, "lockout-leads") as held:
+        daemon = held.daemon
+        taken = daemon.steps_taken
+        for n in range(12):  # batches handed on behind the commit under way
+            daemon.post(ChipSensed(seat=2 + n % 4, present=n % 8 < 4, since_ns=2 + n))
+            await asyncio.sleep(0.002)
+        daemon.post(LockoutPressed(at_ns=100))
+        behind = daemon.steps_taken - taken
+        assert daemon.dispatcher.writing and behind >= 13  # (and any device report)
+        held.release.set()
+        await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
+        await daemon.wait_until(lambda _: daemon.steps_done >= daemon.steps_taken, 10)
+        # The held commit, then one for all that was stepped behind it, the lock-out last.
+        assert len(held.commits[1]) == behind and held.commits[1][-1] == LockoutPressed.TYPE, (
+            held.commits
+        )
+        assert daemon.dispatcher.batches_joined >= 1
+
+
 async def test_what_comes_after_a_lockout_is_not_written_in_its_commit(
     tmp_path: Path, broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A lock-out's commit ends with it: inputs handed on after it, while the commit before
     it is on disk, wait for the next commit (their JSON does not put off its fsync)."""
-    memory_port("lockout-ends").plug(ShufflerSimulator(shuffle_ms=10, rng=random.Random(6)))
-    cfg = simulated_config(
-        load_config(EXAMPLE_CONFIG),
-        port="memory://lockout-ends",
-        broker=broker,
-        data_dir=tmp_path / "data",
-    )
-    real_commit = Store.commit_steps
-    holding, held, release = threading.Event(), threading.Event(), threading.Event()
-    commits: list[list[str]] = []  # once held: each commit's inputs, by type
-
-    def commit(self: Store, steps: Any, **options: Any) -> Any:
-        if holding.is_set():
-            commits.append([s.step_input.type if s.step_input else "" for s in steps])
-            if len(commits) == 1:
-                held.set()
-                release.wait(10)
-        return real_commit(self, steps, **options)
-
-    monkeypatch.setattr(Store, "commit_steps", commit)
-    inputs = SimulatedTableInputs(cfg.table.seats)
-    daemon = Daemon(cfg, gpio_backend=inputs.backend())
-    task = asyncio.create_task(daemon.run())
-    try:
-        await daemon.wait_until(lambda s: s.phase is Phase.BETTING, 10)
-        holding.set()
-        daemon.post(ChipSensed(seat=1, present=True, since_ns=1))
-        async with asyncio.timeout(10):
-            while not held.is_set():  # noqa: ASYNC110 -- a thread's event
-                await asyncio.sleep(0.001)
+    async with _one_commit_held(tmp_path, broker, monkeypatch, "lockout-ends") as held:
+        daemon = held.daemon
         for n in range(3):  # queued, then stepped with the lock-out in its batch
             daemon.post(ChipSensed(seat=2 + n, present=True, since_ns=2 + n))
         daemon.post(LockoutPressed(at_ns=100))
@@ -459,13 +452,8 @@ async def test_what_comes_after_a_lockout_is_not_written_in_its_commit(
             daemon.post(ChipSensed(seat=5, present=n % 2 == 0, since_ns=200 + n))
             await asyncio.sleep(0.005)
         assert daemon.dispatcher._in_flight > handed_before  # they wait with it
-        release.set()
+        held.release.set()
         await daemon.wait_until(lambda s: s.phase is Phase.LOCKED, 10)
         await daemon.wait_until(lambda _: daemon.steps_done >= daemon.steps_taken, 10)
-        assert commits[1][-1] == LockoutPressed.TYPE, commits
-        assert [t for c in commits[2:] for t in c].count(ChipSensed.TYPE) >= 1, commits
-    finally:
-        release.set()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        assert held.commits[1][-1] == LockoutPressed.TYPE, held.commits
+        assert [t for c in held.commits[2:] for t in c].count(ChipSensed.TYPE) >= 1, held.commits
