@@ -64,11 +64,35 @@ HIT_EVERY, VOID_EVERY, SHOE_JAM_EVERY, SHUFFLER_JAM_EVERY, MISCOUNT_EVERY = 40, 
 ROUND_MINUTES = 1.0  # a round's length on the journal's clock
 
 
-def rss_kb() -> int:
+def rss_kb(field: str = "VmRSS") -> int:
+    """/proc/self/status's field in KiB: VmRSS, or its parts RssAnon, RssFile, RssShmem."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
+
+
+def _sqlite_library() -> ctypes.CDLL | None:
+    """The libsqlite3 this process's sqlite3 module loaded (its soname from our own maps)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if "/libsqlite3" in path:
+            try:
+                lib = ctypes.CDLL(path)  # already loaded: the same library, not a second copy
+                lib.sqlite3_memory_used.restype = ctypes.c_int64
+                return lib
+            except (OSError, AttributeError):
+                return None
+    return None  # the module statically linked: SQLite's memory is not reported
+
+
+_SQLITE = _sqlite_library()
+
+
+def sqlite_memory_kb() -> int | None:
+    """SQLite's own heap (sqlite3_memory_used: every connection's page cache, schema and
+    statements), or None where it cannot be read."""
+    return None if _SQLITE is None else int(_SQLITE.sqlite3_memory_used()) // 1024
 
 
 class _MallInfo2(ctypes.Structure):
@@ -316,7 +340,8 @@ async def soak(
                 flush=True,
             )
             print(
-                f"{'rounds':>7} {'RSS MB':>8} {'malloc MB':>9} {'py blocks':>10} "
+                f"{'rounds':>7} {'RSS MB':>8} {'file MB':>7} {'malloc MB':>9} {'sqlite MB':>9} "
+                f"{'py blocks':>10} "
                 f"{'traced MB':>9} {'B/round':>8} {'rows':>8} {'pace ms med':>11} "
                 f"{'max':>6} {'rows/pace':>9} {'s/round':>8}",
                 flush=True,
@@ -340,13 +365,16 @@ async def soak(
                 pace_runs = max(1, len(stretch.pace_ms))
                 figures = {
                     "rss": rss_kb() / 1024,
+                    "file": (rss_kb("RssFile") + rss_kb("RssShmem")) / 1024,
                     "malloc": (malloc_in_use_kb() or 0) / 1024,
+                    "sqlite": (sqlite_memory_kb() or 0) / 1024,
                     "blocks": float(sys.getallocatedblocks()),
                     "traced": tracemalloc.get_traced_memory()[0] / 2**20 if trace else 0.0,
                 }
                 now = time.monotonic()
                 print(
-                    f"{n:>7} {figures['rss']:>8.1f} {figures['malloc']:>9.1f} "
+                    f"{n:>7} {figures['rss']:>8.1f} {figures['file']:>7.1f} "
+                    f"{figures['malloc']:>9.1f} {figures['sqlite']:>9.2f} "
                     f"{int(figures['blocks']):>10} {figures['traced']:>9.2f} "
                     f"{(size - last_bytes) / max(1, stretch.rounds):>8.0f} "
                     f"{daemon.store.last_seq:>8} "
@@ -368,7 +396,8 @@ async def soak(
                 growth = {k: figures[k] - base[k] for k in figures}
                 print(
                     f"growth after the warm-up ({rounds - warmup} rounds): RSS "
-                    f"{growth['rss']:+.2f} MB, malloc {growth['malloc']:+.2f} MB, Python "
+                    f"{growth['rss']:+.2f} MB (file-backed {growth['file']:+.2f} MB), malloc "
+                    f"{growth['malloc']:+.2f} MB (SQLite {growth['sqlite']:+.2f} MB), Python "
                     f"blocks {int(growth['blocks']):+d}; goal RSS <= +2 MB over 20,000; "
                     f"load {_load()}",
                     flush=True,
