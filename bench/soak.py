@@ -61,6 +61,7 @@ DEALER, FLOOR = "dealer-0117", "floor-0042"
 # Every so many rounds: a hit (two stacked hands of the demo's script), a dealer's void, a
 # shoe jam mid-deal, a shuffler jam, a card lost before a shuffle (a miscount).
 HIT_EVERY, VOID_EVERY, SHOE_JAM_EVERY, SHUFFLER_JAM_EVERY, MISCOUNT_EVERY = 40, 37, 53, 83, 89
+VOID_REASONS = ("dealer-card-exposed", "community-card-exposed")
 ROUND_MINUTES = 1.0  # a round's length on the journal's clock
 
 
@@ -213,7 +214,10 @@ async def play_round(
     if n % MISCOUNT_EVERY == 0:
         sim.remove_card()  # the next count is 51 (649a.5(b))
     if n % VOID_EVERY == 0:
-        await table.command({"cmd": "void", "reason": "dealer-card-exposed", "by": DEALER})
+        # A card exposed: the dealer's (TCP, UTH) or a community card (Let It Ride has no
+        # dealer's hand).
+        exposed = next(r for r in VOID_REASONS if r in game.void_reasons())
+        await table.command({"cmd": "void", "reason": exposed, "by": DEALER})
         stretch.voids += 1
     else:
         if n % SHOE_JAM_EVERY == 0:
