@@ -9,8 +9,11 @@ each minute, so its windows hold hours of play as they would. Every round has tw
 hits (stacked hands the floor validates and documents), dealer voids, shoe jams, shuffler
 jams and miscounts come at fixed intervals, for each of the three games.
 
-Every --every rounds it prints the process's RSS, the Python heap (the blocks allocated and,
-with tracing, tracemalloc's bytes), the journal's size per round over the last stretch, and
+Every --every rounds it prints the process's RSS (and its file-backed part: the libraries,
+the WAL's -shm), malloc's bytes in use and held from the system, SQLite's own heap
+(sqlite3_memory_used: the connections' page caches, bounded by store/page_cache.py), the
+Python heap (the blocks allocated and, with tracing, tracemalloc's bytes), the journal's size
+per round over the last stretch, and
 the time pace took (median and max of its computations in the stretch, and the rows each
 read); after the run, the growth from the end of the --warmup rounds, and tracemalloc's top
 growth by line (tracing starts after the warm-up and slows the daemon: --frames 0 measures
@@ -114,15 +117,17 @@ class _MallInfo2(ctypes.Structure):
     ]
 
 
-def malloc_in_use_kb() -> int | None:
-    """glibc's bytes in use (mallinfo2: uordblks + hblkhd), or None off glibc."""
+def malloc_kb() -> tuple[int, int] | None:
+    """glibc's bytes in use (mallinfo2: uordblks + hblkhd) and held from the system (arena +
+    hblkhd: in use, or free and kept for reuse), or None off glibc. What is held and not in
+    use is fragmentation, resident where it was touched."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallinfo2.restype = _MallInfo2
     except (OSError, AttributeError):
         return None
     info = libc.mallinfo2()
-    return int(info.uordblks + info.hblkhd) // 1024
+    return int(info.uordblks + info.hblkhd) // 1024, int(info.arena + info.hblkhd) // 1024
 
 
 class RoundClock:
@@ -344,7 +349,8 @@ async def soak(
                 flush=True,
             )
             print(
-                f"{'rounds':>7} {'RSS MB':>8} {'file MB':>7} {'malloc MB':>9} {'sqlite MB':>9} "
+                f"{'rounds':>7} {'RSS MB':>8} {'file MB':>7} {'malloc MB':>9} {'held MB':>7} "
+                f"{'sqlite MB':>9} "
                 f"{'py blocks':>10} "
                 f"{'traced MB':>9} {'B/round':>8} {'rows':>8} {'pace ms med':>11} "
                 f"{'max':>6} {'rows/pace':>9} {'s/round':>8}",
@@ -366,11 +372,13 @@ async def soak(
                 await asyncio.sleep(0.05)  # the pace asked for, the backend's acks
                 gc.collect()
                 size = journal_bytes(cfg.storage.database)
+                malloc = malloc_kb() or (0, 0)
                 pace_runs = max(1, len(stretch.pace_ms))
                 figures = {
                     "rss": rss_kb() / 1024,
                     "file": (rss_kb("RssFile") + rss_kb("RssShmem")) / 1024,
-                    "malloc": (malloc_in_use_kb() or 0) / 1024,
+                    "malloc": malloc[0] / 1024,
+                    "held": malloc[1] / 1024,
                     "sqlite": (sqlite_memory_kb() or 0) / 1024,
                     "blocks": float(sys.getallocatedblocks()),
                     "traced": tracemalloc.get_traced_memory()[0] / 2**20 if trace else 0.0,
@@ -378,7 +386,7 @@ async def soak(
                 now = time.monotonic()
                 print(
                     f"{n:>7} {figures['rss']:>8.1f} {figures['file']:>7.1f} "
-                    f"{figures['malloc']:>9.1f} {figures['sqlite']:>9.2f} "
+                    f"{figures['malloc']:>9.1f} {figures['held']:>7.1f} {figures['sqlite']:>9.2f} "
                     f"{int(figures['blocks']):>10} {figures['traced']:>9.2f} "
                     f"{(size - last_bytes) / max(1, stretch.rounds):>8.0f} "
                     f"{daemon.store.last_seq:>8} "
@@ -401,7 +409,8 @@ async def soak(
                 print(
                     f"growth after the warm-up ({rounds - warmup} rounds): RSS "
                     f"{growth['rss']:+.2f} MB (file-backed {growth['file']:+.2f} MB), malloc "
-                    f"{growth['malloc']:+.2f} MB (SQLite {growth['sqlite']:+.2f} MB), Python "
+                    f"{growth['malloc']:+.2f} MB (SQLite {growth['sqlite']:+.2f} MB; held "
+                    f"{growth['held']:+.2f} MB), Python "
                     f"blocks {int(growth['blocks']):+d}; goal RSS <= +2 MB over 20,000; "
                     f"load {_load()}",
                     flush=True,
