@@ -13,9 +13,8 @@ Every --every rounds it prints the process's RSS (and its file-backed part: the 
 the WAL's -shm), malloc's bytes in use and held from the system, SQLite's own heap
 (sqlite3_memory_used: the connections' page caches, bounded by store/page_cache.py), the
 Python heap (the blocks allocated and, with tracing, tracemalloc's bytes), the journal's size
-per round over the last stretch, and
-the time pace took (median and max of its computations in the stretch, and the rows each
-read); after the run, the growth from the end of the --warmup rounds, and tracemalloc's top
+per round over the last stretch, and the time pace took (median and max of its computations
+in the stretch, and the rows each read); after the run, the growth from the end of the --warmup rounds, and tracemalloc's top
 growth by line (tracing starts after the warm-up and slows the daemon: --frames 0 measures
 without it, --frames 8 shows each growth's callers). Goals: RSS growth <= 2 MB over 20,000
 rounds after a 1,000-round warm-up; pace's time constant as the journal grows.
