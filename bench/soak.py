@@ -55,6 +55,7 @@ from tablectl.config import DeckSection, load_config
 from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.service.dispatcher import GIL_SWITCH_S
+from tablectl.store import page_cache
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -345,6 +346,14 @@ async def soak(
             print(
                 f"soak: {game}, {rounds} rounds (warm-up {warmup}), pace every {pace_every} "
                 f"rounds, tracemalloc {'on' if trace else 'off'}; load {_load()}",
+                flush=True,
+            )
+            print(
+                f"SQLite's page caches are bounded (store/page_cache.py): the writer "
+                f"{page_cache.WRITER_KIB} KiB, each reader {page_cache.READER_KIB} KiB (the "
+                f"daemon keeps two), the shuffle monitor {page_cache.SHUFFLE_MONITOR_KIB} KiB; "
+                f"pace's snapshot holds up to 2,000 KiB (the default) while it reads, then "
+                f"closes",
                 flush=True,
             )
             print(
