@@ -14,10 +14,11 @@ the WAL's -shm), malloc's bytes in use and held from the system, SQLite's own he
 (sqlite3_memory_used: the connections' page caches, bounded by store/page_cache.py), the
 Python heap (the blocks allocated and, with tracing, tracemalloc's bytes), the journal's size
 per round over the last stretch, and the time pace took (median and max of its computations
-in the stretch, and the rows each read); after the run, the growth from the end of the --warmup rounds, and tracemalloc's top
-growth by line (tracing starts after the warm-up and slows the daemon: --frames 0 measures
-without it, --frames 8 shows each growth's callers). Goals: RSS growth <= 2 MB over 20,000
-rounds after a 1,000-round warm-up; pace's time constant as the journal grows.
+in the stretch, and the rows each read); after the run, the growth from the end of the
+--warmup rounds, and tracemalloc's top growth by line (tracing starts after the warm-up and
+slows the daemon: --frames 0 measures without it, --frames 8 shows each growth's callers).
+Goals: RSS growth <= 2 MB over 20,000 rounds after a 1,000-round warm-up; pace's time
+constant as the journal grows.
 
 Run: .venv/bin/python bench/soak.py [--game G] [--rounds N] [--quick]
 Without --game each game runs in a process of its own, one after the other. --quick: 2,500
@@ -352,8 +353,7 @@ async def soak(
                 f"SQLite's page caches are bounded (store/page_cache.py): the writer "
                 f"{page_cache.WRITER_KIB} KiB, each reader {page_cache.READER_KIB} KiB (the "
                 f"daemon keeps two), the shuffle monitor {page_cache.SHUFFLE_MONITOR_KIB} KiB; "
-                f"pace's snapshot holds up to 2,000 KiB (the default) while it reads, then "
-                f"closes",
+                f"pace's snapshot keeps SQLite's default (2,000 KiB) only while it reads",
                 flush=True,
             )
             print(
