@@ -57,7 +57,7 @@ from tablectl.store.journal import SCHEMA, JournalReader, Store
 from tablectl.store.mark import MarkReading, MarkRecord, mark_path, read_mark
 
 CURSOR_KEY = re.compile(r"^device\.[a-z0-9_-]+\.cursor$")
-CURSOR_VALUE = re.compile(r"^\d{1,10}:\d{1,10}$")
+CURSOR_VALUE = re.compile(r"^[0-9]{1,10}:[0-9]{1,10}$")
 SNAPSHOT_TRIES = 50  # verify on a running daemon: reads until no commit came in between
 
 
