@@ -439,6 +439,71 @@ def test_a_seat_dealt_one_card_again_and_again_alarms_whatever_seats_play() -> N
     assert fired is not None and {f.test for f in fired.alarms} == {"seat"}
 
 
+@pytest.mark.parametrize("h", [2, 3, 4])
+def test_the_chance_of_each_kind_of_hand_is_exact_by_enumeration(h: int) -> None:
+    """The seat test's null for a kind of hand: q(h) counted over every h-card hand."""
+    hands = list(itertools.combinations(range(52), h))
+    for feature in nulls.HAND_FEATURES:
+        num, den = nulls.hand_feature_chance(feature, h)
+        hits = sum(1 for hand in hands if feature in nulls.hand_features(hand))
+        assert hits * den == num * len(hands), feature
+
+
+def test_a_seat_dealt_a_pair_again_and_again_alarms_whatever_its_cards() -> None:
+    """A rig that gives a confederate's seat a pair every round, a different pair each
+    time: no single card repeats in the seat (the card cells cannot see it), the kind of
+    hand does, and the figure names the kind, never a card."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(9)
+    g = game("three-card-poker")
+    fired = None
+    for round_id in range(1, 60):
+        players = sorted({*rng.sample(range(1, 7), rng.randint(2, 6)), 4})
+        plan = g.deal_plan(players)
+        deck = list(range(52))
+        rng.shuffle(deck)
+        first, second = seat_positions(plan)[4][:2]
+        mate = rng.choice([c for c in deck if c % 13 == deck[first] % 13 and c != deck[first]])
+        where = deck.index(mate)
+        deck[where], deck[second] = deck[second], deck[where]
+        dealt = tuple(deck[: plan.cards])
+        report = monitor.observe(
+            DeckUse(f"D{round_id % 2}", round_id, dealt, collected_order(plan), recipients(plan))
+        )
+        if report.alarms:
+            fired = report
+            break
+    assert fired is not None and {f.test for f in fired.alarms} == {"seat"}
+    assert fired.round_id <= 30
+    (finding,) = fired.alarms
+    assert "two cards of one rank in seat 4's hand" in finding.figure
+
+
+def test_a_fair_seat_shows_its_kinds_of_hand_at_their_chance() -> None:
+    """Fair rounds: a seat's pairs over the window come near q(3) of its rounds, and the
+    seat test does not alarm."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(10)
+    g = game("three-card-poker")
+    for round_id in range(1, 201):
+        plan = g.deal_plan([1, 2, 3])
+        deck = list(range(52))
+        rng.shuffle(deck)
+        report = monitor.observe(
+            DeckUse(
+                f"D{round_id % 2}",
+                round_id,
+                tuple(deck[: plan.cards]),
+                collected_order(plan),
+                recipients(plan),
+            )
+        )
+        assert not report.alarms
+    num, den = nulls.hand_feature_chance("pair", 3)
+    pairs = monitor.seat_kinds.get((1, "pair"), 0)
+    assert abs(pairs - 100 * num / den) < 4 * (100 * num / den) ** 0.5
+
+
 def test_a_deck_use_is_in_card_indices_of_the_factory_order() -> None:
     assert [card_index(c) for c in full_deck()] == list(range(52))
     plan = DealPlan(Procedure.AUTOMATED_SHOE, "", ())

@@ -21,8 +21,8 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
 - next-card: "guess the next card" (Diaconis, Fulman & Holmes): each card dealt is bet to be
   followed by one of its neighbours in an order seen before; the bets' likelihood ratio is
   an e-value (mean 1 under a fair shuffle, exactly), over this use and the last uses (Markov);
-- seat: one card reaching one seat (or the dealer) over the last rounds, whatever seats
-  play (binomial, union bound).
+- seat: one card, or one kind of hand (a pair, all of one suit), reaching one seat (or the
+  dealer) over the last rounds, whatever seats play (binomial, union bound).
 """
 
 from __future__ import annotations
@@ -237,9 +237,12 @@ class ShuffleMonitor:
         self.neighbour_links: dict[int, dict[int, int]] = {}
         self.next_logs: deque[float] = deque(maxlen=max(SPANS))  # each use's log e-value
         # per round in the window: the (card, recipient) cells, each recipient's hand size
-        self.seat_rounds: deque[tuple[tuple[tuple[int, int], ...], dict[int, int]]] = deque()
+        self.seat_rounds: deque[
+            tuple[tuple[tuple[int, int], ...], dict[int, int], tuple[tuple[int, str], ...]]
+        ] = deque()
         self.seat_counts: dict[tuple[int, int], int] = {}
         self.seat_hands: dict[tuple[int, int], int] = {}  # (recipient, hand size) -> rounds
+        self.seat_kinds: dict[tuple[int, str], int] = {}  # (recipient, kind of hand) -> rounds
 
     def forget(self, deck: str) -> None:
         """A deck left the table: its history goes (a new deck starts afresh)."""
@@ -533,25 +536,40 @@ class ShuffleMonitor:
     def _seat(self, use: DeckUse) -> Finding:
         """One card at one seat (or the dealer) over the last rounds: each round, a card
         reaches a hand of h cards with probability h/52 exactly, whichever seats play;
-        the count over the rounds the seat played is at most Binomial(rounds, hmax/52)."""
+        the count over the rounds the seat played is at most Binomial(rounds, hmax/52).
+        And one kind of hand at one seat (nulls.HAND_FEATURES: a pair, all of one suit): a
+        hand of h cards is a uniform h-subset, so it has the feature with the chance q(h)
+        exactly, independently of the rounds before; the count is at most Binomial(rounds,
+        max q). A rig that deals a confederate (or the dealer) a good hand, whatever its
+        cards, is seen here and by no single card."""
         rounds, counts, hands = self.seat_rounds, self.seat_counts, self.seat_hands
         if len(rounds) == POSITION_ROUNDS:
-            gone, gone_sizes = rounds.popleft()
+            gone, gone_sizes, gone_kinds = rounds.popleft()
             for cell in gone:
                 counts[cell] -= 1
             for hand in gone_sizes.items():
                 hands[hand] -= 1
+            for kind in gone_kinds:
+                self.seat_kinds[kind] -= 1
         size: dict[int, int] = {}
-        for who in use.seats:
+        held: dict[int, list[int]] = {}
+        for card, who in zip(use.cards, use.seats, strict=False):
             if who >= 0:
                 size[who] = size.get(who, 0) + 1
+                held.setdefault(who, []).append(card)
         for hand in size.items():
             hands[hand] = hands.get(hand, 0) + 1
         cells = tuple(
             (card, who) for card, who in zip(use.cards, use.seats, strict=False) if who >= 0
         )
-        rounds.append((cells, size))
-        worst = (1.0, 0, 0, 0)  # tail, recipient, count, rounds
+        kinds = tuple(
+            (who, feature)
+            for who, cards in held.items()
+            if len(cards) >= 2
+            for feature in nulls.hand_features(cards)
+        )
+        rounds.append((cells, size, kinds))
+        worst = (1.0, "", 0, 0)  # tail, what, count, rounds
         for cell in cells:
             n = counts[cell] = counts.get(cell, 0) + 1
             if n >= 3:
@@ -560,10 +578,38 @@ class ShuffleMonitor:
                 trials, biggest = sum(k for _, k in played), max(h for h, _ in played)
                 tail = nulls.binomial_upper_tail(trials, n, biggest, DECK)
                 if tail < worst[0]:
-                    worst = (tail, who, n, trials)
-        tail, who, n, played_rounds = worst
+                    worst = (tail, f"one card in {_hand_of(who)}", n, trials)
+        for kind in kinds:
+            n = self.seat_kinds[kind] = self.seat_kinds.get(kind, 0) + 1
+            who, feature = kind
+            # the rounds it was dealt 2 cards or more (no kind of hand in fewer), and the
+            # largest chance of the feature among their hand sizes (domination)
+            played = [(h, k) for (w, h), k in hands.items() if w == who and k and h >= 2]
+            trials = sum(k for _, k in played)
+            chance = max(
+                (nulls.hand_feature_chance(feature, h) for h, _ in played),
+                key=lambda f: f[0] / f[1],
+            )
+            if n >= 3 and n > trials * chance[0] / chance[1]:
+                tail = _binomial_tail(trials, n, *chance)
+                if tail < worst[0]:
+                    worst = (tail, f"{HAND_KINDS[feature]} in {_hand_of(who)}", n, trials)
+        tail, what, n, played_rounds = worst
         if n == 0:
-            return self._finding("seat", "no card three times in one seat's hand", 1.0)
-        place = "the dealer's hand" if who == 0 else f"seat {who}'s hand"
-        figure = f"one card in {place} in {n} of the {played_rounds} rounds it played"
-        return self._finding("seat", figure, tail * DECK * MAX_RECIPIENTS)
+            return self._finding("seat", "no card or kind of hand three times in one seat", 1.0)
+        figure = f"{what} in {n} of the {played_rounds} rounds it played"
+        return self._finding("seat", figure, tail * SEAT_CELLS)
+
+
+HAND_KINDS = {"pair": "two cards of one rank", "suited": "every card of one suit"}
+# the seat test's union bound: 52 cards and the kinds of hand, in each of 8 hands
+SEAT_CELLS = (DECK + len(nulls.HAND_FEATURES)) * MAX_RECIPIENTS
+
+
+def _hand_of(who: int) -> str:
+    return "the dealer's hand" if who == 0 else f"seat {who}'s hand"
+
+
+@functools.lru_cache(maxsize=4096)
+def _binomial_tail(trials: int, k: int, p_num: int, p_den: int) -> float:
+    return nulls.binomial_upper_tail(trials, k, p_num, p_den)
