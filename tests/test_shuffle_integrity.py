@@ -254,6 +254,29 @@ def test_a_steering_cheat_puts_the_card_in_the_seats_hand() -> None:
         assert out.index(Card.parse("As")) in (3, 4, 5)
 
 
+def test_a_pair_rig_gives_the_seat_a_pair_and_is_caught_through_the_table() -> None:
+    """`pair SEAT`: fair, then a pair in SEAT's hand (0: the dealer's), a different one
+    each time; played as the bench plays it, the seat test catches it."""
+    g = game("three-card-poker")
+    plan = g.deal_plan([2, 3, 5])
+    for seat in (3, DEALER):
+        mixing = Mixing.parse(["pair", str(seat)])
+        assert str(mixing) == f"pair {seat}"
+        mixing.seat_positions = seat_positions(plan)
+        for seed in range(10):
+            out = mixing.mix(list(full_deck()), random.Random(seed))
+            hand = [out[i] for i in mixing.seat_positions[seat]]
+            assert len({c.rank for c in hand}) < len(hand)
+    rng = random.Random(11)
+    for played in play(g, Mixing.parse(["pair", "3"]), rng, warm_up=30):
+        if played.report.alarms:
+            assert {f.test for f in played.report.alarms} == {"seat"}
+            break
+        assert played.use < 60
+    with pytest.raises(ValueError):
+        Mixing.parse(["pair", "8"])
+
+
 def test_recipients_follow_the_deal_plan() -> None:
     """Who receives each card the shoe deals: the stacks from the dealer's left, the
     dealer's last; Let It Ride's community stack is no one's hand."""
