@@ -527,6 +527,48 @@ def test_a_fair_seat_shows_its_kinds_of_hand_at_their_chance() -> None:
     assert abs(pairs - 100 * num / den) < 4 * (100 * num / den) ** 0.5
 
 
+class _FixedPermutation(Mixing):
+    """A machine that applies one fixed permutation to whatever goes in (a stuck program):
+    no card, position or neighbour repeats, but the card from one place of the pickup
+    comes out at one position each time."""
+
+    def mix(self, deck: list[Card], rng: random.Random) -> list[Card]:
+        order = list(range(52))
+        random.Random(3).shuffle(order)
+        return [deck[i] for i in order]
+
+
+def test_a_fixed_permutation_of_what_goes_in_is_caught_by_the_pickup_cells() -> None:
+    fired = None
+    for played in play(game("three-card-poker"), _FixedPermutation(), random.Random(4), warm_up=30):
+        if played.report.alarms:
+            fired = played
+            break
+        assert played.use < 40
+    assert fired is not None
+    (finding,) = [f for f in fired.report.alarms if f.test == "position"]
+    assert "of the deck's last pickup at deal position" in finding.figure
+
+
+def test_the_pickup_cells_are_hit_at_1_in_52_on_fair_rounds() -> None:
+    """The null of the pickup cells: over fair rounds, the cards dealt again from the
+    deck's last pickup land on each (place, position) cell at 1/52 of the chances."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(12)
+    g = game("three-card-poker")
+    hits = chances = 0
+    for round_id in range(1, 101):
+        plan = g.deal_plan([1, 2, 3])
+        deck = list(range(52))
+        rng.shuffle(deck)
+        dealt = tuple(deck[: plan.cards])
+        monitor.observe(DeckUse(f"D{round_id % 2}", round_id, dealt, collected_order(plan)))
+    hits = sum(monitor.moved_counts.values())
+    chances = sum(a * b * k for (a, b), k in monitor.moved_shapes.items())
+    assert chances == 98 * 12 * 12
+    assert abs(hits - chances / 52) < 4 * (chances / 52) ** 0.5
+
+
 def test_a_deck_use_is_in_card_indices_of_the_factory_order() -> None:
     assert [card_index(c) for c in full_deck()] == list(range(52))
     plan = DealPlan(Procedure.AUTOMATED_SHOE, "", ())

@@ -16,7 +16,8 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
   deals of either deck (binomial-moment bounds);
 - overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
   two-sided), and its sum over the last uses of both decks (as order-window);
-- position: one card at one deal position over the last rounds (binomial, union bound);
+- position: one card at one deal position, or the card from one place of the deck's last
+  pickup at one deal position, over the last rounds (binomial, union bound);
 - runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion);
 - next-card: "guess the next card" (Diaconis, Fulman & Holmes): each card dealt is bet to be
   followed by one of its neighbours in an order seen before; the bets' likelihood ratio is
@@ -232,6 +233,13 @@ class ShuffleMonitor:
         self.position_rounds: deque[tuple[int, ...]] = deque()
         self.position_counts: dict[tuple[int, int], int] = {}
         self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
+        # per round in the window: (place in the deck's last pickup, position now) of each
+        # card dealt in both, and (cards in that pickup, cards dealt now), None: no last use
+        self.moved_rounds: deque[
+            tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]
+        ] = deque()
+        self.moved_counts: dict[tuple[int, int], int] = {}
+        self.moved_shapes: dict[tuple[int, int], int] = {}
         self.neighbour_deals: deque[tuple[int, ...]] = deque()
         # card -> its neighbours in the last deals, with how many deals saw them together
         self.neighbour_links: dict[int, dict[int, int]] = {}
@@ -256,7 +264,7 @@ class ShuffleMonitor:
         findings += self._order(use, positions, previous, window)
         findings.append(self._repeat(use, positions))
         findings += self._overlap(use, positions, previous, window)
-        findings.append(self._position(use))
+        findings.append(self._position(use, previous))
         findings.append(self._runs(use))
         findings.append(self._next_card(use, previous))
         findings.append(self._seat(use))
@@ -447,28 +455,61 @@ class ShuffleMonitor:
         assert best is not None
         return self._finding("overlap-window", best[1], best[0])
 
-    def _position(self, use: DeckUse) -> Finding:
+    def _position(self, use: DeckUse, previous: DeckUse | None) -> Finding:
+        """Two kinds of cell over the last rounds, each hit with probability 1/52 exactly
+        in a round (a dealt card is uniform over the 52 places, whatever came before), so
+        each count is at most Binomial(rounds, 1/52): one card at one deal position (a
+        placed card, a stuck compartment); and the card from one place of the deck's last
+        pickup dealt at one position now (a machine that applies the same permutation to
+        whatever goes in: a fixed or stuck program, faro shuffles, fixed packets). The
+        union bound is over 2 x 52 x 52 cells."""
         rounds = self.position_rounds
         counts = self.position_counts
+        moved, shapes = self.moved_counts, self.moved_shapes
         if len(rounds) == POSITION_ROUNDS:
             for p, card in enumerate(rounds.popleft()):
                 counts[card, p] -= 1
                 self.dealt_beyond[p] -= 1
+            gone_cells, gone_shape = self.moved_rounds.popleft()
+            for cell in gone_cells:
+                moved[cell] -= 1
+            if gone_shape is not None:
+                shapes[gone_shape] -= 1
         rounds.append(use.cards)
-        worst = (1.0, 0, 0, 0)  # tail, position, count, rounds
+        worst = (1.0, "", 0, 0)  # tail, what, count, rounds
         for p, card in enumerate(use.cards):
             self.dealt_beyond[p] += 1
             n = counts[card, p] = counts.get((card, p), 0) + 1
             if n >= 3:
                 trials = self.dealt_beyond[p]
-                tail = nulls.binomial_upper_tail(trials, n)
+                tail = _binomial_tail(trials, n, 1, DECK)
                 if tail < worst[0]:
-                    worst = (tail, p, n, trials)
-        tail, p, n, trials = worst
+                    worst = (tail, f"one card at deal position {p + 1}", n, trials)
+        cells: tuple[tuple[int, int], ...] = ()
+        shape = None
+        if previous is not None:
+            at = {card: i for i, card in enumerate(use.cards)}
+            pickup = (previous.cards[i] for i in previous.collected)
+            cells = tuple((p, at[card]) for p, card in enumerate(pickup) if card in at)
+            shape = (len(previous.collected), len(use.cards))
+            shapes[shape] = shapes.get(shape, 0) + 1
+        self.moved_rounds.append((cells, shape))
+        for cell in cells:
+            n = moved[cell] = moved.get(cell, 0) + 1
+            if n >= 3:
+                p, q = cell
+                # the rounds in which the cell could be hit: a pickup place p, a position q
+                trials = sum(k for (a, b), k in shapes.items() if a > p and b > q)
+                tail = _binomial_tail(trials, n, 1, DECK)
+                if tail < worst[0]:
+                    what = f"the card from place {p + 1} of the deck's last pickup"
+                    what += f" at deal position {q + 1}"
+                    worst = (tail, what, n, trials)
+        tail, what, n, trials = worst
         if n == 0:
             return self._finding("position", "no card twice at one position", 1.0)
-        figure = f"one card at deal position {p + 1} in {n} of the last {trials} rounds"
-        return self._finding("position", figure, tail * DECK * DECK)
+        figure = f"{what} in {n} of the last {trials} rounds"
+        return self._finding("position", figure, tail * 2 * DECK * DECK)
 
     def _runs(self, use: DeckUse) -> Finding:
         best: tuple[float, str] | None = None
