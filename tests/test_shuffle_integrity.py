@@ -569,6 +569,47 @@ def test_the_pickup_cells_are_hit_at_1_in_52_on_fair_rounds() -> None:
     assert abs(hits - chances / 52) < 4 * (chances / 52) ** 0.5
 
 
+class _HoldsOut(Mixing):
+    """Fair, then one card kept at the bottom every time: it is never dealt."""
+
+    def mix(self, deck: list[Card], rng: random.Random) -> list[Card]:
+        out = list(deck)
+        rng.shuffle(out)
+        held = Card.parse("As")
+        return [c for c in out if c != held] + [held]
+
+
+def test_a_card_held_out_of_play_is_caught_by_its_count() -> None:
+    fired = None
+    for played in play(game("three-card-poker"), _HoldsOut(), random.Random(6), warm_up=30):
+        if played.report.alarms:
+            fired = played
+            break
+        assert played.use < 80
+    assert fired is not None
+    (finding,) = fired.report.alarms
+    # (the fair rounds before dealt it: a few times in the window, against 26 on average)
+    assert finding.test == "position" and finding.figure.startswith("one card dealt in ")
+
+
+@pytest.mark.parametrize("low", [0, 3, 10])
+def test_the_held_out_bound_is_at_least_the_exact_tail(low: int) -> None:
+    """A card's rounds dealt: independent Bernoulli(n/52); the bound on its lower tail is
+    at least the exact Poisson-binomial tail."""
+    sizes = {9: 30, 12: 40, 21: 30}
+    exact = [1.0]
+    for n, k in sizes.items():
+        for _ in range(k):
+            p = n / 52
+            nxt = [0.0] * (len(exact) + 1)
+            for i, x in enumerate(exact):
+                nxt[i] += x * (1 - p)
+                nxt[i + 1] += x * p
+            exact = nxt
+    pmfs = [((1 - n / 52, n / 52), k) for n, k in sizes.items()]
+    assert nulls.sum_lower(pmfs, low) >= sum(exact[: low + 1]) * (1 - 1e-9)
+
+
 def test_a_deck_use_is_in_card_indices_of_the_factory_order() -> None:
     assert [card_index(c) for c in full_deck()] == list(range(52))
     plan = DealPlan(Procedure.AUTOMATED_SHOE, "", ())

@@ -47,6 +47,9 @@ WINDOW_USES = 128  # the table's last deck uses (both decks) the windowed tests 
 SPANS = (4, 12, 32, 128)
 SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound worked out
 POSITION_ROUNDS = 100  # rounds the position test counts over
+# A card held out of play (kept at the bottom, never dealt) shows only as a card dealt too
+# seldom: at Ultimate Texas Hold 'Em (4 to 14 cards a deal) that needs more than 100 rounds.
+WITHHELD_SPANS = (100, 400)
 RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
 FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
 FACTORY_NEIGHBOURS = tuple(
@@ -239,6 +242,11 @@ class ShuffleMonitor:
             tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]
         ] = deque()
         self.moved_counts: dict[tuple[int, int], int] = {}
+        # per span of WITHHELD_SPANS: the rounds in it, each card's rounds dealt, and how
+        # many of its rounds dealt n cards (a card is dealt with probability n/52)
+        self.held_rounds: deque[tuple[int, ...]] = deque()
+        self.held_dealt = {span: [0] * DECK for span in WITHHELD_SPANS}
+        self.held_sizes: dict[int, dict[int, int]] = {span: {} for span in WITHHELD_SPANS}
         self.moved_shapes: dict[tuple[int, int], int] = {}
         self.neighbour_deals: deque[tuple[int, ...]] = deque()
         # card -> its neighbours in the last deals, with how many deals saw them together
@@ -461,8 +469,9 @@ class ShuffleMonitor:
         each count is at most Binomial(rounds, 1/52): one card at one deal position (a
         placed card, a stuck compartment); and the card from one place of the deck's last
         pickup dealt at one position now (a machine that applies the same permutation to
-        whatever goes in: a fixed or stuck program, faro shuffles, fixed packets). The
-        union bound is over 2 x 52 x 52 cells."""
+        whatever goes in: a fixed or stuck program, faro shuffles, fixed packets). And one
+        card dealt too seldom (held out of play, `_withheld`). The union bound is over all
+        of them (POSITION_CELLS)."""
         rounds = self.position_rounds
         counts = self.position_counts
         moved, shapes = self.moved_counts, self.moved_shapes
@@ -506,10 +515,46 @@ class ShuffleMonitor:
                     what += f" at deal position {q + 1}"
                     worst = (tail, what, n, trials)
         tail, what, n, trials = worst
+        held = self._withheld(use.cards)
+        if held is not None and held[0] < tail:
+            return self._finding("position", held[1], held[0] * POSITION_CELLS)
         if n == 0:
             return self._finding("position", "no card twice at one position", 1.0)
         figure = f"{what} in {n} of the last {trials} rounds"
-        return self._finding("position", figure, tail * 2 * DECK * DECK)
+        return self._finding("position", figure, tail * POSITION_CELLS)
+
+    def _withheld(self, cards: tuple[int, ...]) -> tuple[float, str] | None:
+        """The card dealt in the fewest of the last rounds (each span): in a round of n
+        cards every card is dealt with probability n/52 exactly, independently of the
+        rounds before, so its count is a sum of independent Bernoulli(n/52), whose lower
+        tail is bounded (Chernoff, exact near a level). None: no card far enough below."""
+        rounds = self.held_rounds
+        rounds.append(cards)
+        best: tuple[float, str] | None = None
+        for span in WITHHELD_SPANS:
+            dealt, sizes = self.held_dealt[span], self.held_sizes[span]
+            for card in cards:
+                dealt[card] += 1
+            sizes[len(cards)] = sizes.get(len(cards), 0) + 1
+            if len(rounds) > span:
+                gone = rounds[-1 - span]
+                for card in gone:
+                    dealt[card] -= 1
+                sizes[len(gone)] -= 1
+            low = min(dealt)
+            mean = sum(k * n / DECK for n, k in sizes.items())
+            var = sum(k * n / DECK * (1 - n / DECK) for n, k in sizes.items())
+            if var <= 0 or (mean - low) / var**0.5 < SCAN_Z:
+                continue
+            pmfs = [((1 - n / DECK, n / DECK), k) for n, k in sizes.items() if k]
+            p = nulls.sum_lower(pmfs, low)
+            played = sum(sizes.values())
+            figure = f"one card dealt in {low} of the last {played} rounds (fair: {mean:.1f})"
+            if best is None or p < best[0]:
+                best = (p, figure)
+        if len(rounds) > max(WITHHELD_SPANS):
+            rounds.popleft()
+        return best
 
     def _runs(self, use: DeckUse) -> Finding:
         best: tuple[float, str] | None = None
@@ -642,6 +687,9 @@ class ShuffleMonitor:
         return self._finding("seat", figure, tail * SEAT_CELLS)
 
 
+# the position test's union bound: card x position and pickup place x position cells, and
+# each card dealt too seldom over each span
+POSITION_CELLS = 2 * DECK * DECK + DECK * len(WITHHELD_SPANS)
 HAND_KINDS = {"pair": "two cards of one rank", "suited": "every card of one suit"}
 # the seat test's union bound: 52 cards and the kinds of hand, in each of 8 hands
 SEAT_CELLS = (DECK + len(nulls.HAND_FEATURES)) * MAX_RECIPIENTS
