@@ -273,7 +273,7 @@ def test_a_pair_rig_gives_the_seat_a_pair_and_is_caught_through_the_table() -> N
             assert {f.test for f in played.report.alarms} == {"seat"}
             break
         assert played.use < 60
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a mixing is one of"):
         Mixing.parse(["pair", "8"])
 
 

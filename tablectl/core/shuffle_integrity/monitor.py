@@ -238,9 +238,9 @@ class ShuffleMonitor:
         self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
         # per round in the window: (place in the deck's last pickup, position now) of each
         # card dealt in both, and (cards in that pickup, cards dealt now), None: no last use
-        self.moved_rounds: deque[
-            tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]
-        ] = deque()
+        self.moved_rounds: deque[tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]] = (
+            deque()
+        )
         self.moved_counts: dict[tuple[int, int], int] = {}
         # per span of WITHHELD_SPANS: the rounds in it, each card's rounds dealt, and how
         # many of its rounds dealt n cards (a card is dealt with probability n/52)
