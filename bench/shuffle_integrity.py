@@ -61,6 +61,7 @@ BAD = (
     ("shelf machine, 10 shelves", ["shelf", "10"], 0),
     ("chosen card at a chosen position", ["place", "As", "1"], 200),
     ("chosen card to a chosen seat", ["steer", "As", "3"], 200),
+    ("a pair to a chosen seat", ["pair", "3"], 0),
 )
 WARM_UP = 30  # fair rounds before the bad shuffler takes over: the monitor has a history
 GIVE_UP_USES = 400

@@ -42,6 +42,8 @@ MIXINGS = (
     "clumpy M: M riffles whose halves drop in clumps (1 to 5 cards), a worn machine's",
     "steer CARD SEAT: fair, then CARD moved into SEAT's hand every time (a cheat with a "
     "confederate; needs the round's seats, which the bench's table gives it)",
+    "pair SEAT: fair, then SEAT's hand (0: the dealer's) given a pair, a different one each "
+    "time (a rig for a confederate or the house; needs the round's seats, as steer)",
 )
 
 
@@ -119,7 +121,7 @@ class Mixing:
     @classmethod
     def parse(cls, words: list[str]) -> Mixing:
         """`fair`, `riffle 3`, `unshuffled`, `repeat`, `cut`, `place As 1`, `shelf 10`,
-        `piles 5`, `clumpy 3`, `steer As 3` (ValueError)."""
+        `piles 5`, `clumpy 3`, `steer As 3`, `pair 3` (ValueError)."""
         kind, args = (words[0].lower(), words[1:]) if words else ("fair", [])
         count = int(args[0]) if len(args) == 1 and args[0].isdigit() else 0
         if kind in ("riffle", "clumpy") and 1 <= count <= 20:
@@ -130,6 +132,8 @@ class Mixing:
             return cls(kind, card=Card.parse(args[0]), position=int(args[1]) - 1)
         if kind == "steer" and len(args) == 2 and args[1].isdigit() and 1 <= int(args[1]) <= 7:
             return cls(kind, card=Card.parse(args[0]), seat=int(args[1]))
+        if kind == "pair" and 0 <= count <= 7 and len(args) == 1 and args[0].isdigit():
+            return cls(kind, seat=count)
         if kind in ("fair", "unshuffled", "repeat", "cut") and not args:
             return cls(kind)
         raise ValueError("a mixing is one of: " + "; ".join(MIXINGS))
@@ -139,6 +143,8 @@ class Mixing:
             return f"{self.kind} {self.riffles}"
         if self.kind == "steer":
             return f"steer {self.card} {self.seat}"
+        if self.kind == "pair":
+            return f"pair {self.seat}"
         if self.kind == "place":
             return f"place {self.card} {self.position + 1}"
         return self.kind
@@ -173,6 +179,13 @@ class Mixing:
                     # swapped with one of the seat's cards: only the card's place changes
                     at, to = out.index(self.card), into[rng.randrange(len(into))]
                     out[at], out[to] = out[to], out[at]
+                if self.kind == "pair" and len(into) >= 2:
+                    # the hand's second card swapped for one of the first card's rank
+                    first = out[into[0]]
+                    mates = [c for c in out if c.rank == first.rank and c != first]
+                    at = out.index(mates[rng.randrange(len(mates))])
+                    if at not in into:
+                        out[at], out[into[1]] = out[into[1]], out[at]
         self.last = list(out)
         return out
 

@@ -320,7 +320,9 @@ def test_each_bound_is_held_and_named_at_parse_time(name: str, action: argparse.
         with pytest.raises(argparse.ArgumentTypeError) as refused:
             kind(_written(kind, number))
         assert limit.source in str(refused.value), (name, number, str(refused.value))
-    for odd in ("1e9", "nan", "inf", "0x10", "1_0", "99999999999999999999999"):
+    # Digits of other scripts (Arabic-Indic, fullwidth) are digits to int(), not to a person
+    # reading the command back in a log.
+    for odd in ("1e9", "nan", "inf", "0x10", "1_0", "99999999999999999999999", "\u0665", "\uff15"):
         with pytest.raises(argparse.ArgumentTypeError):
             kind(_written(kind, odd))
     if not isinstance(kind, When):  # " 5s" is a time ago as a person types it

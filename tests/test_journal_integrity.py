@@ -28,6 +28,7 @@ from tablectl.core.events import ShuffleCompleted, ShuffleStarted
 from tablectl.core.table import TableState, step
 from tablectl.service.dispatcher import journal_entries, journal_input
 from tablectl.service.replay import replay
+from tablectl.service.startup import StartupError, open_journal
 from tablectl.store.chain import JournalHead, row_digest, row_hash
 from tablectl.store.integrity import (
     Accept,
@@ -36,7 +37,14 @@ from tablectl.store.integrity import (
     check_integrity,
     verify_journal,
 )
-from tablectl.store.journal import HandedMark, JournalReader, JournalRow, StepCommit, Store
+from tablectl.store.journal import (
+    HandedMark,
+    JournalReader,
+    JournalRow,
+    StepCommit,
+    Store,
+    utc_now,
+)
 from tablectl.store.mark import SLOT, MarkRecord, legacy_handed_path, mark_path, read_mark
 from tablectl.util import instance_lock
 
@@ -909,3 +917,51 @@ def test_a_long_key_value_is_checked_by_its_hash(
     assert code == 1 and [p.check for p in report.problems] == [Check.CURSORS]
     code, reply = recover(table, capsys, "cursors")
     assert code == 1 and "holds only the hash" in str(reply["error"])
+
+
+def _page_overwritten(db: Path) -> None:
+    with db.open("r+b") as f:  # a page of the journal's table area turned to noise
+        f.seek(4096 * 3)
+        f.write(b"\xde\xad" * 2048)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda db: os.truncate(db, db.stat().st_size // 2),
+        _page_overwritten,
+        lambda db: db.write_text("not a database\n"),
+    ],
+    ids=["truncated", "page-overwritten", "replaced-by-text"],
+)
+def test_a_damaged_database_is_named_with_the_way_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Callable[[Path], None]
+) -> None:
+    """SQLite's own words ("database disk image is malformed") said nothing a technician
+    could act on: every reader of the journal and the daemon's start say that the file is
+    damaged, that nothing was written to it, and that the way out is the database that
+    matches the mark, from a backup."""
+    table = make_table(tmp_path)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{table.db}{suffix}").unlink(missing_ok=True)
+    damage(table.db)
+    before = table.db.read_bytes()
+    for verb in ("verify", "tail", "export", "replay"):
+        code = cli.main(["journal", verb, "--config", str(table.config), "--json"])
+        out = capsys.readouterr().out
+        if verb != "verify" and code == 0:
+            continue  # it read nothing of the damage (an index only verify reads)
+        error = json.loads(out)["error"]
+        assert code == 1 and "is damaged (SQLite: " in error and "a backup" in error, verb
+    cfg = load_config(table.config)
+    with pytest.raises(StartupError) as refused:
+        open_journal(
+            cfg,
+            cfg.rules(),
+            "three-card-poker",
+            boot_id="b2",
+            clock=utc_now,
+            verify_before_start_rows=10_000,
+        )
+    assert "is damaged (SQLite: " in str(refused.value) and "a backup" in str(refused.value)
+    assert table.db.read_bytes() == before  # nothing was written to it

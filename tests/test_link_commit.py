@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,10 +53,19 @@ def config(directory: Path, conninfo: str, tables: str) -> LinkSetup:
 
 
 def standby_gone(pg: PrivatePostgres, gone: bool) -> None:
-    """Every COMMIT waits for a standby named `ghost` (which never comes), or for none."""
-    value = "'ghost'" if gone else "''"
-    pg.psql(f"ALTER SYSTEM SET synchronous_standby_names = {value}")
+    """Every COMMIT waits for a standby named `ghost` (which never comes), or for none.
+
+    pg_reload_conf() only signals the postmaster: a session's next statement may run before
+    the postmaster has reloaded and signalled it. A new session (forked from the postmaster)
+    shows the value once it has done both; each open session then takes it at its next
+    statement."""
+    value = "ghost" if gone else ""
+    pg.psql(f"ALTER SYSTEM SET synchronous_standby_names = '{value}'")
     pg.psql("SELECT pg_reload_conf()")
+    deadline = time.monotonic() + HANG_GUARD_S
+    while pg.psql("SHOW synchronous_standby_names") != value:
+        assert time.monotonic() < deadline, "the postmaster did not reload its settings"
+        time.sleep(0.01)
 
 
 @contextlib.asynccontextmanager

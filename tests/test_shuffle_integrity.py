@@ -254,6 +254,29 @@ def test_a_steering_cheat_puts_the_card_in_the_seats_hand() -> None:
         assert out.index(Card.parse("As")) in (3, 4, 5)
 
 
+def test_a_pair_rig_gives_the_seat_a_pair_and_is_caught_through_the_table() -> None:
+    """`pair SEAT`: fair, then a pair in SEAT's hand (0: the dealer's), a different one
+    each time; played as the bench plays it, the seat test catches it."""
+    g = game("three-card-poker")
+    plan = g.deal_plan([2, 3, 5])
+    for seat in (3, DEALER):
+        mixing = Mixing.parse(["pair", str(seat)])
+        assert str(mixing) == f"pair {seat}"
+        mixing.seat_positions = seat_positions(plan)
+        for seed in range(10):
+            out = mixing.mix(list(full_deck()), random.Random(seed))
+            hand = [out[i] for i in mixing.seat_positions[seat]]
+            assert len({c.rank for c in hand}) < len(hand)
+    rng = random.Random(11)
+    for played in play(g, Mixing.parse(["pair", "3"]), rng, warm_up=30):
+        if played.report.alarms:
+            assert {f.test for f in played.report.alarms} == {"seat"}
+            break
+        assert played.use < 60
+    with pytest.raises(ValueError, match="a mixing is one of"):
+        Mixing.parse(["pair", "8"])
+
+
 def test_recipients_follow_the_deal_plan() -> None:
     """Who receives each card the shoe deals: the stacks from the dealer's left, the
     dealer's last; Let It Ride's community stack is no one's hand."""
@@ -437,6 +460,154 @@ def test_a_seat_dealt_one_card_again_and_again_alarms_whatever_seats_play() -> N
             fired = report
             break
     assert fired is not None and {f.test for f in fired.alarms} == {"seat"}
+
+
+@pytest.mark.parametrize("h", [2, 3, 4])
+def test_the_chance_of_each_kind_of_hand_is_exact_by_enumeration(h: int) -> None:
+    """The seat test's null for a kind of hand: q(h) counted over every h-card hand."""
+    hands = list(itertools.combinations(range(52), h))
+    for feature in nulls.HAND_FEATURES:
+        num, den = nulls.hand_feature_chance(feature, h)
+        hits = sum(1 for hand in hands if feature in nulls.hand_features(hand))
+        assert hits * den == num * len(hands), feature
+
+
+def test_a_seat_dealt_a_pair_again_and_again_alarms_whatever_its_cards() -> None:
+    """A rig that gives a confederate's seat a pair every round, a different pair each
+    time: no single card repeats in the seat (the card cells cannot see it), the kind of
+    hand does, and the figure names the kind, never a card."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(9)
+    g = game("three-card-poker")
+    fired = None
+    for round_id in range(1, 60):
+        players = sorted({*rng.sample(range(1, 7), rng.randint(2, 6)), 4})
+        plan = g.deal_plan(players)
+        deck = list(range(52))
+        rng.shuffle(deck)
+        first, second = seat_positions(plan)[4][:2]
+        mate = rng.choice([c for c in deck if c % 13 == deck[first] % 13 and c != deck[first]])
+        where = deck.index(mate)
+        deck[where], deck[second] = deck[second], deck[where]
+        dealt = tuple(deck[: plan.cards])
+        report = monitor.observe(
+            DeckUse(f"D{round_id % 2}", round_id, dealt, collected_order(plan), recipients(plan))
+        )
+        if report.alarms:
+            fired = report
+            break
+    assert fired is not None and {f.test for f in fired.alarms} == {"seat"}
+    assert fired.round_id <= 30
+    (finding,) = fired.alarms
+    assert "two cards of one rank in seat 4's hand" in finding.figure
+
+
+def test_a_fair_seat_shows_its_kinds_of_hand_at_their_chance() -> None:
+    """Fair rounds: a seat's pairs over the window come near q(3) of its rounds, and the
+    seat test does not alarm."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(10)
+    g = game("three-card-poker")
+    for round_id in range(1, 201):
+        plan = g.deal_plan([1, 2, 3])
+        deck = list(range(52))
+        rng.shuffle(deck)
+        report = monitor.observe(
+            DeckUse(
+                f"D{round_id % 2}",
+                round_id,
+                tuple(deck[: plan.cards]),
+                collected_order(plan),
+                recipients(plan),
+            )
+        )
+        assert not report.alarms
+    num, den = nulls.hand_feature_chance("pair", 3)
+    pairs = monitor.seat_kinds.get((1, "pair"), 0)
+    assert abs(pairs - 100 * num / den) < 4 * (100 * num / den) ** 0.5
+
+
+class _FixedPermutation(Mixing):
+    """A machine that applies one fixed permutation to whatever goes in (a stuck program):
+    no card, position or neighbour repeats, but the card from one place of the pickup
+    comes out at one position each time."""
+
+    def mix(self, deck: list[Card], rng: random.Random) -> list[Card]:
+        order = list(range(52))
+        random.Random(3).shuffle(order)
+        return [deck[i] for i in order]
+
+
+def test_a_fixed_permutation_of_what_goes_in_is_caught_by_the_pickup_cells() -> None:
+    fired = None
+    for played in play(game("three-card-poker"), _FixedPermutation(), random.Random(4), warm_up=30):
+        if played.report.alarms:
+            fired = played
+            break
+        assert played.use < 40
+    assert fired is not None
+    (finding,) = [f for f in fired.report.alarms if f.test == "position"]
+    assert "of the deck's last pickup at deal position" in finding.figure
+
+
+def test_the_pickup_cells_are_hit_at_1_in_52_on_fair_rounds() -> None:
+    """The null of the pickup cells: over fair rounds, the cards dealt again from the
+    deck's last pickup land on each (place, position) cell at 1/52 of the chances."""
+    monitor = ShuffleMonitor()
+    rng = random.Random(12)
+    g = game("three-card-poker")
+    hits = chances = 0
+    for round_id in range(1, 101):
+        plan = g.deal_plan([1, 2, 3])
+        deck = list(range(52))
+        rng.shuffle(deck)
+        dealt = tuple(deck[: plan.cards])
+        monitor.observe(DeckUse(f"D{round_id % 2}", round_id, dealt, collected_order(plan)))
+    hits = sum(monitor.moved_counts.values())
+    chances = sum(a * b * k for (a, b), k in monitor.moved_shapes.items())
+    assert chances == 98 * 12 * 12
+    assert abs(hits - chances / 52) < 4 * (chances / 52) ** 0.5
+
+
+class _HoldsOut(Mixing):
+    """Fair, then one card kept at the bottom every time: it is never dealt."""
+
+    def mix(self, deck: list[Card], rng: random.Random) -> list[Card]:
+        out = list(deck)
+        rng.shuffle(out)
+        held = Card.parse("As")
+        return [c for c in out if c != held] + [held]
+
+
+def test_a_card_held_out_of_play_is_caught_by_its_count() -> None:
+    fired = None
+    for played in play(game("three-card-poker"), _HoldsOut(), random.Random(6), warm_up=30):
+        if played.report.alarms:
+            fired = played
+            break
+        assert played.use < 80
+    assert fired is not None
+    (finding,) = fired.report.alarms
+    # (the fair rounds before dealt it: a few times in the window, against 26 on average)
+    assert finding.test == "position" and finding.figure.startswith("one card dealt in ")
+
+
+@pytest.mark.parametrize("low", [0, 3, 10])
+def test_the_held_out_bound_is_at_least_the_exact_tail(low: int) -> None:
+    """A card's rounds dealt: independent Bernoulli(n/52); the bound on its lower tail is
+    at least the exact Poisson-binomial tail."""
+    sizes = {9: 30, 12: 40, 21: 30}
+    exact = [1.0]
+    for n, k in sizes.items():
+        for _ in range(k):
+            p = n / 52
+            nxt = [0.0] * (len(exact) + 1)
+            for i, x in enumerate(exact):
+                nxt[i] += x * (1 - p)
+                nxt[i + 1] += x * p
+            exact = nxt
+    pmfs = [((1 - n / 52, n / 52), k) for n, k in sizes.items()]
+    assert nulls.sum_lower(pmfs, low) >= sum(exact[: low + 1]) * (1 - 1e-9)
 
 
 def test_a_deck_use_is_in_card_indices_of_the_factory_order() -> None:

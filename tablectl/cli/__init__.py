@@ -288,13 +288,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except PermissionError as exc:  # a file or directory this user may not use: say whose it is
         return fail(args, permission_advice(exc.filename), EXIT_REFUSED)
-    except sqlite3.Error as exc:  # the journal, e.g. on a read-only file system
-        return fail(
-            args,
-            f"the journal cannot be used: {exc}; run this as the tablectl user "
-            "(sudo -u tablectl tablectl ...) on a writable file system",
-            EXIT_REFUSED,
-        )
+    except sqlite3.Error as exc:  # a database its command did not name (it names its own)
+        if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+            why = (
+                f"a database is damaged (SQLite: {exc}); nothing was written to it: keep a copy "
+                "of the data directory as it is; `tablectl journal verify` says whether it is "
+                "the journal"
+            )
+        else:  # e.g. a read-only file system, or a file another user owns
+            why = (
+                f"the journal cannot be used: {exc}; run this as the tablectl user "
+                "(sudo -u tablectl tablectl ...) on a writable file system"
+            )
+        return fail(args, why, EXIT_REFUSED)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tablectl journal export | head`: the reader has what it wanted

@@ -144,7 +144,7 @@ class HostPort:
 
 HOST_PORT = HostPort()
 
-_AGO = re.compile(r"-?(\d{1,19})([smhd])")
+_AGO = re.compile(r"-?([0-9]{1,19})([smhd])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

@@ -52,6 +52,7 @@ from tablectl.store.journal import (
     canonical_json,
     journal_ts,
     open_read_only,
+    unreadable,
 )
 from tablectl.util import instance_lock
 from tablectl.util.bounds import Limit
@@ -79,8 +80,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     journal_sub = journal.add_subparsers(dest="journal_verb", required=True)
     verify = journal_sub.add_parser(
         "verify",
-        help="check the journal is whole: hash chains, mark, acks, cursors, handed seq, state "
-        "(exit 1 names the check)",
+        help="check the journal is whole: hash chains, mark, acks, cursors, handed seq, state, "
+        "pages (exit 1 names the check)",
     )
     tail = journal_sub.add_parser("tail", help="the last journal rows (-f: and new ones)")
     tail.add_argument(
@@ -193,19 +194,19 @@ def _journal(args: argparse.Namespace) -> int:
             finally:
                 db.close()
         except sqlite3.Error as exc:
-            return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
+            return fail(args, unreadable(path, exc), EXIT_REFUSED)
     # Read-only (SQLite mode=ro): a member of the journal's group verifies and replays it with
     # the daemon running or stopped, and nothing here can change it.
     try:
         store = JournalReader(path)
     except sqlite3.Error as exc:
-        return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
+        return fail(args, unreadable(path, exc), EXIT_REFUSED)
     try:
         if args.journal_verb == "verify":
             return _verify(args, store, path)
         return _replay(args, store, path)
     except sqlite3.Error as exc:
-        return fail(args, f"cannot read the journal {path}: {exc}", EXIT_REFUSED)
+        return fail(args, unreadable(path, exc), EXIT_REFUSED)
     finally:
         store.close()
 

@@ -33,6 +33,7 @@ from tablectl.cli.common import (
 from tablectl.cli.journal import AGO_MOST
 from tablectl.config import TableConfig, load_config
 from tablectl.records.zones import duration_text, report_zone
+from tablectl.store.journal import unreadable
 from tablectl.util.money import dollars
 
 if TYPE_CHECKING:  # the records modules load cryptography and pydantic models: when used
@@ -212,7 +213,7 @@ def _export(args: argparse.Namespace) -> int:
     except ExportError as exc:
         return fail(args, str(exc), EXIT_REFUSED)
     except sqlite3.Error as exc:
-        return fail(args, f"cannot read the journal {database}: {exc}", EXIT_REFUSED)
+        return fail(args, unreadable(database, exc), EXIT_REFUSED)
     except OSError as exc:
         return fail(args, f"cannot write {exc.filename or args.out}: {exc.strerror}", EXIT_REFUSED)
     manifest, summary = done.manifest, done.summary
@@ -399,7 +400,7 @@ def _pace(args: argparse.Namespace) -> int:
     try:
         rows = read_entries(database, pace_reads_from(start, end, zone, starts, rolling), end)
     except sqlite3.Error as exc:
-        return fail(args, f"cannot read the journal {database}: {exc}", EXIT_REFUSED)
+        return fail(args, unreadable(database, exc), EXIT_REFUSED)
     pace = compute_pace(rows, start=start, end=end, zone=zone, shift_starts=starts, rolling=rolling)
     if args.json:
         print(

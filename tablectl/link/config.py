@@ -29,7 +29,7 @@ from tablectl.mqtt.contract import ID_PATTERN
 from tablectl.util.money import BasisPoints, Cents, Strict
 
 DEFAULT_LINK_CONFIG = Path("/etc/tablectl/link.toml")
-_RANGE = re.compile(r"\{(\d+)\.\.(\d+)\}")
+_RANGE = re.compile(r"\{([0-9]+)\.\.([0-9]+)\}")
 _TABLE_REF = re.compile(r"[a-z0-9][a-z0-9-]{0,62}/[a-z0-9][a-z0-9-]{0,62}")
 MAX_TABLES_PER_LINK = 2000
 

@@ -37,7 +37,7 @@ from tablectl.store.page_cache import SHUFFLE_MONITOR_KIB, bound_page_cache
 
 log = structlog.get_logger(__name__)
 QUEUE_LIMIT = 64  # deck uses waiting for the statistics; past it the oldest waiting is dropped
-HISTORY_KEPT = 120  # card orders kept for a restart (the windows need 100 rounds at most)
+HISTORY_KEPT = 400  # card orders kept for a restart: the longest window (a card held out, 400)
 FILE_NAME = "shuffle-integrity.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS uses (

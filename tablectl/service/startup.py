@@ -25,7 +25,7 @@ from tablectl.core.events import AckPastJournal, Event, JournalChainChecked, Tab
 from tablectl.core.table import TableState
 from tablectl.store.integrity import chain_problems, check_integrity
 from tablectl.store.integrity import refusal as integrity_refusal
-from tablectl.store.journal import JournalReader, Store
+from tablectl.store.journal import JournalReader, Store, unreadable
 
 log = structlog.get_logger(__name__)
 
@@ -53,30 +53,44 @@ def open_journal(
 ) -> OpenedJournal:
     """The journal opened, proven whole (or to be walked later), and the state it holds;
     raises StartupError saying what to change."""
+    database = cfg.storage.database
     try:
-        store = Store(cfg.storage.database, boot_id=boot_id, clock=clock)
-        reader = store.reader()
-    except (OSError, sqlite3.Error) as exc:
-        raise StartupError(f"cannot open the journal {cfg.storage.database}: {exc}") from exc
-    if problems := check_integrity(store, cfg.mqtt.backends):
-        reader.close()
+        store = Store(database, boot_id=boot_id, clock=clock)
+    except sqlite3.Error as exc:
+        raise StartupError(unreadable(database, exc)) from exc
+    except OSError as exc:
+        raise StartupError(f"cannot open the journal {database}: {exc}") from exc
+    try:
+        return _check_journal(store, cfg, rules, game_name, verify_before_start_rows)
+    except sqlite3.Error as exc:  # damage SQLite finds only as the checks read the pages
         store.close()
-        raise StartupError(f"{cfg.storage.database}: {integrity_refusal(problems)}")
+        raise StartupError(unreadable(database, exc)) from exc
+    except StartupError:
+        store.close()
+        raise
+
+
+def _check_journal(
+    store: Store,
+    cfg: TableConfig,
+    rules: TableRules,
+    game_name: str,
+    verify_before_start_rows: int,
+) -> OpenedJournal:
+    database = cfg.storage.database
+    if problems := check_integrity(store, cfg.mqtt.backends):
+        raise StartupError(f"{database}: {integrity_refusal(problems)}")
     walk_later = store.last_seq + store.head.input_seq > verify_before_start_rows
     if not walk_later and (broken := chain_problems(store._db)):
-        reader.close()
-        store.close()
-        raise StartupError(f"{cfg.storage.database}: {integrity_refusal(broken)}")
+        raise StartupError(f"{database}: {integrity_refusal(broken)}")
     saved = store.get("table_state")
     state = TableState.model_validate_json(saved) if saved else TableState.initial(rules)
     if state.game != game_name:
-        reader.close()
-        store.close()
         raise StartupError(
-            f"the journal {cfg.storage.database} belongs to a {state.game} table; "
+            f"the journal {database} belongs to a {state.game} table; "
             f"this config runs {game_name}: use another data_dir"
         )
-    return OpenedJournal(store, reader, state, walk_later)
+    return OpenedJournal(store, store.reader(), state, walk_later)
 
 
 async def open_gpio(

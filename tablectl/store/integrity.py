@@ -57,7 +57,7 @@ from tablectl.store.journal import SCHEMA, JournalReader, Store
 from tablectl.store.mark import MarkReading, MarkRecord, mark_path, read_mark
 
 CURSOR_KEY = re.compile(r"^device\.[a-z0-9_-]+\.cursor$")
-CURSOR_VALUE = re.compile(r"^\d{1,10}:\d{1,10}$")
+CURSOR_VALUE = re.compile(r"^[0-9]{1,10}:[0-9]{1,10}$")
 SNAPSHOT_TRIES = 50  # verify on a running daemon: reads until no commit came in between
 
 
@@ -69,6 +69,7 @@ class Check(StrEnum):
     ACKS = "acks"
     CURSORS = "cursors"
     STATE = "state"
+    PAGES = "pages"  # SQLite's own check of every page (PRAGMA quick_check)
 
 
 class Accept(StrEnum):
@@ -499,14 +500,32 @@ def check_integrity(store: Store, backends: Sequence[str]) -> list[IntegrityProb
 
 
 def chain_problems(db: sqlite3.Connection) -> list[IntegrityProblem]:
-    """Both hash chains walked whole (what start-up's tail check cannot see: a row or input
-    edited in the middle). Read only; on a running daemon's journal too (a reader's own
-    connection): rows committed meanwhile are walked as well."""
+    """Every page read by SQLite and both hash chains walked whole (what start-up's tail
+    check cannot see: a damaged page of an index, a row or input edited in the middle). Read
+    only; on a running daemon's journal too (a reader's own connection): rows committed
+    meanwhile are walked as well."""
+    if (damaged := page_problem(db)) is not None:
+        return [damaged]  # the chains' walk would only meet the damage again
     return [
         _broken(check, walk.broken)
         for check, walk in ((Check.CHAIN, walk_rows(db)), (Check.INPUTS, walk_inputs(db)))
         if walk.broken is not None
     ]
+
+
+def page_problem(db: sqlite3.Connection) -> IntegrityProblem | None:
+    """SQLite's check of every page of the file (quick_check: each b-tree and index whole,
+    without matching every index entry to its row). The chains say whether the rows were
+    rewritten; this says whether the file holds them at all: a damaged page of an index the
+    chains' walk never reads would otherwise surface later, mid-shift, in a query by type."""
+    try:
+        found = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        found = [str(exc)]
+    if found == ["ok"]:
+        return None
+    said = " ".join(" ".join(found).split())  # SQLite's lines, as one
+    return _problem(Check.PAGES, f"the file is damaged (SQLite: {said}); {RESTORE}")
 
 
 def refusal(problems: Sequence[IntegrityProblem]) -> str:
@@ -570,6 +589,8 @@ def _report(
     full: bool,
 ) -> VerifyReport:
     problems: list[IntegrityProblem] = []
+    if full and (damaged := page_problem(db)) is not None:
+        problems.append(damaged)
     rows: RowWalk | None = walk_rows(db) if full else None
     inputs = walk_inputs(db) if full else None
     row_break = rows.broken if rows else tail_break(db)
@@ -581,6 +602,9 @@ def _report(
     problems += _problems(db, head, mark, backends, database)
     acked = {str(b): int(q) for b, q in db.execute("SELECT backend_id, seq FROM acks")}
     ok_detail = {
+        Check.PAGES: "every page reads whole (SQLite quick_check)"
+        if full
+        else "not read (`tablectl journal verify` reads every page)",
         Check.CHAIN: _chain_detail(head, rows),
         Check.INPUTS: f"{head.input_seq} inputs chain"
         + ("" if full else " (the last one checked)"),

@@ -187,6 +187,36 @@ def open_read_only(path: Path, *, check_same_thread: bool = True) -> sqlite3.Con
     )
 
 
+# SQLite's names for a file that is not a whole database (sqlite3.Error.sqlite_errorname).
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def unreadable(path: Path, exc: sqlite3.Error) -> str:
+    """Why the journal at path cannot be opened or read, and what a technician does next:
+    one line for every command that reads it and for the daemon's start."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(_DAMAGED):
+        # Nothing here mends a damaged file: a table that began a new journal would lose its
+        # meters and hand out seqs its backends hold (docs/design.md, the journal's checks).
+        return (
+            f"the journal {path} is damaged (SQLite: {exc}); nothing was written to it. "
+            f"Keep a copy of {path.parent} as it is, then put back the database that matches "
+            f"its mark ({mark_path(path).name}) from a backup and check it with "
+            f"`tablectl journal verify --data-dir {path.parent}`"
+        )
+    if name.startswith("SQLITE_BUSY"):
+        return (
+            f"the journal {path} is held by another writer (SQLite: {exc}): is another "
+            "tablectl running on it? (`tablectl status`)"
+        )
+    if name.startswith("SQLITE_CANTOPEN"):
+        return (
+            f"cannot open the journal {path} (SQLite: {exc}): does {path.parent} exist, and "
+            "may this user read it and its -wal and -shm files?"
+        )
+    return f"cannot read the journal {path}: {exc}"
+
+
 def utc_now() -> datetime:
     """The system's clock: a store on it stamps its commits the quick way (`_CommitTime`)."""
     return datetime.now(UTC)

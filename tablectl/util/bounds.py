@@ -12,10 +12,11 @@ import math
 import re
 from dataclasses import dataclass
 
-# Digits only (a sign allowed): not "1e9", "0x10", "1_000" or " 5 " that int() would take
-# or refuse in words of its own; 19 digits reach past any limit while int() stays cheap.
-_WHOLE = re.compile(r"[+-]?\d{1,19}")
-_DECIMAL = re.compile(r"[+-]?(\d{1,19}(\.\d{0,9})?|\.\d{1,9})")
+# ASCII digits only (a sign allowed): not "1e9", "0x10", "1_000", " 5 " or another script's
+# digits ("\u0665") that int() would take or refuse in words of its own; 19 digits reach past
+# any limit while int() stays cheap.
+_WHOLE = re.compile(r"[+-]?[0-9]{1,19}")
+_DECIMAL = re.compile(r"[+-]?([0-9]{1,19}(\.[0-9]{0,9})?|\.[0-9]{1,9})")
 
 
 def _shown(value: float) -> str:

@@ -16,13 +16,14 @@ The tests (docs/shuffle-integrity.md says why these, and their power):
   deals of either deck (binomial-moment bounds);
 - overlap: how many of this use's cards the deck's previous use dealt (hypergeometric,
   two-sided), and its sum over the last uses of both decks (as order-window);
-- position: one card at one deal position over the last rounds (binomial, union bound);
+- position: one card at one deal position, or the card from one place of the deck's last
+  pickup at one deal position, over the last rounds (binomial, union bound);
 - runs: neighbours of one suit, or one rank, within the deal (exact, inclusion-exclusion);
 - next-card: "guess the next card" (Diaconis, Fulman & Holmes): each card dealt is bet to be
   followed by one of its neighbours in an order seen before; the bets' likelihood ratio is
   an e-value (mean 1 under a fair shuffle, exactly), over this use and the last uses (Markov);
-- seat: one card reaching one seat (or the dealer) over the last rounds, whatever seats
-  play (binomial, union bound).
+- seat: one card, or one kind of hand (a pair, all of one suit), reaching one seat (or the
+  dealer) over the last rounds, whatever seats play (binomial, union bound).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ WINDOW_USES = 128  # the table's last deck uses (both decks) the windowed tests 
 SPANS = (4, 12, 32, 128)
 SCAN_Z = 3.0  # sums less far above their mean than this cannot alarm: no bound worked out
 POSITION_ROUNDS = 100  # rounds the position test counts over
+# A card held out of play (kept at the bottom, never dealt) shows only as a card dealt too
+# seldom: at Ultimate Texas Hold 'Em (4 to 14 cards a deal) that needs more than 100 rounds.
+WITHHELD_SPANS = (100, 400)
 RECENT_DEALS = 6  # earlier deals (either deck) the repeat test compares with
 FACTORY = tuple(range(DECK))  # the order a new deck comes in (rules.cards.full_deck)
 FACTORY_NEIGHBOURS = tuple(
@@ -232,14 +236,29 @@ class ShuffleMonitor:
         self.position_rounds: deque[tuple[int, ...]] = deque()
         self.position_counts: dict[tuple[int, int], int] = {}
         self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
+        # per round in the window: (place in the deck's last pickup, position now) of each
+        # card dealt in both, and (cards in that pickup, cards dealt now), None: no last use
+        self.moved_rounds: deque[tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]] = (
+            deque()
+        )
+        self.moved_counts: dict[tuple[int, int], int] = {}
+        # per span of WITHHELD_SPANS: the rounds in it, each card's rounds dealt, and how
+        # many of its rounds dealt n cards (a card is dealt with probability n/52)
+        self.held_rounds: deque[tuple[int, ...]] = deque()
+        self.held_dealt = {span: [0] * DECK for span in WITHHELD_SPANS}
+        self.held_sizes: dict[int, dict[int, int]] = {span: {} for span in WITHHELD_SPANS}
+        self.moved_shapes: dict[tuple[int, int], int] = {}
         self.neighbour_deals: deque[tuple[int, ...]] = deque()
         # card -> its neighbours in the last deals, with how many deals saw them together
         self.neighbour_links: dict[int, dict[int, int]] = {}
         self.next_logs: deque[float] = deque(maxlen=max(SPANS))  # each use's log e-value
         # per round in the window: the (card, recipient) cells, each recipient's hand size
-        self.seat_rounds: deque[tuple[tuple[tuple[int, int], ...], dict[int, int]]] = deque()
+        self.seat_rounds: deque[
+            tuple[tuple[tuple[int, int], ...], dict[int, int], tuple[tuple[int, str], ...]]
+        ] = deque()
         self.seat_counts: dict[tuple[int, int], int] = {}
         self.seat_hands: dict[tuple[int, int], int] = {}  # (recipient, hand size) -> rounds
+        self.seat_kinds: dict[tuple[int, str], int] = {}  # (recipient, kind of hand) -> rounds
 
     def forget(self, deck: str) -> None:
         """A deck left the table: its history goes (a new deck starts afresh)."""
@@ -253,7 +272,7 @@ class ShuffleMonitor:
         findings += self._order(use, positions, previous, window)
         findings.append(self._repeat(use, positions))
         findings += self._overlap(use, positions, previous, window)
-        findings.append(self._position(use))
+        findings.append(self._position(use, previous))
         findings.append(self._runs(use))
         findings.append(self._next_card(use, previous))
         findings.append(self._seat(use))
@@ -444,28 +463,98 @@ class ShuffleMonitor:
         assert best is not None
         return self._finding("overlap-window", best[1], best[0])
 
-    def _position(self, use: DeckUse) -> Finding:
+    def _position(self, use: DeckUse, previous: DeckUse | None) -> Finding:
+        """Two kinds of cell over the last rounds, each hit with probability 1/52 exactly
+        in a round (a dealt card is uniform over the 52 places, whatever came before), so
+        each count is at most Binomial(rounds, 1/52): one card at one deal position (a
+        placed card, a stuck compartment); and the card from one place of the deck's last
+        pickup dealt at one position now (a machine that applies the same permutation to
+        whatever goes in: a fixed or stuck program, faro shuffles, fixed packets). And one
+        card dealt too seldom (held out of play, `_withheld`). The union bound is over all
+        of them (POSITION_CELLS)."""
         rounds = self.position_rounds
         counts = self.position_counts
+        moved, shapes = self.moved_counts, self.moved_shapes
         if len(rounds) == POSITION_ROUNDS:
             for p, card in enumerate(rounds.popleft()):
                 counts[card, p] -= 1
                 self.dealt_beyond[p] -= 1
+            gone_cells, gone_shape = self.moved_rounds.popleft()
+            for cell in gone_cells:
+                moved[cell] -= 1
+            if gone_shape is not None:
+                shapes[gone_shape] -= 1
         rounds.append(use.cards)
-        worst = (1.0, 0, 0, 0)  # tail, position, count, rounds
+        worst = (1.0, "", 0, 0)  # tail, what, count, rounds
         for p, card in enumerate(use.cards):
             self.dealt_beyond[p] += 1
             n = counts[card, p] = counts.get((card, p), 0) + 1
             if n >= 3:
                 trials = self.dealt_beyond[p]
-                tail = nulls.binomial_upper_tail(trials, n)
+                tail = _binomial_tail(trials, n, 1, DECK)
                 if tail < worst[0]:
-                    worst = (tail, p, n, trials)
-        tail, p, n, trials = worst
+                    worst = (tail, f"one card at deal position {p + 1}", n, trials)
+        cells: tuple[tuple[int, int], ...] = ()
+        shape = None
+        if previous is not None:
+            at = {card: i for i, card in enumerate(use.cards)}
+            pickup = (previous.cards[i] for i in previous.collected)
+            cells = tuple((p, at[card]) for p, card in enumerate(pickup) if card in at)
+            shape = (len(previous.collected), len(use.cards))
+            shapes[shape] = shapes.get(shape, 0) + 1
+        self.moved_rounds.append((cells, shape))
+        for cell in cells:
+            n = moved[cell] = moved.get(cell, 0) + 1
+            if n >= 3:
+                p, q = cell
+                # the rounds in which the cell could be hit: a pickup place p, a position q
+                trials = sum(k for (a, b), k in shapes.items() if a > p and b > q)
+                tail = _binomial_tail(trials, n, 1, DECK)
+                if tail < worst[0]:
+                    what = f"the card from place {p + 1} of the deck's last pickup"
+                    what += f" at deal position {q + 1}"
+                    worst = (tail, what, n, trials)
+        tail, what, n, trials = worst
+        held = self._withheld(use.cards)
+        if held is not None and held[0] < tail:
+            return self._finding("position", held[1], held[0] * POSITION_CELLS)
         if n == 0:
             return self._finding("position", "no card twice at one position", 1.0)
-        figure = f"one card at deal position {p + 1} in {n} of the last {trials} rounds"
-        return self._finding("position", figure, tail * DECK * DECK)
+        figure = f"{what} in {n} of the last {trials} rounds"
+        return self._finding("position", figure, tail * POSITION_CELLS)
+
+    def _withheld(self, cards: tuple[int, ...]) -> tuple[float, str] | None:
+        """The card dealt in the fewest of the last rounds (each span): in a round of n
+        cards every card is dealt with probability n/52 exactly, independently of the
+        rounds before, so its count is a sum of independent Bernoulli(n/52), whose lower
+        tail is bounded (Chernoff, exact near a level). None: no card far enough below."""
+        rounds = self.held_rounds
+        rounds.append(cards)
+        best: tuple[float, str] | None = None
+        for span in WITHHELD_SPANS:
+            dealt, sizes = self.held_dealt[span], self.held_sizes[span]
+            for card in cards:
+                dealt[card] += 1
+            sizes[len(cards)] = sizes.get(len(cards), 0) + 1
+            if len(rounds) > span:
+                gone = rounds[-1 - span]
+                for card in gone:
+                    dealt[card] -= 1
+                sizes[len(gone)] -= 1
+            low = min(dealt)
+            mean = sum(k * n / DECK for n, k in sizes.items())
+            var = sum(k * n / DECK * (1 - n / DECK) for n, k in sizes.items())
+            if var <= 0 or (mean - low) / var**0.5 < SCAN_Z:
+                continue
+            pmfs = [((1 - n / DECK, n / DECK), k) for n, k in sizes.items() if k]
+            p = nulls.sum_lower(pmfs, low)
+            played = sum(sizes.values())
+            figure = f"one card dealt in {low} of the last {played} rounds (fair: {mean:.1f})"
+            if best is None or p < best[0]:
+                best = (p, figure)
+        if len(rounds) > max(WITHHELD_SPANS):
+            rounds.popleft()
+        return best
 
     def _runs(self, use: DeckUse) -> Finding:
         best: tuple[float, str] | None = None
@@ -533,25 +622,40 @@ class ShuffleMonitor:
     def _seat(self, use: DeckUse) -> Finding:
         """One card at one seat (or the dealer) over the last rounds: each round, a card
         reaches a hand of h cards with probability h/52 exactly, whichever seats play;
-        the count over the rounds the seat played is at most Binomial(rounds, hmax/52)."""
+        the count over the rounds the seat played is at most Binomial(rounds, hmax/52).
+        And one kind of hand at one seat (nulls.HAND_FEATURES: a pair, all of one suit): a
+        hand of h cards is a uniform h-subset, so it has the feature with the chance q(h)
+        exactly, independently of the rounds before; the count is at most Binomial(rounds,
+        max q). A rig that deals a confederate (or the dealer) a good hand, whatever its
+        cards, is seen here and by no single card."""
         rounds, counts, hands = self.seat_rounds, self.seat_counts, self.seat_hands
         if len(rounds) == POSITION_ROUNDS:
-            gone, gone_sizes = rounds.popleft()
+            gone, gone_sizes, gone_kinds = rounds.popleft()
             for cell in gone:
                 counts[cell] -= 1
             for hand in gone_sizes.items():
                 hands[hand] -= 1
+            for kind in gone_kinds:
+                self.seat_kinds[kind] -= 1
         size: dict[int, int] = {}
-        for who in use.seats:
+        held: dict[int, list[int]] = {}
+        for card, who in zip(use.cards, use.seats, strict=False):
             if who >= 0:
                 size[who] = size.get(who, 0) + 1
+                held.setdefault(who, []).append(card)
         for hand in size.items():
             hands[hand] = hands.get(hand, 0) + 1
         cells = tuple(
             (card, who) for card, who in zip(use.cards, use.seats, strict=False) if who >= 0
         )
-        rounds.append((cells, size))
-        worst = (1.0, 0, 0, 0)  # tail, recipient, count, rounds
+        kinds = tuple(
+            (who, feature)
+            for who, cards in held.items()
+            if len(cards) >= 2
+            for feature in nulls.hand_features(cards)
+        )
+        rounds.append((cells, size, kinds))
+        worst = (1.0, "", 0, 0)  # tail, what, count, rounds
         for cell in cells:
             n = counts[cell] = counts.get(cell, 0) + 1
             if n >= 3:
@@ -560,10 +664,41 @@ class ShuffleMonitor:
                 trials, biggest = sum(k for _, k in played), max(h for h, _ in played)
                 tail = nulls.binomial_upper_tail(trials, n, biggest, DECK)
                 if tail < worst[0]:
-                    worst = (tail, who, n, trials)
-        tail, who, n, played_rounds = worst
+                    worst = (tail, f"one card in {_hand_of(who)}", n, trials)
+        for kind in kinds:
+            n = self.seat_kinds[kind] = self.seat_kinds.get(kind, 0) + 1
+            who, feature = kind
+            # the rounds it was dealt 2 cards or more (no kind of hand in fewer), and the
+            # largest chance of the feature among their hand sizes (domination)
+            played = [(h, k) for (w, h), k in hands.items() if w == who and k and h >= 2]
+            trials = sum(k for _, k in played)
+            chance = max(
+                (nulls.hand_feature_chance(feature, h) for h, _ in played),
+                key=lambda f: f[0] / f[1],
+            )
+            if n >= 3 and n > trials * chance[0] / chance[1]:
+                tail = _binomial_tail(trials, n, *chance)
+                if tail < worst[0]:
+                    worst = (tail, f"{HAND_KINDS[feature]} in {_hand_of(who)}", n, trials)
+        tail, what, n, played_rounds = worst
         if n == 0:
-            return self._finding("seat", "no card three times in one seat's hand", 1.0)
-        place = "the dealer's hand" if who == 0 else f"seat {who}'s hand"
-        figure = f"one card in {place} in {n} of the {played_rounds} rounds it played"
-        return self._finding("seat", figure, tail * DECK * MAX_RECIPIENTS)
+            return self._finding("seat", "no card or kind of hand three times in one seat", 1.0)
+        figure = f"{what} in {n} of the {played_rounds} rounds it played"
+        return self._finding("seat", figure, tail * SEAT_CELLS)
+
+
+# the position test's union bound: card x position and pickup place x position cells, and
+# each card dealt too seldom over each span
+POSITION_CELLS = 2 * DECK * DECK + DECK * len(WITHHELD_SPANS)
+HAND_KINDS = {"pair": "two cards of one rank", "suited": "every card of one suit"}
+# the seat test's union bound: 52 cards and the kinds of hand, in each of 8 hands
+SEAT_CELLS = (DECK + len(nulls.HAND_FEATURES)) * MAX_RECIPIENTS
+
+
+def _hand_of(who: int) -> str:
+    return "the dealer's hand" if who == 0 else f"seat {who}'s hand"
+
+
+@functools.lru_cache(maxsize=4096)
+def _binomial_tail(trials: int, k: int, p_num: int, p_den: int) -> float:
+    return nulls.binomial_upper_tail(trials, k, p_num, p_den)

@@ -128,6 +128,36 @@ def binomial_upper_tail(trials: int, k: int, p_num: int = 1, p_den: int = DECK) 
     return num / den
 
 
+HAND_FEATURES = ("pair", "suited")  # what the seat test counts in a hand, besides its cards
+
+
+@functools.cache
+def hand_feature_chance(feature: str, h: int) -> tuple[int, int]:
+    """The exact chance, as (numerator, denominator), that h cards drawn uniformly from the
+    52 have the feature: "pair", two (or more) of one rank; "suited", all of one suit."""
+    den = math.prod(DECK - i for i in range(h))
+    if feature == "pair":
+        distinct = math.prod(DECK - 4 * i for i in range(h)) if h <= 13 else 0
+        num = den - distinct
+    elif feature == "suited":
+        num = 4 * math.prod(13 - i for i in range(h)) if h <= 13 else 0
+    else:
+        raise ValueError(feature)
+    g = math.gcd(num, den)
+    return num // g, den // g
+
+
+def hand_features(cards: Sequence[int]) -> tuple[str, ...]:
+    """The features (HAND_FEATURES) of a hand of card indices (0..51, factory order)."""
+    ranks = [c % 13 for c in cards]
+    out: list[str] = []
+    if len(set(ranks)) < len(ranks):
+        out.append("pair")
+    if len({c // 13 for c in cards}) == 1:
+        out.append("suited")
+    return tuple(out)
+
+
 # --- runs: cards of one class (a suit, a rank) next to each other in a deal -------------
 
 
