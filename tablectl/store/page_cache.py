@@ -8,7 +8,8 @@ size below is what that connection's work touches, set once, where it opens:
 
 - the journal's writer appends: each commit touches the right-hand edge of each B-tree
   (journal, its event_id and (type, seq) indexes -- a leaf per row type --, inputs) and the
-  kv rows; 512 KiB (128 pages) holds them several times over. Old rows are never reread on it.
+  kv rows; 512 KiB (128 pages) holds them several times over. The start-up's walk of the
+  chains on it reads each page once, which no cache helps.
 - a WAL reader (`JournalReader`: the daemon's reader and the relay's) drops its cache at every
   read after a commit anyway; it reads recent rows, a few pages a query.
 - the shuffle monitor appends a use and a card order and deletes the oldest order per deal.
