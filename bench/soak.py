@@ -9,13 +9,16 @@ each minute, so its windows hold hours of play as they would. Every round has tw
 hits (stacked hands the floor validates and documents), dealer voids, shoe jams, shuffler
 jams and miscounts come at fixed intervals, for each of the three games.
 
-Every --every rounds it prints the process's RSS, the Python heap (the blocks allocated and,
-with tracing, tracemalloc's bytes), the journal's size per round over the last stretch, and
-the time pace took (median and max of its computations in the stretch, and the rows each
-read); after the run, the growth from the end of the --warmup rounds, and tracemalloc's top
-growth by line (tracing starts after the warm-up and slows the daemon: --frames 0 measures
-without it, --frames 8 shows each growth's callers). Goals: RSS growth <= 2 MB over 20,000
-rounds after a 1,000-round warm-up; pace's time constant as the journal grows.
+Every --every rounds it prints the process's RSS (and its file-backed part: the libraries,
+the WAL's -shm), malloc's bytes in use and held from the system, SQLite's own heap
+(sqlite3_memory_used: the connections' page caches, bounded by store/page_cache.py), the
+Python heap (the blocks allocated and, with tracing, tracemalloc's bytes), the journal's size
+per round over the last stretch, and the time pace took (median and max of its computations
+in the stretch, and the rows each read); after the run, the growth from the end of the
+--warmup rounds, and tracemalloc's top growth by line (tracing starts after the warm-up and
+slows the daemon: --frames 0 measures without it, --frames 8 shows each growth's callers).
+Goals: RSS growth <= 2 MB over 20,000 rounds after a 1,000-round warm-up; pace's time
+constant as the journal grows.
 
 Run: .venv/bin/python bench/soak.py [--game G] [--rounds N] [--quick]
 Without --game each game runs in a process of its own, one after the other. --quick: 2,500
@@ -53,6 +56,7 @@ from tablectl.config import DeckSection, load_config
 from tablectl.core.table import Phase, TableState
 from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.service.dispatcher import GIL_SWITCH_S
+from tablectl.store import page_cache
 from tablectl.util import logs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,14 +65,39 @@ DEALER, FLOOR = "dealer-0117", "floor-0042"
 # Every so many rounds: a hit (two stacked hands of the demo's script), a dealer's void, a
 # shoe jam mid-deal, a shuffler jam, a card lost before a shuffle (a miscount).
 HIT_EVERY, VOID_EVERY, SHOE_JAM_EVERY, SHUFFLER_JAM_EVERY, MISCOUNT_EVERY = 40, 37, 53, 83, 89
+VOID_REASONS = ("dealer-card-exposed", "community-card-exposed")
 ROUND_MINUTES = 1.0  # a round's length on the journal's clock
 
 
-def rss_kb() -> int:
+def rss_kb(field: str = "VmRSS") -> int:
+    """/proc/self/status's field in KiB: VmRSS, or its parts RssAnon, RssFile, RssShmem."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
+
+
+def _sqlite_library() -> ctypes.CDLL | None:
+    """The libsqlite3 this process's sqlite3 module loaded (its soname from our own maps)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if "/libsqlite3" in path:
+            try:
+                lib = ctypes.CDLL(path)  # already loaded: the same library, not a second copy
+                lib.sqlite3_memory_used.restype = ctypes.c_int64
+                return lib
+            except (OSError, AttributeError):
+                return None
+    return None  # the module statically linked: SQLite's memory is not reported
+
+
+_SQLITE = _sqlite_library()
+
+
+def sqlite_memory_kb() -> int | None:
+    """SQLite's own heap (sqlite3_memory_used: every connection's page cache, schema and
+    statements), or None where it cannot be read."""
+    return None if _SQLITE is None else int(_SQLITE.sqlite3_memory_used()) // 1024
 
 
 class _MallInfo2(ctypes.Structure):
@@ -89,15 +118,17 @@ class _MallInfo2(ctypes.Structure):
     ]
 
 
-def malloc_in_use_kb() -> int | None:
-    """glibc's bytes in use (mallinfo2: uordblks + hblkhd), or None off glibc."""
+def malloc_kb() -> tuple[int, int] | None:
+    """glibc's bytes in use (mallinfo2: uordblks + hblkhd) and held from the system (arena +
+    hblkhd: in use, or free and kept for reuse), or None off glibc. What is held and not in
+    use is fragmentation, resident where it was touched."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallinfo2.restype = _MallInfo2
     except (OSError, AttributeError):
         return None
     info = libc.mallinfo2()
-    return int(info.uordblks + info.hblkhd) // 1024
+    return int(info.uordblks + info.hblkhd) // 1024, int(info.arena + info.hblkhd) // 1024
 
 
 class RoundClock:
@@ -189,7 +220,10 @@ async def play_round(
     if n % MISCOUNT_EVERY == 0:
         sim.remove_card()  # the next count is 51 (649a.5(b))
     if n % VOID_EVERY == 0:
-        await table.command({"cmd": "void", "reason": "dealer-card-exposed", "by": DEALER})
+        # A card exposed: the dealer's (TCP, UTH) or a community card (Let It Ride has no
+        # dealer's hand).
+        exposed = next(r for r in VOID_REASONS if r in game.void_reasons())
+        await table.command({"cmd": "void", "reason": exposed, "by": DEALER})
         stretch.voids += 1
     else:
         if n % SHOE_JAM_EVERY == 0:
@@ -316,7 +350,16 @@ async def soak(
                 flush=True,
             )
             print(
-                f"{'rounds':>7} {'RSS MB':>8} {'malloc MB':>9} {'py blocks':>10} "
+                f"SQLite's page caches are bounded (store/page_cache.py): the writer "
+                f"{page_cache.WRITER_KIB} KiB, each reader {page_cache.READER_KIB} KiB (the "
+                f"daemon keeps two), the shuffle monitor {page_cache.SHUFFLE_MONITOR_KIB} KiB; "
+                f"pace's snapshot keeps SQLite's default (2,000 KiB) only while it reads",
+                flush=True,
+            )
+            print(
+                f"{'rounds':>7} {'RSS MB':>8} {'file MB':>7} {'malloc MB':>9} {'held MB':>7} "
+                f"{'sqlite MB':>9} "
+                f"{'py blocks':>10} "
                 f"{'traced MB':>9} {'B/round':>8} {'rows':>8} {'pace ms med':>11} "
                 f"{'max':>6} {'rows/pace':>9} {'s/round':>8}",
                 flush=True,
@@ -337,16 +380,21 @@ async def soak(
                 await asyncio.sleep(0.05)  # the pace asked for, the backend's acks
                 gc.collect()
                 size = journal_bytes(cfg.storage.database)
+                malloc = malloc_kb() or (0, 0)
                 pace_runs = max(1, len(stretch.pace_ms))
                 figures = {
                     "rss": rss_kb() / 1024,
-                    "malloc": (malloc_in_use_kb() or 0) / 1024,
+                    "file": (rss_kb("RssFile") + rss_kb("RssShmem")) / 1024,
+                    "malloc": malloc[0] / 1024,
+                    "held": malloc[1] / 1024,
+                    "sqlite": (sqlite_memory_kb() or 0) / 1024,
                     "blocks": float(sys.getallocatedblocks()),
                     "traced": tracemalloc.get_traced_memory()[0] / 2**20 if trace else 0.0,
                 }
                 now = time.monotonic()
                 print(
-                    f"{n:>7} {figures['rss']:>8.1f} {figures['malloc']:>9.1f} "
+                    f"{n:>7} {figures['rss']:>8.1f} {figures['file']:>7.1f} "
+                    f"{figures['malloc']:>9.1f} {figures['held']:>7.1f} {figures['sqlite']:>9.2f} "
                     f"{int(figures['blocks']):>10} {figures['traced']:>9.2f} "
                     f"{(size - last_bytes) / max(1, stretch.rounds):>8.0f} "
                     f"{daemon.store.last_seq:>8} "
@@ -368,7 +416,9 @@ async def soak(
                 growth = {k: figures[k] - base[k] for k in figures}
                 print(
                     f"growth after the warm-up ({rounds - warmup} rounds): RSS "
-                    f"{growth['rss']:+.2f} MB, malloc {growth['malloc']:+.2f} MB, Python "
+                    f"{growth['rss']:+.2f} MB (file-backed {growth['file']:+.2f} MB), malloc "
+                    f"{growth['malloc']:+.2f} MB (SQLite {growth['sqlite']:+.2f} MB; held "
+                    f"{growth['held']:+.2f} MB), Python "
                     f"blocks {int(growth['blocks']):+d}; goal RSS <= +2 MB over 20,000; "
                     f"load {_load()}",
                     flush=True,

@@ -14,7 +14,8 @@ import pytest
 
 from tablectl.core.effects import MeterContribution, MeterReading
 from tablectl.mqtt.contract import envelope_json
-from tablectl.store.journal import JournalRow, StepCommit, Store
+from tablectl.store.journal import JournalReader, JournalRow, StepCommit, Store
+from tablectl.store.page_cache import READER_KIB, WRITER_KIB
 
 
 def test_commit_appends_rows_and_state_together(tmp_path: Path) -> None:
@@ -79,6 +80,18 @@ def test_durability_pragmas(tmp_path: Path) -> None:
     store = Store(tmp_path / "t.sqlite3", boot_id="b1")
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_each_connection_the_store_keeps_open_has_a_bounded_page_cache(tmp_path: Path) -> None:
+    """SQLite keeps a connection's page cache at its high-water mark until it closes (2,000
+    KiB by default): the daemon's long-lived connections are held to what their work needs
+    (store/page_cache.py; issue 29, flat memory)."""
+    store = Store(tmp_path / "t.sqlite3", boot_id="b1")
+    readers = [store.reader(), JournalReader(store.path)]
+    cache_kib = [-int(store._db.execute("PRAGMA cache_size").fetchone()[0])]
+    cache_kib += [-int(r._db.execute("PRAGMA cache_size").fetchone()[0]) for r in readers]
+    assert cache_kib == [WRITER_KIB, READER_KIB, READER_KIB]
+    assert sum(cache_kib) < 2_000  # together, less than one connection's default
 
 
 def test_acks_only_move_forward_and_never_past_the_journal(tmp_path: Path) -> None:

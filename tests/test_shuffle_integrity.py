@@ -725,6 +725,27 @@ def test_the_report_reads_what_the_monitor_kept(
     assert tests == set(ALPHA)
 
 
+def test_the_monitors_connection_keeps_a_bounded_page_cache(tmp_path: Path) -> None:
+    """Its file grows by a use a deal for the life of the table; the connection stays open
+    and SQLite would keep 2,000 KiB of its pages by default (issue 29, flat memory)."""
+    from tablectl.service.shuffle_monitor import ShuffleWatch
+    from tablectl.store.page_cache import SHUFFLE_MONITOR_KIB
+
+    config_file = tmp_path / "table.toml"
+    config_file.write_text(
+        (REPO / "config" / "three-card-poker.toml")
+        .read_text()
+        .replace('"/var/lib/tablectl"', f'"{tmp_path}"')
+    )
+    watch = ShuffleWatch(
+        load_config(config_file), game("three-card-poker"), lambda event: None, lambda: None
+    )
+    watch._open()
+    assert watch._db is not None
+    assert watch._db.execute("PRAGMA cache_size").fetchone()[0] == -SHUFFLE_MONITOR_KIB
+    watch._db.close()
+
+
 def test_a_history_kept_before_the_seat_test_is_read_and_extended(tmp_path: Path) -> None:
     """A shuffle-integrity.sqlite written before the seat test (no seats column) opens: its
     card orders refill the windows, the column is added, the next uses keep their seats."""

@@ -33,6 +33,7 @@ from tablectl.core.shuffle_integrity.pickup import collected_order, recipients
 from tablectl.core.table import TableState
 from tablectl.status import FaultView, Stops
 from tablectl.store.journal import JournalRow
+from tablectl.store.page_cache import SHUFFLE_MONITOR_KIB, bound_page_cache
 
 log = structlog.get_logger(__name__)
 QUEUE_LIMIT = 64  # deck uses waiting for the statistics; past it the oldest waiting is dropped
@@ -176,6 +177,7 @@ class ShuffleWatch:
 
     def _open(self) -> None:
         self._db = db = sqlite3.connect(self.path, check_same_thread=False)
+        bound_page_cache(db, SHUFFLE_MONITOR_KIB)
         db.executescript(SCHEMA)
         columns = {row[1] for row in db.execute("PRAGMA table_info(history)")}
         if "seats" not in columns:

@@ -62,6 +62,7 @@ from tablectl.store.mark import (
     mark_path,
     read_mark,
 )
+from tablectl.store.page_cache import READER_KIB, WRITER_KIB, bound_page_cache
 from tablectl.util.faultpoint import fault_point
 from tablectl.util.ids import uuid7_texts
 
@@ -332,6 +333,7 @@ class Store:
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640))
         self._path = path
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        bound_page_cache(self._db, WRITER_KIB)
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we light a seat or publish (nothing is lost).
         self._synchronous = "FULL" if durable else "OFF"
@@ -663,6 +665,7 @@ class JournalReader:
     def __init__(self, path: Path, *, bound: Callable[[], int] | None = None) -> None:
         self.path = path
         self._db = open_read_only(path, check_same_thread=False)
+        bound_page_cache(self._db, READER_KIB)
         if not columns(self._db, "journal"):
             # A database without tables (a zero-length file is one) reads as an empty
             # journal: its tables in this connection's own temporary schema.
