@@ -58,7 +58,6 @@ from tablectl.service.daemon import Daemon, freeze_start_up
 from tablectl.service.dispatcher import GIL_SWITCH_S
 from tablectl.store import page_cache
 from tablectl.util import logs
-from tablectl.util.malloc_arenas import limit_malloc_arenas
 
 REPO = Path(__file__).resolve().parents[1]
 GAMES = ("three-card-poker", "ultimate-texas-holdem", "let-it-ride")
@@ -326,7 +325,6 @@ async def soak(
                 stdout=out,
             )
         table = DemoTable(daemon, players, rng)
-        limit_malloc_arenas()  # as `tablectl run` does (serve()), before the daemon's threads
         task = asyncio.create_task(daemon.run())
         try:
             await daemon.ready.wait()

@@ -114,10 +114,8 @@ def _load(args: argparse.Namespace) -> LinkConfig:
 
 def _run(args: argparse.Namespace) -> int:
     from tablectl.link.controller import StartupError, serve
-    from tablectl.util.malloc_arenas import limit_malloc_arenas
 
     config = _load(args)
-    limit_malloc_arenas()  # a service that runs for months, as `tablectl run` (issue 29)
     try:
         asyncio.run(serve(config))
     except StartupError as exc:

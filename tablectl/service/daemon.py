@@ -66,7 +66,6 @@ from tablectl.status import FaultView, Headline, Status
 from tablectl.store.journal import JournalReader, Store, utc_now
 from tablectl.util import sdnotify
 from tablectl.util.faultpoint import armed as fault_point_armed
-from tablectl.util.malloc_arenas import limit_malloc_arenas
 
 __all__ = ["Daemon", "StartupError", "freeze_start_up"]
 log = structlog.get_logger(__name__)
@@ -359,9 +358,6 @@ class Daemon:
         # thread within about one step's JSON (GIL_SWITCH_S; docs/mqtt.md, Performance).
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_S)
-        # Before run() starts the daemon's threads: their malloc fragments stay in two
-        # arenas, not one each (util/malloc_arenas.py; issue 29's soak).
-        limit_malloc_arenas()
         try:
             await self.run()
         except asyncio.CancelledError:
