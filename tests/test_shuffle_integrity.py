@@ -14,6 +14,7 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from tablectl.core.shuffle_integrity import nulls
 from tablectl.core.shuffle_integrity.monitor import (
     DeckUse,
     ShuffleMonitor,
+    UseReport,
     _alternating_runs,
     _ascents,
     card_index,
@@ -437,28 +439,42 @@ def test_the_next_card_bets_are_fair_for_a_fair_shuffle_exactly() -> None:
     assert total / count == pytest.approx(1.0, abs=1e-9)
 
 
-def test_a_seat_dealt_one_card_again_and_again_alarms_whatever_seats_play() -> None:
-    """The seat test counts a card in one seat's hand, at whatever deal position the seats
-    playing put that hand (the position test sees it spread over positions)."""
+def _first_alarm_of_a_seat_rig(
+    rig: Callable[[list[int], DealPlan, random.Random], None], seed: int, rounds: int
+) -> UseReport | None:
+    """Three Card Poker rounds, seat 4 always playing beside 1 to 5 others, each deck fair
+    but for what rig(deck, plan, rng) changes in it: the first report that alarms."""
     monitor = ShuffleMonitor()
-    rng = random.Random(8)
+    rng = random.Random(seed)
     g = game("three-card-poker")
-    fired = None
-    for round_id in range(1, 40):
+    for round_id in range(1, rounds):
         players = sorted({*rng.sample(range(1, 7), rng.randint(2, 6)), 4})
         plan = g.deal_plan(players)
         deck = list(range(52))
         rng.shuffle(deck)
-        at = seat_positions(plan)[4][rng.randrange(3)]
-        where = deck.index(7)
-        deck[where], deck[at] = deck[at], deck[where]
+        rig(deck, plan, rng)
         dealt = tuple(deck[: plan.cards])
         report = monitor.observe(
             DeckUse(f"D{round_id % 2}", round_id, dealt, collected_order(plan), recipients(plan))
         )
         if report.alarms:
-            fired = report
-            break
+            return report
+    return None
+
+
+def _swap(deck: list[int], card: int, at: int) -> None:
+    where = deck.index(card)
+    deck[where], deck[at] = deck[at], deck[where]
+
+
+def test_a_seat_dealt_one_card_again_and_again_alarms_whatever_seats_play() -> None:
+    """The seat test counts a card in one seat's hand, at whatever deal position the seats
+    playing put that hand (the position test sees it spread over positions)."""
+
+    def card_7_to_seat_4(deck: list[int], plan: DealPlan, rng: random.Random) -> None:
+        _swap(deck, 7, seat_positions(plan)[4][rng.randrange(3)])
+
+    fired = _first_alarm_of_a_seat_rig(card_7_to_seat_4, seed=8, rounds=40)
     assert fired is not None and {f.test for f in fired.alarms} == {"seat"}
 
 
@@ -476,26 +492,13 @@ def test_a_seat_dealt_a_pair_again_and_again_alarms_whatever_its_cards() -> None
     """A rig that gives a confederate's seat a pair every round, a different pair each
     time: no single card repeats in the seat (the card cells cannot see it), the kind of
     hand does, and the figure names the kind, never a card."""
-    monitor = ShuffleMonitor()
-    rng = random.Random(9)
-    g = game("three-card-poker")
-    fired = None
-    for round_id in range(1, 60):
-        players = sorted({*rng.sample(range(1, 7), rng.randint(2, 6)), 4})
-        plan = g.deal_plan(players)
-        deck = list(range(52))
-        rng.shuffle(deck)
+
+    def a_pair_to_seat_4(deck: list[int], plan: DealPlan, rng: random.Random) -> None:
         first, second = seat_positions(plan)[4][:2]
         mate = rng.choice([c for c in deck if c % 13 == deck[first] % 13 and c != deck[first]])
-        where = deck.index(mate)
-        deck[where], deck[second] = deck[second], deck[where]
-        dealt = tuple(deck[: plan.cards])
-        report = monitor.observe(
-            DeckUse(f"D{round_id % 2}", round_id, dealt, collected_order(plan), recipients(plan))
-        )
-        if report.alarms:
-            fired = report
-            break
+        _swap(deck, mate, second)
+
+    fired = _first_alarm_of_a_seat_rig(a_pair_to_seat_4, seed=9, rounds=60)
     assert fired is not None and {f.test for f in fired.alarms} == {"seat"}
     assert fired.round_id <= 30
     (finding,) = fired.alarms
