@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tablectl.simulators.card_flow import CardFlow, collect
-from tablectl.simulators.shuffle_play import play, seat_positions
+from tablectl.simulators.shuffle_play import Played, play, seat_positions
 from tablectl.simulators.shuffler import Mixing, clumpy_riffle, pile_shuffle, riffle, shelf
 
 from tablectl.config import load_config
@@ -269,12 +269,8 @@ def test_a_pair_rig_gives_the_seat_a_pair_and_is_caught_through_the_table() -> N
             out = mixing.mix(list(full_deck()), random.Random(seed))
             hand = [out[i] for i in mixing.seat_positions[seat]]
             assert len({c.rank for c in hand}) < len(hand)
-    rng = random.Random(11)
-    for played in play(g, Mixing.parse(["pair", "3"]), rng, warm_up=30):
-        if played.report.alarms:
-            assert {f.test for f in played.report.alarms} == {"seat"}
-            break
-        assert played.use < 60
+    played = first_alarm(Mixing.parse(["pair", "3"]), seed=11, within=60)
+    assert {f.test for f in played.report.alarms} == {"seat"}
     with pytest.raises(ValueError, match="a mixing is one of"):
         Mixing.parse(["pair", "8"])
 
@@ -341,6 +337,16 @@ def test_findings_name_no_card() -> None:
 # --- the monitor on bad shufflers ----------------------------------------------------
 
 
+def first_alarm(mixing: Mixing, seed: int, within: int, name: str = "three-card-poker") -> Played:
+    """The first use that alarms once mixing takes over after 30 fair rounds; fails the test
+    when none has within that many uses."""
+    for played in play(game(name), mixing, random.Random(seed), warm_up=30):
+        if played.report.alarms:
+            return played
+        assert played.use < within, f"{mixing} not caught within {within} uses"
+    raise AssertionError("unreachable: play() goes on for ever")
+
+
 def uses_until_alarm(name: str, words: list[str], seed: int, give_up: int = 300) -> int:
     for played in play(game(name), Mixing.parse(words), random.Random(seed), warm_up=30):
         if played.report.alarms or played.use >= give_up:
@@ -396,10 +402,7 @@ class BottomHalfOnly(Mixing):
 
 @pytest.mark.parametrize("mixing", [PileShuffle("pile"), BottomHalfOnly("bottom-half")])
 def test_shufflers_it_was_not_written_for_are_caught(mixing: Mixing) -> None:
-    for played in play(game("three-card-poker"), mixing, random.Random(3), warm_up=30):
-        if played.report.alarms:
-            break
-        assert played.use < 60
+    first_alarm(mixing, seed=3, within=60)
 
 
 def test_a_deal_of_factory_neighbours_loses_every_next_card_bet_for_the_table() -> None:
@@ -542,13 +545,7 @@ class _FixedPermutation(Mixing):
 
 
 def test_a_fixed_permutation_of_what_goes_in_is_caught_by_the_pickup_cells() -> None:
-    fired = None
-    for played in play(game("three-card-poker"), _FixedPermutation(), random.Random(4), warm_up=30):
-        if played.report.alarms:
-            fired = played
-            break
-        assert played.use < 40
-    assert fired is not None
+    fired = first_alarm(_FixedPermutation(), seed=4, within=40)
     (finding,) = [f for f in fired.report.alarms if f.test == "position"]
     assert "of the deck's last pickup at deal position" in finding.figure
 
@@ -559,7 +556,6 @@ def test_the_pickup_cells_are_hit_at_1_in_52_on_fair_rounds() -> None:
     monitor = ShuffleMonitor()
     rng = random.Random(12)
     g = game("three-card-poker")
-    hits = chances = 0
     for round_id in range(1, 101):
         plan = g.deal_plan([1, 2, 3])
         deck = list(range(52))
@@ -583,13 +579,7 @@ class _HoldsOut(Mixing):
 
 
 def test_a_card_held_out_of_play_is_caught_by_its_count() -> None:
-    fired = None
-    for played in play(game("three-card-poker"), _HoldsOut(), random.Random(6), warm_up=30):
-        if played.report.alarms:
-            fired = played
-            break
-        assert played.use < 80
-    assert fired is not None
+    fired = first_alarm(_HoldsOut(), seed=6, within=80)
     (finding,) = fired.report.alarms
     # (the fair rounds before dealt it: a few times in the window, against 26 on average)
     assert finding.test == "position" and finding.figure.startswith("one card dealt in ")

@@ -289,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as exc:  # a file or directory this user may not use: say whose it is
         return fail(args, permission_advice(exc.filename), EXIT_REFUSED)
     except sqlite3.Error as exc:  # a database its command did not name (it names its own)
-        if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        from tablectl.store.journal import damaged  # only on this path: not every verb's
+
+        if damaged(exc):
             why = (
                 f"a database is damaged (SQLite: {exc}); nothing was written to it: keep a copy "
                 "of the data directory as it is; `tablectl journal verify` says whether it is "

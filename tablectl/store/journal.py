@@ -191,11 +191,16 @@ def open_read_only(path: Path, *, check_same_thread: bool = True) -> sqlite3.Con
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
+def damaged(exc: sqlite3.Error) -> bool:
+    """SQLite found the file is not a whole database (cut short, a page overwritten)."""
+    return str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGED)
+
+
 def unreadable(path: Path, exc: sqlite3.Error) -> str:
     """Why the journal at path cannot be opened or read, and what a technician does next:
     one line for every command that reads it and for the daemon's start."""
     name = getattr(exc, "sqlite_errorname", "")
-    if name.startswith(_DAMAGED):
+    if damaged(exc):
         # Nothing here mends a damaged file: a table that began a new journal would lose its
         # meters and hand out seqs its backends hold (docs/design.md, the journal's checks).
         return (
