@@ -42,6 +42,7 @@ from tablectl.core.shuffle_integrity.pickup import AWAY, DEALER, collected_order
 from tablectl.core.shuffle_integrity.thresholds import ALPHA, TABLE_ALPHA
 from tablectl.core.table import Rejected, TableState, step
 from tablectl.rules.cards import Card, full_deck
+from tablectl.service.shuffle_monitor import ShuffleWatch
 
 REPO = Path(__file__).resolve().parents[1]
 GAMES = ("three-card-poker", "ultimate-texas-holdem", "let-it-ride")
@@ -603,6 +604,48 @@ def test_the_held_out_bound_is_at_least_the_exact_tail(low: int) -> None:
     assert nulls.sum_lower(pmfs, low) >= sum(exact[: low + 1]) * (1 - 1e-9)
 
 
+# Only the overlap window may alarm, at a level a few extreme uses reach.
+WINDOW_ONLY = {test: 0.0 for test in ALPHA} | {"overlap-window": 1e-3}
+
+
+def _same_cards(round_id: int) -> DeckUse:
+    """A deck that deals the same 21 cards every use (each deck its own), order fixed."""
+    cards = tuple(range(21)) if round_id % 2 else tuple(range(21, 42))
+    return DeckUse(f"D{round_id % 2}", round_id, cards, tuple(range(21)))
+
+
+def _fair_use(round_id: int, rng: random.Random) -> DeckUse:
+    return DeckUse(f"D{round_id % 2}", round_id, tuple(rng.sample(range(52), 21)), tuple(range(21)))
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_an_alarm_spends_its_evidence_and_a_bad_shuffler_raises_a_new_one(restart: bool) -> None:
+    """The windows hold a use for up to 128 more: kept after an alarm, the extreme uses that
+    raised it would raise it again at every fair round after (a new alarm each time the last
+    is answered). After an alarm the windows restart (`restart=False` keeps them, as before:
+    the test shows what the restart changes); a shuffler still bad raises a new alarm on new
+    evidence within a few uses."""
+    monitor = ShuffleMonitor(WINDOW_ONLY)
+    round_id = 0
+
+    def until_alarm(make: Callable[[int], DeckUse], uses: int) -> int | None:
+        nonlocal round_id
+        for n in range(1, uses + 1):
+            round_id += 1
+            if monitor.observe(make(round_id), restart=None if restart else False).alarms:
+                return n
+        return None
+
+    assert until_alarm(_same_cards, 10) is not None
+    rng = random.Random(5)
+    again = until_alarm(lambda r: _fair_use(r, rng), 40)
+    if restart:
+        assert again is None, "fair uses after an alarm alarmed on the evidence it spent"
+        assert until_alarm(_same_cards, 10) is not None, "a bad shuffler went quiet"
+    else:
+        assert again == 1
+
+
 def test_a_deck_use_is_in_card_indices_of_the_factory_order() -> None:
     assert [card_index(c) for c in full_deck()] == list(range(52))
     plan = DealPlan(Procedure.AUTOMATED_SHOE, "", ())
@@ -718,21 +761,56 @@ def test_the_report_reads_what_the_monitor_kept(
     assert tests == set(ALPHA)
 
 
-def test_the_monitors_connection_keeps_a_bounded_page_cache(tmp_path: Path) -> None:
-    """Its file grows by a use a deal for the life of the table; the connection stays open
-    and SQLite would keep 2,000 KiB of its pages by default (issue 29, flat memory)."""
-    from tablectl.service.shuffle_monitor import ShuffleWatch
-    from tablectl.store.page_cache import SHUFFLE_MONITOR_KIB
-
-    config_file = tmp_path / "table.toml"
+def _watch_in(data_dir: Path, alpha: dict[str, float] | None = None) -> ShuffleWatch:
+    """The daemon's monitor of a Three Card Poker table keeping its file in data_dir."""
+    config_file = data_dir / "table.toml"
     config_file.write_text(
         (REPO / "config" / "three-card-poker.toml")
         .read_text()
-        .replace('"/var/lib/tablectl"', f'"{tmp_path}"')
+        .replace('"/var/lib/tablectl"', f'"{data_dir}"')
     )
     watch = ShuffleWatch(
         load_config(config_file), game("three-card-poker"), lambda event: None, lambda: None
     )
+    watch.monitor = ShuffleMonitor(alpha)
+    return watch
+
+
+def test_a_restarted_daemon_restarts_the_windows_where_the_table_did(tmp_path: Path) -> None:
+    """The daemon keeps the last uses to refill the windows after a restart, and whether each
+    restarted them: the replay restarts them at the same use, even where the shortened
+    history it replays would not alarm (the uses before the alarm are no longer kept)."""
+    import sqlite3
+
+    from tablectl.service.shuffle_monitor import _Pending, database
+
+    live = _watch_in(tmp_path, WINDOW_ONLY)
+    live._open()
+    rng = random.Random(7)
+    uses = [_same_cards(r) for r in range(1, 5)] + [_fair_use(r, rng) for r in range(5, 9)]
+    alarmed = [bool(live._observe(_Pending(u, "SHF-0001", 1_700_000_000_000)).alarms) for u in uses]
+    assert alarmed == [False] * 3 + [True] + [False] * 4
+    assert live._db is not None
+    live._db.close()
+    with sqlite3.connect(database(tmp_path)) as db:
+        kept = [r for (r,) in db.execute("SELECT restarted FROM history ORDER BY id")]
+        assert kept == [0, 0, 0, 1, 0, 0, 0, 0]
+        db.execute("DELETE FROM history WHERE round_id < 2")  # what HISTORY_KEPT dropped
+    db.close()
+    again = _watch_in(tmp_path, WINDOW_ONLY)
+    again._open()
+    assert again._db is not None
+    again._db.close()
+    assert list(again.monitor.window.overlaps) == list(live.monitor.window.overlaps)
+    assert len(live.monitor.window.overlaps) == 4  # the fair uses after the alarm, no more
+
+
+def test_the_monitors_connection_keeps_a_bounded_page_cache(tmp_path: Path) -> None:
+    """Its file grows by a use a deal for the life of the table; the connection stays open
+    and SQLite would keep 2,000 KiB of its pages by default (issue 29, flat memory)."""
+    from tablectl.store.page_cache import SHUFFLE_MONITOR_KIB
+
+    watch = _watch_in(tmp_path)
     watch._open()
     assert watch._db is not None
     assert watch._db.execute("PRAGMA cache_size").fetchone()[0] == -SHUFFLE_MONITOR_KIB
@@ -744,15 +822,8 @@ def test_a_history_kept_before_the_seat_test_is_read_and_extended(tmp_path: Path
     card orders refill the windows, the column is added, the next uses keep their seats."""
     import sqlite3
 
-    from tablectl.service.shuffle_monitor import SCHEMA, ShuffleWatch, _Pending, database
+    from tablectl.service.shuffle_monitor import SCHEMA, _Pending, database
 
-    config_file = tmp_path / "table.toml"
-    config_file.write_text(
-        (REPO / "config" / "three-card-poker.toml")
-        .read_text()
-        .replace('"/var/lib/tablectl"', f'"{tmp_path}"')
-    )
-    config = load_config(config_file)
     with sqlite3.connect(database(tmp_path)) as old:
         old.executescript(SCHEMA)
         old.execute(
@@ -760,7 +831,7 @@ def test_a_history_kept_before_the_seat_test_is_read_and_extended(tmp_path: Path
             (json.dumps(list(range(9))), json.dumps([6, 7, 8, 0, 1, 2, 3, 4, 5])),
         )
     old.close()
-    watch = ShuffleWatch(config, game("three-card-poker"), lambda event: None, lambda: None)
+    watch = _watch_in(tmp_path)
     watch._open()
     assert watch.monitor.last["D1"].cards == tuple(range(9))
     use = DeckUse("D2", 2, tuple(range(20, 29)), (6, 7, 8, 0, 1, 2, 3, 4, 5), (1,) * 3 + (0,) * 6)

@@ -61,6 +61,10 @@ CREATE TABLE IF NOT EXISTS history (
 """
 # Added for the seat test; a file written before it gets the column, its rows no seats.
 SEATS_COLUMN = "ALTER TABLE history ADD COLUMN seats TEXT NOT NULL DEFAULT '[]'"
+# Whether the monitor's windows restarted after the use (an alarm spent its evidence), so a
+# restart of the daemon restarts them at the same use; NULL in a file written before it:
+# the replay decides by the use's alarm.
+RESTARTED_COLUMN = "ALTER TABLE history ADD COLUMN restarted INTEGER"
 
 
 def database(data_dir: Path) -> Path:
@@ -180,13 +184,14 @@ class ShuffleWatch:
         bound_page_cache(db, SHUFFLE_MONITOR_KIB)
         db.executescript(SCHEMA)
         columns = {row[1] for row in db.execute("PRAGMA table_info(history)")}
-        if "seats" not in columns:
-            with db:
-                db.execute(SEATS_COLUMN)
+        for name, add in (("seats", SEATS_COLUMN), ("restarted", RESTARTED_COLUMN)):
+            if name not in columns:
+                with db:
+                    db.execute(add)
         rows = db.execute(
-            "SELECT deck, round_id, cards, collected, seats FROM history ORDER BY id"
+            "SELECT deck, round_id, cards, collected, seats, restarted FROM history ORDER BY id"
         ).fetchall()
-        for deck, round_id, cards, collected, seats in rows:  # the windows, as before
+        for deck, round_id, cards, collected, seats, restarted in rows:  # the windows, as before
             self.monitor.observe(
                 DeckUse(
                     deck,
@@ -194,7 +199,8 @@ class ShuffleWatch:
                     tuple(json.loads(cards)),
                     tuple(json.loads(collected)),
                     tuple(json.loads(seats)),
-                )
+                ),
+                restart=None if restarted is None else bool(restarted),
             )
 
     def _observe(self, pending: _Pending) -> UseReport:
@@ -222,14 +228,15 @@ class ShuffleWatch:
                 ),
             )
             db.execute(
-                "INSERT INTO history (deck, round_id, cards, collected, seats) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO history (deck, round_id, cards, collected, seats, restarted) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     use.deck,
                     use.round_id,
                     json.dumps(use.cards),
                     json.dumps(use.collected),
                     json.dumps(use.seats),
+                    int(bool(report.alarms)),
                 ),
             )
             db.execute(

@@ -230,9 +230,24 @@ class ShuffleMonitor:
 
     def __init__(self, alpha: dict[str, float] | None = None) -> None:
         self.alpha = dict(ALPHA if alpha is None else alpha)
+        # The references a use is compared with: each alone is a fair test of the new deal
+        # whatever came before (a fair deal is uniform given the past), so an alarm leaves
+        # them as they are.
         self.last: dict[str, DeckUse] = {}
-        self.window = _Window()
         self.recent: deque[DeckUse] = deque(maxlen=RECENT_DEALS)
+        self.neighbour_deals: deque[tuple[int, ...]] = deque()
+        # card -> its neighbours in the last deals, with how many deals saw them together
+        self.neighbour_links: dict[int, dict[int, int]] = {}
+        self.restart_windows()
+
+    def restart_windows(self) -> None:
+        """Empty what the tests sum or count over many uses. After an alarm the evidence
+        is spent: one extreme use would otherwise keep its windows past their level for up
+        to WINDOW_USES rounds, each a new alarm once the last is answered. From a restart
+        only uses after it count, independent of what raised the alarm, so the table raises
+        at most ALPHA of its rounds as alarms, and a shuffler that is bad raises a new one
+        on new evidence (docs/shuffle-integrity.md, "Alarms, not rounds")."""
+        self.window = _Window()
         self.position_rounds: deque[tuple[int, ...]] = deque()
         self.position_counts: dict[tuple[int, int], int] = {}
         self.dealt_beyond: list[int] = [0] * DECK  # rounds in the window dealing position p
@@ -248,9 +263,6 @@ class ShuffleMonitor:
         self.held_dealt = {span: [0] * DECK for span in WITHHELD_SPANS}
         self.held_sizes: dict[int, dict[int, int]] = {span: {} for span in WITHHELD_SPANS}
         self.moved_shapes: dict[tuple[int, int], int] = {}
-        self.neighbour_deals: deque[tuple[int, ...]] = deque()
-        # card -> its neighbours in the last deals, with how many deals saw them together
-        self.neighbour_links: dict[int, dict[int, int]] = {}
         self.next_logs: deque[float] = deque(maxlen=max(SPANS))  # each use's log e-value
         # per round in the window: the (card, recipient) cells, each recipient's hand size
         self.seat_rounds: deque[
@@ -264,7 +276,10 @@ class ShuffleMonitor:
         """A deck left the table: its history goes (a new deck starts afresh)."""
         self.last.pop(deck, None)
 
-    def observe(self, use: DeckUse) -> UseReport:
+    def observe(self, use: DeckUse, *, restart: bool | None = None) -> UseReport:
+        """The tests on one use, then the use joins the history. The windows restart after
+        a use that alarmed; `restart` overrides that (a replay restarts where the table
+        did, whatever the shortened history it replays makes of the use)."""
         positions = {card: i for i, card in enumerate(use.cards)}
         findings: list[Finding] = []
         previous = self.last.get(use.deck)
@@ -279,7 +294,10 @@ class ShuffleMonitor:
         self.last[use.deck] = use
         self.recent.append(use)
         self._remember_neighbours(use.cards)
-        return UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
+        report = UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
+        if report.alarms if restart is None else restart:
+            self.restart_windows()
+        return report
 
     def _remember_neighbours(self, cards: tuple[int, ...]) -> None:
         links = self.neighbour_links
