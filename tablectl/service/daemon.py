@@ -64,7 +64,7 @@ from tablectl.service.status_view import StatusView
 from tablectl.service.watch import Hub
 from tablectl.status import FaultView, Headline, Status
 from tablectl.store.journal import JournalReader, Store, utc_now
-from tablectl.util import sdnotify
+from tablectl.util import heap, sdnotify
 from tablectl.util.faultpoint import armed as fault_point_armed
 
 __all__ = ["Daemon", "StartupError", "freeze_start_up"]
@@ -321,6 +321,7 @@ class Daemon:
                 tasks.create_task(self.clocks.deck_clock(), name="deck-clock")
                 tasks.create_task(self.clocks.watch_waits(), name="device-waits")
                 tasks.create_task(self.shuffle_watch.run(), name="shuffle-integrity")
+                tasks.create_task(heap.give_back_periodically(), name="heap-trim")
                 if self._owns_process:
                     freeze_start_up()
                 # Ready once the journal is open and commands are taken; devices and the
