@@ -220,6 +220,10 @@ class Daemon:
         """Wait until the table's state satisfies predicate (simulators, tests, the demo)."""
         await self.dispatcher.wait_until(predicate, timeout_s)
 
+    async def _between_rounds(self, timeout_s: float) -> None:
+        """A quiet moment: no wager is recognised, so no chip or lock-out can wait."""
+        await self.dispatcher.wait_until(lambda s: s.phase is Phase.CLOSED, timeout_s)
+
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -321,7 +325,7 @@ class Daemon:
                 tasks.create_task(self.clocks.deck_clock(), name="deck-clock")
                 tasks.create_task(self.clocks.watch_waits(), name="device-waits")
                 tasks.create_task(self.shuffle_watch.run(), name="shuffle-integrity")
-                tasks.create_task(heap.give_back_periodically(), name="heap-trim")
+                tasks.create_task(heap.give_back_periodically(self._between_rounds), name="heap")
                 if self._owns_process:
                     freeze_start_up()
                 # Ready once the journal is open and commands are taken; devices and the
