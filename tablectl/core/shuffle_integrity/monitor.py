@@ -364,7 +364,7 @@ class ShuffleMonitor:
         entries, cumulative = window.ascents, window.ascent_sums
         now = cumulative[-1]
         ends = sorted({min(span, len(entries)) for span in SPANS})
-        sums: list[tuple[float, int, int, int, tuple[str, str]]] = []
+        sums: list[tuple[float, int, int, int, int, tuple[str, str]]] = []
         for key, (uses, total, steps, mean, var) in now.items():
             side = KINDS[key[1]][1]
             for end in ends:
@@ -373,30 +373,30 @@ class ShuffleMonitor:
                     continue
                 z = (total - base[1] - (mean - base[3])) / (var - base[4]) ** 0.5
                 z = z if side == "upper" else -z
-                sums.append((z, end, total - base[1], steps - base[2], key))
+                sums.append((z, end, total - base[1], steps - base[2], uses - base[0], key))
         if not sums:
             return self._finding("order-window", "no use to compare yet", 1.0)
         tests = len(now) * len(SPANS)
         sums.sort(key=lambda x: x[0], reverse=True)
         best: tuple[float, str] | None = None
-        for z, end, total, steps, key in sums:
+        for z, end, total, steps, compared, key in sums:
             if best is not None and z < SCAN_Z:
                 break
             ref, kind = key
             pmf_of, side, template = KINDS[kind]
-            counts: dict[int, int] = {}
-            for entry in itertools.islice(reversed(entries), end):
-                got = entry.get(key)
-                if got is not None:
-                    counts[got[0]] = counts.get(got[0], 0) + 1
             if z < SCAN_Z:
                 p = _cantelli(z)  # far from any level: the cheap bound says as much
             else:
+                counts: dict[int, int] = {}  # cards compared -> uses
+                for entry in itertools.islice(reversed(entries), end):
+                    got = entry.get(key)
+                    if got is not None:
+                        counts[got[0]] = counts.get(got[0], 0) + 1
                 pmfs = [(pmf_of(n), c) for n, c in counts.items()]
                 bound = nulls.sum_upper if side == "upper" else nulls.sum_lower
                 p = bound(pmfs, total)
             figure = template.format(v=total, m=steps, ref=ref)
-            figure += f" over {sum(counts.values())} uses"
+            figure += f" over {compared} uses"
             if best is None or p * tests < best[0]:
                 best = (p * tests, figure)
         assert best is not None
@@ -462,19 +462,18 @@ class ShuffleMonitor:
         for z, end, span_seen, span_mean in sums:
             if best is not None and z < SCAN_Z:
                 break
-            span_counts: dict[tuple[int, int], int] = {}
-            for drawn, marked, _ in itertools.islice(reversed(entries), end):
-                span_counts[drawn, marked] = span_counts.get((drawn, marked), 0) + 1
             if z < SCAN_Z:
                 p = _cantelli(z)
             else:
+                span_counts: dict[tuple[int, int], int] = {}
+                for drawn, marked, _ in itertools.islice(reversed(entries), end):
+                    span_counts[drawn, marked] = span_counts.get((drawn, marked), 0) + 1
                 pmfs = [(nulls.hypergeometric_pmf(d, m), c) for (d, m), c in span_counts.items()]
                 bound = nulls.sum_upper if span_seen >= span_mean else nulls.sum_lower
                 p = bound(pmfs, span_seen)
             p *= 2 * len(SPANS)
-            uses = sum(span_counts.values())
             figure = (
-                f"{span_seen} cards dealt again over {uses} uses (fair: {span_mean:.1f} on average)"
+                f"{span_seen} cards dealt again over {end} uses (fair: {span_mean:.1f} on average)"
             )
             if best is None or p < best[0]:
                 best = (p, figure)
