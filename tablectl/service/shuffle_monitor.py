@@ -236,7 +236,7 @@ class ShuffleWatch:
                     json.dumps(use.cards),
                     json.dumps(use.collected),
                     json.dumps(use.seats),
-                    int(bool(report.alarms)),
+                    int(report.windows_restarted),
                 ),
             )
             db.execute(

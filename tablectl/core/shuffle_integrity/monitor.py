@@ -102,6 +102,7 @@ class UseReport:
     round_id: int
     cards: int  # how many were dealt (a count, not the cards)
     findings: tuple[Finding, ...]
+    windows_restarted: bool = False  # after this use (restart_windows): what to replay
 
     @property
     def alarms(self) -> tuple[Finding, ...]:
@@ -294,10 +295,11 @@ class ShuffleMonitor:
         self.last[use.deck] = use
         self.recent.append(use)
         self._remember_neighbours(use.cards)
-        report = UseReport(use.deck, use.round_id, len(use.cards), tuple(findings))
-        if report.alarms if restart is None else restart:
+        alarmed = any(f.alarm for f in findings)
+        restarted = alarmed if restart is None else restart
+        if restarted:
             self.restart_windows()
-        return report
+        return UseReport(use.deck, use.round_id, len(use.cards), tuple(findings), restarted)
 
     def _remember_neighbours(self, cards: tuple[int, ...]) -> None:
         links = self.neighbour_links
