@@ -12,7 +12,8 @@ jams and miscounts come at fixed intervals, for each of the three games.
 Every --every rounds it prints the process's RSS (and its file-backed part: the libraries,
 the WAL's -shm), malloc's bytes in use and held from the system, SQLite's own heap
 (sqlite3_memory_used: the connections' page caches, bounded by store/page_cache.py), the
-Python heap (the blocks allocated and, with tracing, tracemalloc's bytes), the journal's size
+Python heap (the blocks allocated, the arenas its allocator holds, and, with tracing,
+tracemalloc's bytes), the journal's size
 per round over the last stretch, and the time pace took (median and max of its computations
 in the stretch, and the rows each read); after the run, the growth from the end of the
 --warmup rounds, and tracemalloc's top growth by line (tracing starts after the warm-up and
@@ -32,6 +33,7 @@ import asyncio
 import contextlib
 import ctypes
 import gc
+import os
 import random
 import statistics
 import subprocess
@@ -75,6 +77,28 @@ def rss_kb(field: str = "VmRSS") -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
+
+
+def pymalloc_arenas_mb() -> float:
+    """CPython's own allocator (objects up to 512 bytes): the arenas it holds from the system,
+    in MB (1 MiB each; an arena goes back only once every object in it is freed). Read from
+    sys._debugmallocstats, which writes to the C stderr."""
+    with tempfile.TemporaryFile() as out:
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        for line in out.read().decode().splitlines():
+            if line.startswith("# arenas allocated current"):
+                return int(line.split("=")[1]) * ARENA_BYTES / 2**20
+    return 0.0
+
+
+ARENA_BYTES = 1 << 20  # CPython 3.10 on, 64-bit
 
 
 def _sqlite_library() -> ctypes.CDLL | None:
@@ -359,7 +383,7 @@ async def soak(
             print(
                 f"{'rounds':>7} {'RSS MB':>8} {'file MB':>7} {'malloc MB':>9} {'held MB':>7} "
                 f"{'sqlite MB':>9} "
-                f"{'py blocks':>10} "
+                f"{'py blocks':>10} {'arenas MB':>9} "
                 f"{'traced MB':>9} {'B/round':>8} {'rows':>8} {'pace ms med':>11} "
                 f"{'max':>6} {'rows/pace':>9} {'s/round':>8}",
                 flush=True,
@@ -389,13 +413,15 @@ async def soak(
                     "held": malloc[1] / 1024,
                     "sqlite": (sqlite_memory_kb() or 0) / 1024,
                     "blocks": float(sys.getallocatedblocks()),
+                    "arenas": pymalloc_arenas_mb(),
                     "traced": tracemalloc.get_traced_memory()[0] / 2**20 if trace else 0.0,
                 }
                 now = time.monotonic()
                 print(
                     f"{n:>7} {figures['rss']:>8.1f} {figures['file']:>7.1f} "
                     f"{figures['malloc']:>9.1f} {figures['held']:>7.1f} {figures['sqlite']:>9.2f} "
-                    f"{int(figures['blocks']):>10} {figures['traced']:>9.2f} "
+                    f"{int(figures['blocks']):>10} {figures['arenas']:>9.0f} "
+                    f"{figures['traced']:>9.2f} "
                     f"{(size - last_bytes) / max(1, stretch.rounds):>8.0f} "
                     f"{daemon.store.last_seq:>8} "
                     f"{statistics.median(stretch.pace_ms or [0]):>11.2f} "
@@ -419,7 +445,8 @@ async def soak(
                     f"{growth['rss']:+.2f} MB (file-backed {growth['file']:+.2f} MB), malloc "
                     f"{growth['malloc']:+.2f} MB (SQLite {growth['sqlite']:+.2f} MB; held "
                     f"{growth['held']:+.2f} MB), Python "
-                    f"blocks {int(growth['blocks']):+d}; goal RSS <= +2 MB over 20,000; "
+                    f"blocks {int(growth['blocks']):+d} (its arenas {growth['arenas']:+.0f} MB); "
+                    f"goal RSS <= +2 MB over 20,000; "
                     f"load {_load()}",
                     flush=True,
                 )
