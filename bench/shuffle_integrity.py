@@ -4,6 +4,7 @@ caught, and the monitor's CPU per round (docs/shuffle-integrity.md, "Measured").
     .venv/bin/python bench/shuffle_integrity.py [--fair-rounds 1000000] [--fair-minutes 30]
         [--workers 2] [--trials 40] [--json out.json]
     .venv/bin/python bench/shuffle_integrity.py --write-thresholds   # the calibration
+    .venv/bin/python bench/shuffle_integrity.py --add-to earlier.json ...  # runs added up
 
 Fair shuffles come from the operating system's cryptographic source (random.SystemRandom),
 dealt through each game's own deal plan (automated shoe, 1 to 6 players at random) and
@@ -22,6 +23,10 @@ episodes are held to the level.
 Each bad shuffler (simulators/shuffler.py, Mixing) takes over after 30 fair rounds; the run
 counts the uses of a deck until the first alarm (median, 95th percentile), per game.
 
+10,000,000 fair rounds a game take about 5 core-hours: --add-to adds an earlier run's fair
+rounds (its --json) to this run's, if both ran the same statistics (the fingerprint: the
+monitor's findings on fixed seeded rounds, recorded in --json).
+
 --write-thresholds writes tablectl/core/shuffle_integrity/thresholds.py: the error budget
 (ALPHA) and what the run measured (MEASURED).
 """
@@ -29,6 +34,8 @@ counts the uses of a deck until the first alarm (median, 95th percentile), per g
 from __future__ import annotations
 
 import argparse
+import hashlib
+import itertools
 import json
 import math
 import multiprocessing
@@ -38,6 +45,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from figures import percentile, spread
 from tablectl.simulators.shuffle_play import play
@@ -174,6 +182,41 @@ def fair(
     return figures
 
 
+def fingerprint() -> str:
+    """The monitor's behaviour: a hash of its findings on fixed seeded rounds of every game
+    under a fair, a riffling and a cheating shuffler. Runs with equal fingerprints ran the
+    same statistics, whatever else changed in the code; only such runs are added up."""
+    digest = hashlib.sha256()
+    for name in GAMES:
+        for spec in (["fair"], ["riffle", "3"], ["place", "As", "1"]):
+            mixing = Mixing() if spec == ["fair"] else Mixing.parse(spec)
+            played = play(game(name), mixing, random.Random(7), warm_up=WARM_UP)
+            for played_round in itertools.islice(played, 100):
+                for f in played_round.report.findings:
+                    digest.update(repr((f.test, f.figure, f.p_value)).encode())
+    return digest.hexdigest()[:16]
+
+
+def earlier_run(report: dict[str, Any]) -> dict[str, FairFigures]:
+    """The counts an earlier run's --json holds (its fractions times its rounds)."""
+    out: dict[str, FairFigures] = {}
+    for name, measured in report["fair"].items():
+        rounds = measured["rounds"]
+        got = FairFigures(rounds=rounds, alarms=measured["alarms"])
+        got.alarm_tests = dict(report["alarm_tests"].get(name, {}))
+        got.below = {
+            test: [round(x * rounds) for x in fractions]
+            for test, fractions in measured.items()
+            if isinstance(fractions, list)
+        }
+        got.episodes = {
+            test: [round(x * rounds) for x in fractions]
+            for test, fractions in report["fair_episodes"][name].items()
+        }
+        out[name] = got
+    return out
+
+
 def detection_trial(task: tuple[str, tuple[str, ...], int]) -> int:
     """Uses of a deck until the first alarm (GIVE_UP_USES: never), one trial."""
     name, spec, seed = task
@@ -195,8 +238,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad", default="", help="labels' first words to run (default all)")
     parser.add_argument("--json", type=Path, help="write the figures here as well")
     parser.add_argument("--write-thresholds", action="store_true")
+    parser.add_argument(
+        "--add-to",
+        type=Path,
+        help="an earlier run's --json: its fair rounds are added to this run's (the same "
+        "statistics: its fingerprint must equal this code's)",
+    )
+    parser.add_argument(
+        "--same-code",
+        action="store_true",
+        help="with --add-to: take a run that recorded no fingerprint as this code's",
+    )
     args = parser.parse_args(argv)
     games = args.games.split(",")
+    ours = fingerprint()
+    earlier: dict[str, Any] | None = None
+    if args.add_to:
+        earlier = json.loads(args.add_to.read_text())
+        theirs = earlier.get("fingerprint")
+        if theirs != ours and not (theirs is None and args.same_code):
+            parser.error(
+                f"--add-to {args.add_to}: its statistics' fingerprint {theirs} is not this "
+                f"code's {ours}: rounds of other statistics do not add up"
+            )
     print(
         f"error budget: {len(ALPHA)} tests at {max(ALPHA.values()):g} each per round, "
         f"{TABLE_ALPHA:g} per round for the table (goal: at most 1e-06)"
@@ -211,7 +275,17 @@ def main(argv: list[str] | None = None) -> int:
         else {}
     )
     wall = time.monotonic() - started
-    report: dict[str, object] = {"fair_wall_s": round(wall, 1), "workers": args.workers}
+    report: dict[str, object] = {
+        "fair_wall_s": round(wall, 1),
+        "workers": args.workers,
+        "fingerprint": ours,
+    }
+    if earlier is not None:
+        for name, got in earlier_run(earlier).items():
+            figures.setdefault(name, FairFigures()).add(got)
+        wall += earlier.get("fair_wall_s", 0.0)
+        report["fair_wall_s"] = round(wall, 1)
+        print(f"with the {args.add_to} run's fair rounds added (fingerprint {ours})")
     for name, got in figures.items():
         rounds = got.rounds
         print(f"\n{name}: {rounds:,} fair rounds (SystemRandom), {got.alarms} alarms", end="")
