@@ -241,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--add-to",
         type=Path,
-        help="an earlier run's --json: its fair rounds are added to this run's (the same "
-        "statistics: its fingerprint must equal this code's)",
+        action="append",
+        default=[],
+        help="an earlier run's --json (again for more): its fair rounds are added to this "
+        "run's (the same statistics: its fingerprint must equal this code's)",
     )
     parser.add_argument(
         "--same-code",
@@ -252,13 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     games = args.games.split(",")
     ours = fingerprint()
-    earlier: dict[str, Any] | None = None
-    if args.add_to:
-        earlier = json.loads(args.add_to.read_text())
-        theirs = earlier.get("fingerprint")
+    earlier: dict[Path, dict[str, Any]] = {}
+    for path in args.add_to:
+        if path in earlier:
+            parser.error(f"--add-to {path} given twice: a run's rounds count once")
+        earlier[path] = json.loads(path.read_text())
+        theirs = earlier[path].get("fingerprint")
         if theirs != ours and not (theirs is None and args.same_code):
             parser.error(
-                f"--add-to {args.add_to}: its statistics' fingerprint {theirs} is not this "
+                f"--add-to {path}: its statistics' fingerprint {theirs} is not this "
                 f"code's {ours}: rounds of other statistics do not add up"
             )
     print(
@@ -280,12 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         "workers": args.workers,
         "fingerprint": ours,
     }
-    if earlier is not None:
-        for name, got in earlier_run(earlier).items():
+    for path, run in earlier.items():
+        for name, got in earlier_run(run).items():
             figures.setdefault(name, FairFigures()).add(got)
-        wall += earlier.get("fair_wall_s", 0.0)
+        wall += run.get("fair_wall_s", 0.0)
         report["fair_wall_s"] = round(wall, 1)
-        print(f"with the {args.add_to} run's fair rounds added (fingerprint {ours})")
+        print(f"with the fair rounds of {path} added (fingerprint {ours})")
     for name, got in figures.items():
         rounds = got.rounds
         print(f"\n{name}: {rounds:,} fair rounds (SystemRandom), {got.alarms} alarms", end="")
