@@ -235,6 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--games", default=",".join(GAMES))
     parser.add_argument("--bad", default="", help="labels' first words to run (default all)")
+    parser.add_argument(
+        "--mixing",
+        action="append",
+        default=[],
+        metavar="'HOW'",
+        help="a further bad shuffler to time, as `simulate table --mixing` takes it (again "
+        "for more), e.g. 'python my_shufflers.py:keeps_the_top' (docs/shuffle-integrity.md)",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here as well")
     parser.add_argument("--write-thresholds", action="store_true")
     parser.add_argument(
@@ -325,6 +333,14 @@ def main(argv: list[str] | None = None) -> int:
         alarms = sum(got.alarms for got in figures.values())
         print(f"\nall games: {total:,} fair rounds, {alarms} alarms, {wall:.0f} s wall")
     bad = [b for b in BAD if not args.bad or b[1][0] in args.bad.split(",")]
+    if args.mixing and not args.bad:
+        bad = []  # only the shufflers asked for
+    for how in args.mixing:
+        try:
+            Mixing.parse(how.split())  # a bad spec or plug-in said now, not in a worker
+        except ValueError as exc:
+            parser.error(f"--mixing {how!r}: {exc}")
+        bad.append((how, how.split(), 0))
     detected: dict[str, dict[str, list[int]]] = {}
     if args.trials and bad:
         tasks = [

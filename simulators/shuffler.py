@@ -11,9 +11,16 @@ the dealer collected and hands its order to the simulated shoe.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
+import inspect
 import random
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import structlog
 from tablectl.drivers.reference.framing import Frame
 from tablectl.drivers.reference.messages import (
     Identity,
@@ -44,7 +51,60 @@ MIXINGS = (
     "confederate; needs the round's seats, which the bench's table gives it)",
     "pair SEAT: fair, then SEAT's hand (0: the dealer's) given a pair, a different one each "
     "time (a rig for a confederate or the house; needs the round's seats, as steer)",
+    "python MODULE:NAME or python FILE.py:NAME: your own shuffler, a function "
+    "(deck, rng) -> deck or a class of them (docs/shuffle-integrity.md, 'Your own bad shuffler')",
 )
+
+# A plugged-in shuffle: the deck as it went in (first card = first dealt if nothing moved
+# it), the shuffler's random source; returns the same cards in the order the shoe deals them.
+# One that takes a `seats` keyword is also given each seat's deck positions in the coming
+# deal (0 = first dealt, seat 0 the dealer), where the caller knows them.
+Shuffle = Callable[..., list[Card]]
+
+
+class MixingError(ValueError):
+    """A plugged-in shuffle that cannot be loaded, raised, or returned other cards."""
+
+
+def load_shuffle(target: str) -> tuple[Shuffle, bool]:
+    """`package.module:name` or `path/to/file.py:name` -> (the shuffle, whether it takes
+    `seats`). A class is instantiated once, with no arguments, so it can keep state (the
+    last order, a count of shuffles) from one shuffle to the next."""
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        raise MixingError(f"python {target!r}: expected MODULE:NAME or FILE.py:NAME")
+    try:
+        if where.endswith(".py"):
+            path = Path(where).expanduser().resolve()
+            spec = importlib.util.spec_from_file_location(f"tablectl_mixing_{path.stem}", path)
+            if spec is None or spec.loader is None or not path.is_file():
+                raise MixingError(f"python {target!r}: no such file {path}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except MixingError:
+        raise
+    except Exception as exc:  # the tester's module: whatever it raises is said, not hidden
+        raise MixingError(f"python {target!r}: cannot load {where}: {exc!r}") from exc
+    found: object = module
+    for part in name.split("."):
+        if not hasattr(found, part):
+            raise MixingError(f"python {target!r}: {where} has no {name!r}")
+        found = getattr(found, part)
+    if inspect.isclass(found):
+        try:
+            found = found()
+        except Exception as exc:
+            raise MixingError(f"python {target!r}: {name}() failed: {exc!r}") from exc
+    if not callable(found):
+        raise MixingError(f"python {target!r}: {name} is not callable")
+    try:
+        params = inspect.signature(found).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: (deck, rng) only
+        return found, False
+    takes_seats = any(p.name == "seats" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return found, takes_seats
 
 
 def riffle(deck: list[Card], rng: random.Random) -> list[Card]:
@@ -117,12 +177,18 @@ class Mixing:
     # steer: the positions (0 = first dealt) of each seat's cards in the coming deal, given
     # by whoever knows the round (the bench's table, simulators/shuffle_play.py)
     seat_positions: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    plugin: str = ""  # python: where its shuffle came from, as given
+    shuffle: Shuffle | None = field(default=None, repr=False, compare=False)
+    shuffle_takes_seats: bool = field(default=False, repr=False, compare=False)
 
     @classmethod
     def parse(cls, words: list[str]) -> Mixing:
         """`fair`, `riffle 3`, `unshuffled`, `repeat`, `cut`, `place As 1`, `shelf 10`,
-        `piles 5`, `clumpy 3`, `steer As 3`, `pair 3` (ValueError)."""
+        `piles 5`, `clumpy 3`, `steer As 3`, `pair 3`, `python mod:fn` (ValueError)."""
         kind, args = (words[0].lower(), words[1:]) if words else ("fair", [])
+        if kind == "python" and len(args) == 1:
+            shuffle, takes_seats = load_shuffle(args[0])
+            return cls(kind, plugin=args[0], shuffle=shuffle, shuffle_takes_seats=takes_seats)
         count = int(args[0]) if len(args) == 1 and args[0].isdigit() else 0
         if kind in ("riffle", "clumpy") and 1 <= count <= 20:
             return cls(kind, riffles=count)
@@ -147,6 +213,8 @@ class Mixing:
             return f"pair {self.seat}"
         if self.kind == "place":
             return f"place {self.card} {self.position + 1}"
+        if self.kind == "python":
+            return f"python {self.plugin}"
         return self.kind
 
     def mix(self, deck: list[Card], rng: random.Random) -> list[Card]:
@@ -169,6 +237,8 @@ class Mixing:
             case "cut":
                 cut = max(1, min(len(out) - 1, sum(1 for _ in out if rng.random() < 0.5)))
                 out = out[cut:] + out[:cut]
+            case "python" if self.shuffle is not None:
+                out = self._plugged(self.shuffle, out, rng)
             case _:
                 rng.shuffle(out)
                 if self.kind == "place" and self.card in out:
@@ -189,7 +259,23 @@ class Mixing:
         self.last = list(out)
         return out
 
+    def _plugged(self, shuffle: Shuffle, deck: list[Card], rng: random.Random) -> list[Card]:
+        seats = {"seats": dict(self.seat_positions)} if self.shuffle_takes_seats else {}
+        try:
+            got = shuffle(list(deck), rng, **seats)
+        except Exception as exc:  # the tester's code: said with its name, not swallowed
+            raise MixingError(f"mixing {self}: its shuffle raised {exc!r}") from exc
+        # A shuffler only reorders: a lost or added card is a count, which the knobs make.
+        if not isinstance(got, list | tuple) or Counter(got) != Counter(deck):
+            size = f" of {len(got)}" if isinstance(got, list | tuple) else ""
+            raise MixingError(
+                f"mixing {self}: its shuffle returned a {type(got).__name__}{size}, not a "
+                f"reordering of the {len(deck)} cards it was given"
+            )
+        return list(got)
 
+
+log = structlog.get_logger(__name__)
 IDENTITY = Identity("tablectl-sim-shuffler", "SHF-0001", "1.0")
 DECK_SIZE = len(full_deck())  # what a count expects (the deck built once, not at every poll)
 
@@ -309,7 +395,16 @@ class ShufflerSimulator(SimulatedDevice):
             if self.lost in self.deck:
                 self.deck.remove(self.lost)
             self.lost = None
-        self.deck = self.mixing.mix(self.deck, self.rng)
+        try:
+            self.deck = self.mixing.mix(self.deck, self.rng)
+        except MixingError as exc:
+            # A plugged-in shuffle that fails stops the machine, said, as a real one's
+            # firmware fault would: the deck stays in it, the table sees a stopped shuffle.
+            log.error("simulated shuffler: its mixing failed", error=str(exc))
+            if self.flow is not None:
+                self.flow.back_in_shuffler(self.deck)
+            self.fail(FaultCode.STOPPED)
+            return
         if self.flow is not None:
             if len(self.deck) == DECK_SIZE:
                 self.flow.done(self.deck)

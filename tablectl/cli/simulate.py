@@ -111,7 +111,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="'HOW'",
         help="how the simulated shuffler mixes (docs/shuffle-integrity.md): 'fair' (default), "
         "'riffle M', 'clumpy M', 'shelf N', 'piles K', 'unshuffled', 'repeat', 'cut', "
-        "'place CARD POSITION'; the shoe deals what it produced",
+        "'place CARD POSITION', or your own: 'python FILE.py:NAME' (a function (deck, rng) "
+        "-> deck, or a class of them); the shoe deals what it produced",
     )
     table.set_defaults(handler=_table, quiet_logs=True)
 
