@@ -87,6 +87,9 @@ MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
 # The shuffle for the last round gives the order of the shuffle before it again: the
 # shuffle-integrity monitor raises SHUFFLE SUSPECT (649a.5(a)) and a floorperson acknowledges
 # it (docs/shuffle-integrity.md). Demos of at least 4 rounds.
+# `--mixing HOW` chooses the bad shuffler instead: it deals from the first unscripted round on,
+# and each alarm it raises is acknowledged as it comes.
+BAD_FROM_ROUND = 5  # the first round after the scripted hands (SCRIPTS: rounds 1 to 4)
 FLOORPERSON = "floor-0042"
 DEALER = "dealer-0117"
 
@@ -101,6 +104,7 @@ class Tally:
     shoe_jams: int = 0
     hits_validated: int = 0
     shuffle_alarms_expected: int = 0
+    first_shuffle_alarm_round: int | None = None
 
 
 def _print_event(evt: dict[str, Any]) -> None:
@@ -188,6 +192,16 @@ class DemoTable:
         await self.command({"cmd": "shuffle-acknowledge", "by": FLOORPERSON})
         tally.shuffle_alarms_expected += 1
 
+    async def judged(self, tally: Tally) -> None:
+        """Wait for the monitor's verdict on every deal so far; an alarm is looked at and
+        acknowledged (`--mixing`: whether and when it comes is the shuffler's doing)."""
+        async with asyncio.timeout(30):
+            report = await self.daemon.shuffle_watch.caught_up()
+        if report is not None and report.alarms:
+            await self.shuffle_alarm(tally)
+            if tally.first_shuffle_alarm_round is None:
+                tally.first_shuffle_alarm_round = report.round_id
+
     async def floor_workflow(self, tally: Tally) -> None:
         """649a.11(c)(5)(iii)-(iv): validate every hit; document meter-share payouts."""
         for hit in self.state.hits_pending:
@@ -218,7 +232,12 @@ async def _deal(
 
 
 async def _play_rounds(
-    table: DemoTable, sim: ShufflerSimulator, shoe: ShoeSimulator | None, rounds: int, tally: Tally
+    table: DemoTable,
+    sim: ShufflerSimulator,
+    shoe: ShoeSimulator | None,
+    rounds: int,
+    tally: Tally,
+    mixing: Mixing | None,
 ) -> None:
     game = table.daemon.game
     script = SCRIPTS.get(game.name, {})
@@ -245,11 +264,12 @@ async def _play_rounds(
         tally.late_chips_placed += 1
         if round_no == MISCOUNT_ROUND:
             sim.remove_card()
-        if shoe is not None and rounds >= 4 and round_no == rounds - 2:
+        takeover = rounds - 2 if mixing is None else BAD_FROM_ROUND - 2
+        if shoe is not None and rounds >= 4 and round_no == takeover:
             # The shuffle for the next round is done; the one after (for the last round,
             # asked when the next opens) gives the order of its last shuffle again.
             await table.until(lambda s: s.deck_ready or not s.shuffle_requested)
-            sim.mixing = Mixing("repeat", last=sim.mixing.last)
+            sim.mixing = Mixing("repeat", last=sim.mixing.last) if mixing is None else mixing
         in_play = sorted(seats | {table.free_seat(seats)})  # a player without the wager
         if shoe is None:
             if round_no == VOID_ROUND:
@@ -274,7 +294,9 @@ async def _play_rounds(
                 shoe.clear()
                 await table.clear_shoe()
         tally.rounds += 1
-        if shoe is not None and rounds >= 4 and round_no == rounds:
+        if shoe is not None and mixing is not None and round_no >= BAD_FROM_ROUND:
+            await table.judged(tally)
+        elif shoe is not None and mixing is None and rounds >= 4 and round_no == rounds:
             await table.shuffle_alarm(tally)
         if round_no == MISCOUNT_ROUND:
             # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.
@@ -312,9 +334,17 @@ class DemoRun:
 
 
 async def play(
-    config: TableConfig, *, rounds: int, keep: Path | None, as_json: bool, seed: int = 7
+    config: TableConfig,
+    *,
+    rounds: int,
+    keep: Path | None,
+    as_json: bool,
+    seed: int = 7,
+    mixing: Mixing | None = None,
 ) -> int:
-    run = await run_demo(config, rounds=rounds, keep=keep, as_json=as_json, seed=seed)
+    run = await run_demo(
+        config, rounds=rounds, keep=keep, as_json=as_json, seed=seed, mixing=mixing
+    )
     if as_json:
         print(json.dumps(run.summary, sort_keys=True))
     else:
@@ -330,9 +360,11 @@ async def run_demo(
     as_json: bool,
     seed: int = 7,
     spy: Callable[[str, int], Coroutine[Any, Any, None]] | None = None,
+    mixing: Mixing | None = None,
 ) -> DemoRun:
     """Play the rounds; what happened, and what the backend received. spy(host, port): a
-    task of the caller's on the private broker for the whole run (a test's subscriber)."""
+    task of the caller's on the private broker for the whole run (a test's subscriber).
+    mixing: the bad shuffler from round BAD_FROM_ROUND on (None: the last round's repeat)."""
     rng = random.Random(seed)
     tally = Tally(config.game.name)
     say: Callable[..., None] = (lambda *a, **k: None) if as_json else print
@@ -378,7 +410,7 @@ async def run_demo(
             backend_task = tasks.create_task(backend.run(), name="backend")
             await daemon.ready.wait()
             await table.introduce_decks()
-            await _play_rounds(table, sim, shoe, rounds, tally)
+            await _play_rounds(table, sim, shoe, rounds, tally, mixing)
             store = daemon.store
             assert store is not None
             while True:  # devices may still report (a shuffle completing) while we wait
@@ -399,6 +431,9 @@ async def run_demo(
         with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:
             replayed = replay(store)
         summary = _summary(tally, status, backend, replayed.identical)
+        if mixing is not None:
+            summary["mixing"] = str(mixing)
+            summary["first_shuffle_alarm_round"] = tally.first_shuffle_alarm_round
     return DemoRun(summary, replayed.difference, backend)
 
 
@@ -482,8 +517,13 @@ def _print_summary(summary: dict[str, Any], difference: str | None) -> None:
 
 
 def main(
-    config: TableConfig, *, rounds: int = 6, keep: Path | None = None, as_json: bool = False
+    config: TableConfig,
+    *,
+    rounds: int = 6,
+    keep: Path | None = None,
+    as_json: bool = False,
+    mixing: Mixing | None = None,
 ) -> int:
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(play(config, rounds=rounds, keep=keep, as_json=as_json))
+        return asyncio.run(play(config, rounds=rounds, keep=keep, as_json=as_json, mixing=mixing))
     return 130

@@ -352,6 +352,7 @@ def test_each_bound_is_held_and_named_at_parse_time(name: str, action: argparse.
         (["simulate", "table", "--shuffle-ms", "1e9"], "a whole number, 0 to 600,000"),
         (["simulate", "shuffler", "--listen", "127.0.0.1:0"], "the port: 1 to 65,535"),
         (["demo", "--rounds", "1001"], "'1001': rounds: 1 to 1,000 (the most the demo plays)"),
+        (["demo", "--rounds", "4", "--mixing", "cut"], "--mixing deals from round 5"),
     ],
 )
 def test_numbers_past_their_limit_are_usage_errors(

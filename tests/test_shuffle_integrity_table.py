@@ -23,7 +23,8 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
-from tablectl.simulators.demo import run_demo
+from tablectl.simulators.demo import BAD_FROM_ROUND, run_demo
+from tablectl.simulators.shuffler import Mixing
 
 from tablectl.config import load_config
 from tablectl.core.shuffle_integrity.thresholds import ALPHA
@@ -107,3 +108,36 @@ async def test_no_card_order_on_mqtt_or_in_a_log_line(
             for text in texts:
                 assert not any(p in text for p in side_by_side(a, b)), (a, b, text)
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("how", ["python {file}:top_half_kept", "fair"])
+async def test_the_demo_plays_a_chosen_shuffler_and_acknowledges_each_alarm_it_raises(
+    how: str, tmp_path: Path
+) -> None:
+    """`tablectl demo --mixing HOW`: the chosen shuffler deals from the first unscripted
+    round; a bad one is caught there and every alarm it raises is acknowledged as it comes, a
+    fair one raises none (where the default demo's repeated last round raises one)."""
+    plugin = tmp_path / "elsewhere.py"
+    plugin.write_text(
+        "def top_half_kept(deck, rng):\n"
+        "    bottom = deck[26:]\n"
+        "    rng.shuffle(bottom)\n"
+        "    return deck[:26] + bottom\n"
+    )
+    mixing = Mixing.parse(how.format(file=plugin).split())
+    run = await run_demo(
+        load_config(REPO / "config" / "three-card-poker.toml"),
+        rounds=BAD_FROM_ROUND + 3,
+        keep=tmp_path / "data",
+        as_json=True,
+        mixing=mixing,
+    )
+    summary = run.summary
+    assert summary["ok"] and summary["replay_identical"], summary
+    assert summary["mixing"] == str(mixing)
+    assert summary["shuffle_alarms"] == summary["shuffle_alarms_acknowledged"]
+    if how == "fair":
+        assert summary["shuffle_alarms"] == 0 and summary["first_shuffle_alarm_round"] is None
+    else:
+        assert summary["shuffle_alarms"] >= 1
+        assert BAD_FROM_ROUND <= summary["first_shuffle_alarm_round"] <= BAD_FROM_ROUND + 1

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,6 +20,9 @@ from tablectl.control import client
 from tablectl.control.protocol import SEATS_MOST
 from tablectl.util import logs
 from tablectl.util.bounds import Limit
+
+if TYPE_CHECKING:
+    from tablectl.simulators.shuffler import Mixing
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in tablectl, reported as one line
@@ -51,6 +54,17 @@ def text(parse: P) -> P:
 def is_text(kind: object) -> bool:
     """A type declared `text`, or words (WordList): no number to bound."""
     return kind in _TEXT_TYPES or isinstance(kind, WordList)
+
+
+@text
+def mixing_arg(words: str) -> Mixing:
+    """How a simulated shuffler mixes (simulators/shuffler.py, Mixing.parse)."""
+    from tablectl.simulators.shuffler import Mixing
+
+    try:
+        return Mixing.parse(words.split())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{words!r}: {exc}") from None
 
 
 @text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_BAD_INPUT, WholeNumber, fail, path_arg
+from tablectl.cli.common import EXIT_BAD_INPUT, WholeNumber, fail, mixing_arg, path_arg
 from tablectl.config import load_config
 from tablectl.core.games import GAME_NAMES
 from tablectl.util.bounds import Limit
@@ -27,6 +27,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--keep", type=path_arg, metavar="DIR", help="keep the table's data here (journal replay)"
     )
     demo.add_argument("--json", action="store_true", help="end with one line of JSON: the summary")
+    demo.add_argument(
+        "--mixing",
+        type=mixing_arg,
+        metavar="'HOW'",
+        help="the bad shuffler from round 5 on, as `simulate table --mixing` takes it, each "
+        "alarm acknowledged as it comes (default: round 5 on fair, the last round a repeat)",
+    )
     demo.set_defaults(handler=_demo, quiet_logs=True)
 
 
@@ -37,4 +44,13 @@ def _demo(args: argparse.Namespace) -> int:
     config = load_config(path)  # fail before starting anything
     if config.game.name != args.game:
         return fail(args, f"{path} is a {config.game.name} table, not {args.game}", EXIT_BAD_INPUT)
-    return demo.main(config, rounds=args.rounds, keep=args.keep, as_json=args.json)
+    if args.mixing is not None and args.rounds < demo.BAD_FROM_ROUND:
+        return fail(
+            args,
+            f"--mixing deals from round {demo.BAD_FROM_ROUND} (the scripted hands come first): "
+            f"--rounds {demo.BAD_FROM_ROUND} or more",
+            EXIT_BAD_INPUT,
+        )
+    return demo.main(
+        config, rounds=args.rounds, keep=args.keep, as_json=args.json, mixing=args.mixing
+    )

@@ -22,6 +22,7 @@ from tablectl.cli.common import (
     config_path,
     fail,
     matching,
+    mixing_arg,
     text,
 )
 from tablectl.config import load_config
@@ -33,7 +34,6 @@ from tablectl.util.instance_lock import InstanceLocked
 
 if TYPE_CHECKING:
     from tablectl.simulators.device import SimulatedDevice
-    from tablectl.simulators.shuffler import Mixing
     from tablectl.simulators.table import SimulatedTable as SimulatedTableLike
 
 
@@ -106,7 +106,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         )
     table.add_argument(
         "--mixing",
-        type=_mixing,
+        type=mixing_arg,
         default=None,
         metavar="'HOW'",
         help="how the simulated shuffler mixes (docs/shuffle-integrity.md): 'fair' (default), "
@@ -216,16 +216,6 @@ def _table(args: argparse.Namespace) -> int:
         return fail(args, str(exc), EXIT_REFUSED)
     except (OSError, ValueError) as exc:
         return fail(args, f"cannot start the simulated table: {exc}", EXIT_REFUSED)
-
-
-@text
-def _mixing(text: str) -> Mixing:
-    from tablectl.simulators.shuffler import Mixing
-
-    try:
-        return Mixing.parse(text.split())
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 @text

@@ -106,6 +106,7 @@ class ShuffleWatch:
         self.dropped = 0
         self.observed = 0
         self.last: UseReport | None = None
+        self._judged = asyncio.Event()  # set at each report
         self._db: sqlite3.Connection | None = None
 
     # --- on the loop, after a commit ---------------------------------------------------
@@ -153,9 +154,17 @@ class ShuffleWatch:
                 self.observed += 1
                 self.last = report
                 self._alarm(report)
+                self._judged.set()
         finally:
             if self._db is not None:
                 self._db.close()
+
+    async def caught_up(self) -> UseReport | None:
+        """Once every deal queued so far is judged (or dropped): the last report."""
+        while self.observed + self.dropped < self.deals:
+            self._judged.clear()
+            await self._judged.wait()
+        return self.last
 
     def _alarm(self, report: UseReport) -> None:
         worst = report.worst
