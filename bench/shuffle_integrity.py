@@ -49,7 +49,7 @@ from typing import Any
 
 from figures import percentile, spread
 from tablectl.simulators.shuffle_play import play
-from tablectl.simulators.shuffler import Mixing
+from tablectl.simulators.shuffler import Mixing, MixingError
 
 from tablectl.config import load_config
 from tablectl.core.games.base import TableGame
@@ -216,13 +216,17 @@ def earlier_run(report: dict[str, Any]) -> dict[str, FairFigures]:
     return out
 
 
-def detection_trial(task: tuple[str, tuple[str, ...], int]) -> int:
-    """Uses of a deck until the first alarm (GIVE_UP_USES: never), one trial."""
+def detection_trial(task: tuple[str, tuple[str, ...], int]) -> int | str:
+    """Uses of a deck until the first alarm (GIVE_UP_USES: never), one trial; or why a
+    plugged-in shuffler failed (the run goes on with the others)."""
     name, spec, seed = task
     rng = random.Random(seed)
-    for played in play(game(name), Mixing.parse(list(spec)), rng, warm_up=WARM_UP):
-        if played.report.alarms or played.use >= GIVE_UP_USES:
-            return played.use if played.report.alarms else GIVE_UP_USES
+    try:
+        for played in play(game(name), Mixing.parse(list(spec)), rng, warm_up=WARM_UP):
+            if played.report.alarms or played.use >= GIVE_UP_USES:
+                return played.use if played.report.alarms else GIVE_UP_USES
+    except MixingError as exc:  # the bench is the tester's own: the cause is shown whole
+        return f"{exc}: {exc.__cause__!r}" if exc.__cause__ else str(exc)
     raise AssertionError("unreachable")
 
 
@@ -240,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="'HOW'",
-        help="a further bad shuffler to time, as `simulate table --mixing` takes it (again "
-        "for more), e.g. 'python my_shufflers.py:keeps_the_top' (docs/shuffle-integrity.md)",
+        help="a bad shuffler to time, as `simulate table --mixing` takes it (again for more), "
+        "e.g. 'python my_shufflers.py:keeps_the_top' (docs/shuffle-integrity.md); only "
+        "these, unless --bad names some of the built-in ones as well",
     )
     parser.add_argument("--json", type=Path, help="write the figures here as well")
     parser.add_argument("--write-thresholds", action="store_true")
@@ -260,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     games = args.games.split(",")
+    for at, how in enumerate(args.mixing):  # said now, not after the fair rounds
+        if how in args.mixing[:at]:
+            parser.error(f"--mixing {how!r} given twice")
+        try:
+            Mixing.parse(how.split())
+        except ValueError as exc:
+            parser.error(f"--mixing {how!r}: {exc}")
     ours = fingerprint()
     earlier: dict[Path, dict[str, Any]] = {}
     for path in args.add_to:
@@ -335,13 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [b for b in BAD if not args.bad or b[1][0] in args.bad.split(",")]
     if args.mixing and not args.bad:
         bad = []  # only the shufflers asked for
-    for how in args.mixing:
-        try:
-            Mixing.parse(how.split())  # a bad spec or plug-in said now, not in a worker
-        except ValueError as exc:
-            parser.error(f"--mixing {how!r}: {exc}")
-        bad.append((how, how.split(), 0))
+    bad += [(how, how.split(), 0) for how in args.mixing if how.split() not in [b[1] for b in bad]]
     detected: dict[str, dict[str, list[int]]] = {}
+    failed: dict[str, str] = {}  # a plugged-in shuffler's spec -> why it failed
     if args.trials and bad:
         tasks = [
             (name, tuple(spec), 1000 * len(label) + trial)
@@ -352,13 +360,20 @@ def main(argv: list[str] | None = None) -> int:
         with multiprocessing.Pool(args.workers) as pool:
             uses = pool.map(detection_trial, tasks, chunksize=1)
         for (name, words, _), n in zip(tasks, uses, strict=True):
-            detected.setdefault(name, {}).setdefault(" ".join(words), []).append(n)
+            if isinstance(n, str):
+                failed[" ".join(words)] = n
+            else:
+                detected.setdefault(name, {}).setdefault(" ".join(words), []).append(n)
         print(
             f"\nbad shufflers: uses of a deck until the alarm, median / 95th percentile over "
             f"{args.trials} trials ({GIVE_UP_USES}: not caught in {GIVE_UP_USES} uses)"
         )
         print(f"  {'':<34}" + "".join(f"{name:>24}" for name in games) + "    goal")
         for label, spec, goal in bad:
+            if " ".join(spec) in failed:
+                print(f"  {label:<34}    FAILED: {failed[' '.join(spec)]}")
+                ok = False
+                continue
             cells = []
             for name in games:
                 got_uses = detected[name][" ".join(spec)]
@@ -374,10 +389,16 @@ def main(argv: list[str] | None = None) -> int:
             n: statistics.median(g.cpu_ms) for n, g in figures.items() if g.cpu_ms
         }
         report["detection"] = detected
+        report["detection_failed"] = failed
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     if args.write_thresholds:
         write_thresholds(measured)
-    print("\nok" if ok else "\nFAILED: a p-value fell below its level too often, or CPU over 1 ms")
+    print(
+        "\nok"
+        if ok
+        else "\nFAILED: a p-value fell below its level too often, CPU over 1 ms, or a shuffler "
+        "failed"
+    )
     return 0 if ok else 1
 
 

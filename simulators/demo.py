@@ -87,9 +87,16 @@ MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
 # The shuffle for the last round gives the order of the shuffle before it again: the
 # shuffle-integrity monitor raises SHUFFLE SUSPECT (649a.5(a)) and a floorperson acknowledges
 # it (docs/shuffle-integrity.md). Demos of at least 4 rounds.
-# `--mixing HOW` chooses the bad shuffler instead: it deals from the first unscripted round on,
-# and each alarm it raises is acknowledged as it comes.
-BAD_FROM_ROUND = 5  # the first round after the scripted hands (SCRIPTS: rounds 1 to 4)
+# `--mixing HOW` chooses the bad shuffler instead: it shuffles the deck that replaces the
+# miscounted one, the first dealt after the scripted hands, and each alarm it raises is
+# acknowledged as it comes.
+BAD_FROM_ROUND = MISCOUNT_ROUND + 2  # the new deck's first round (SCRIPTS: rounds 1 to 4)
+
+
+class ShufflerFailed(RuntimeError):
+    """The shuffle chosen with --mixing failed (simulators/shuffler.py, MixingError)."""
+
+
 FLOORPERSON = "floor-0042"
 DEALER = "dealer-0117"
 
@@ -118,8 +125,16 @@ def _print_event(evt: dict[str, Any]) -> None:
 class DemoTable:
     """The scripted people at a simulated table, through the same paths as real ones."""
 
-    def __init__(self, daemon: Daemon, players: SimulatedTableInputs, rng: random.Random) -> None:
+    def __init__(
+        self,
+        daemon: Daemon,
+        players: SimulatedTableInputs,
+        rng: random.Random,
+        shuffler: ShufflerSimulator,
+    ) -> None:
         self.daemon = daemon
+        self.shuffler = shuffler
+        self.uses_judged = 0  # the monitor's reports looked at (judged)
         self.players = players
         self.rng = rng
         self.config = daemon.config
@@ -131,7 +146,13 @@ class DemoTable:
         return self.daemon.state
 
     async def until(self, predicate: Callable[[TableState], bool], timeout_s: float = 20) -> None:
-        await self.daemon.wait_until(predicate, timeout_s)
+        """Wait for the table; a plugged-in shuffle that failed ends the wait, said."""
+        shuffler = self.shuffler
+        await self.daemon.wait_until(
+            lambda s: predicate(s) or shuffler.mixing_failed is not None, timeout_s
+        )
+        if shuffler.mixing_failed is not None:
+            raise ShufflerFailed(f"the shuffler's mixing failed: {shuffler.mixing_failed}")
 
     async def command(self, request: dict[str, Any]) -> dict[str, Any]:
         sock = self.config.storage.socket_path
@@ -195,9 +216,11 @@ class DemoTable:
     async def judged(self, tally: Tally) -> None:
         """Wait for the monitor's verdict on every deal so far; an alarm is looked at and
         acknowledged (`--mixing`: whether and when it comes is the shuffler's doing)."""
+        watch = self.daemon.shuffle_watch
         async with asyncio.timeout(30):
-            report = await self.daemon.shuffle_watch.caught_up()
-        if report is not None and report.alarms:
+            report = await watch.caught_up()
+        new, self.uses_judged = watch.observed > self.uses_judged, watch.observed
+        if report is not None and new and report.alarms:
             await self.shuffle_alarm(tally)
             if tally.first_shuffle_alarm_round is None:
                 tally.first_shuffle_alarm_round = report.round_id
@@ -264,12 +287,11 @@ async def _play_rounds(
         tally.late_chips_placed += 1
         if round_no == MISCOUNT_ROUND:
             sim.remove_card()
-        takeover = rounds - 2 if mixing is None else BAD_FROM_ROUND - 2
-        if shoe is not None and rounds >= 4 and round_no == takeover:
+        if shoe is not None and mixing is None and rounds >= 4 and round_no == rounds - 2:
             # The shuffle for the next round is done; the one after (for the last round,
             # asked when the next opens) gives the order of its last shuffle again.
             await table.until(lambda s: s.deck_ready or not s.shuffle_requested)
-            sim.mixing = Mixing("repeat", last=sim.mixing.last) if mixing is None else mixing
+            sim.mixing = Mixing("repeat", last=sim.mixing.last)
         in_play = sorted(seats | {table.free_seat(seats)})  # a player without the wager
         if shoe is None:
             if round_no == VOID_ROUND:
@@ -302,6 +324,8 @@ async def _play_rounds(
             # 649a.5(b): the shuffler counts 51; the deck leaves and a new one comes.
             await table.until(lambda s: s.blocked is not None)
             sim.load_full_deck()
+            if mixing is not None:
+                sim.mixing = mixing  # from the new deck's shuffle on: whole decks only
             await table.replace_deck()
 
 
@@ -398,36 +422,40 @@ async def run_demo(
             backend_id=cfg.mqtt.backends[0],
             on_event=None if as_json else _print_event,
         )
-        table = DemoTable(daemon, players, rng)
+        table = DemoTable(daemon, players, rng, sim)
         say(
             f"tablectl demo: {cfg.game.name}, table {cfg.table.table_id}, {cfg.table.seats} "
             f"seats, shuffler on {cfg.shuffler.port}, broker {broker.host}:{broker.port}",
             flush=True,
         )
-        async with asyncio.TaskGroup() as tasks:
-            spying = None if spy is None else tasks.create_task(spy(broker.host, broker.port))
-            daemon_task = tasks.create_task(daemon.run(), name="daemon")
-            backend_task = tasks.create_task(backend.run(), name="backend")
-            await daemon.ready.wait()
-            await table.introduce_decks()
-            await _play_rounds(table, sim, shoe, rounds, tally, mixing)
-            store = daemon.store
-            assert store is not None
-            while True:  # devices may still report (a shuffle completing) while we wait
-                last_seq = store.last_seq
-                await backend.wait_for(
-                    lambda seq=last_seq: backend.caught_up(seq),  # type: ignore[misc]
-                    timeout_s=15,
-                )
-                status = daemon.status()
-                if status.journal.last_seq == last_seq:
-                    break
-            daemon_task.cancel()
-            backend_task.cancel()
-            if spying is not None:
-                spying.cancel()
-        sim.close()
-        shoe.close()
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                spying = None if spy is None else tasks.create_task(spy(broker.host, broker.port))
+                daemon_task = tasks.create_task(daemon.run(), name="daemon")
+                backend_task = tasks.create_task(backend.run(), name="backend")
+                await daemon.ready.wait()
+                await table.introduce_decks()
+                await _play_rounds(table, sim, shoe, rounds, tally, mixing)
+                store = daemon.store
+                assert store is not None
+                while True:  # devices may still report (a shuffle completing) while we wait
+                    last_seq = store.last_seq
+                    await backend.wait_for(
+                        lambda seq=last_seq: backend.caught_up(seq),  # type: ignore[misc]
+                        timeout_s=15,
+                    )
+                    status = daemon.status()
+                    if status.journal.last_seq == last_seq:
+                        break
+                daemon_task.cancel()
+                backend_task.cancel()
+                if spying is not None:
+                    spying.cancel()
+        except* ShufflerFailed as failed:
+            raise failed.exceptions[0] from None  # said as it is, not as a group
+        finally:
+            sim.close()
+            shoe.close()
         with contextlib.closing(Store(cfg.storage.database, boot_id="demo")) as store:
             replayed = replay(store)
         summary = _summary(tally, status, backend, replayed.identical)

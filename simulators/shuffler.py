@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import inspect
 import random
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,34 +70,24 @@ class MixingError(ValueError):
 def load_shuffle(target: str) -> tuple[Shuffle, bool]:
     """`package.module:name` or `path/to/file.py:name` -> (the shuffle, whether it takes
     `seats`). A class is instantiated once, with no arguments, so it can keep state (the
-    last order, a count of shuffles) from one shuffle to the next."""
+    last order, a count of shuffles) from one shuffle to the next. Whatever cannot be called
+    as a shuffle is refused here, before anything starts."""
     where, _, name = target.rpartition(":")
     if not where or not name:
         raise MixingError(f"python {target!r}: expected MODULE:NAME or FILE.py:NAME")
     try:
-        if where.endswith(".py"):
-            path = Path(where).expanduser().resolve()
-            spec = importlib.util.spec_from_file_location(f"tablectl_mixing_{path.stem}", path)
-            if spec is None or spec.loader is None or not path.is_file():
-                raise MixingError(f"python {target!r}: no such file {path}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
+        module = _load_module(target, where)
+        found: object = module
+        for part in name.split("."):
+            if not hasattr(found, part):
+                raise MixingError(f"python {target!r}: {where} has no {name!r}")
+            found = getattr(found, part)
+        if inspect.isclass(found):
+            found = found()
     except MixingError:
         raise
-    except Exception as exc:  # the tester's module: whatever it raises is said, not hidden
-        raise MixingError(f"python {target!r}: cannot load {where}: {exc!r}") from exc
-    found: object = module
-    for part in name.split("."):
-        if not hasattr(found, part):
-            raise MixingError(f"python {target!r}: {where} has no {name!r}")
-        found = getattr(found, part)
-    if inspect.isclass(found):
-        try:
-            found = found()
-        except Exception as exc:
-            raise MixingError(f"python {target!r}: {name}() failed: {exc!r}") from exc
+    except (Exception, SystemExit) as exc:  # the tester's code: what it raised is said
+        raise MixingError(f"python {target!r}: cannot load {name}: {exc!r}") from exc
     if not callable(found):
         raise MixingError(f"python {target!r}: {name} is not callable")
     try:
@@ -104,7 +95,36 @@ def load_shuffle(target: str) -> tuple[Shuffle, bool]:
     except (TypeError, ValueError):  # a builtin without a signature: (deck, rng) only
         return found, False
     takes_seats = any(p.name == "seats" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    try:
+        inspect.signature(found).bind([], random.Random(), **({"seats": {}} if takes_seats else {}))
+    except TypeError:
+        raise MixingError(
+            f"python {target!r}: {name} cannot be called as (deck, rng) or (deck, rng, *, seats)"
+        ) from None
     return found, takes_seats
+
+
+def _load_module(target: str, where: str) -> object:
+    if not where.endswith(".py"):
+        return importlib.import_module(where)
+    path = Path(where).expanduser().resolve()
+    if not path.is_file():
+        raise MixingError(f"python {target!r}: no such file {path}")
+    # Registered before it runs (a dataclass looks its module up there), its folder on the
+    # path for the files beside it that it imports.
+    module_name = f"tablectl_mixing_{path.stem}_{abs(hash(path)):x}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None  # a .py file that exists
+    module = importlib.util.module_from_spec(spec)
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
 
 
 def riffle(deck: list[Card], rng: random.Random) -> list[Card]:
@@ -186,9 +206,10 @@ class Mixing:
         """`fair`, `riffle 3`, `unshuffled`, `repeat`, `cut`, `place As 1`, `shelf 10`,
         `piles 5`, `clumpy 3`, `steer As 3`, `pair 3`, `python mod:fn` (ValueError)."""
         kind, args = (words[0].lower(), words[1:]) if words else ("fair", [])
-        if kind == "python" and len(args) == 1:
-            shuffle, takes_seats = load_shuffle(args[0])
-            return cls(kind, plugin=args[0], shuffle=shuffle, shuffle_takes_seats=takes_seats)
+        if kind == "python" and args:
+            target = " ".join(args)  # a path may hold spaces
+            shuffle, takes_seats = load_shuffle(target)
+            return cls(kind, plugin=target, shuffle=shuffle, shuffle_takes_seats=takes_seats)
         count = int(args[0]) if len(args) == 1 and args[0].isdigit() else 0
         if kind in ("riffle", "clumpy") and 1 <= count <= 20:
             return cls(kind, riffles=count)
@@ -263,16 +284,29 @@ class Mixing:
         seats = {"seats": dict(self.seat_positions)} if self.shuffle_takes_seats else {}
         try:
             got = shuffle(list(deck), rng, **seats)
-        except Exception as exc:  # the tester's code: said with its name, not swallowed
-            raise MixingError(f"mixing {self}: its shuffle raised {exc!r}") from exc
+        except (Exception, SystemExit) as exc:
+            # Its type only: its message may hold the cards it was given, and this one is
+            # logged (the card order never leaves the table PC); the cause keeps it all.
+            raise MixingError(
+                f"mixing {self}: its shuffle raised {type(exc).__name__} (the cause, chained, "
+                f"says more)"
+            ) from exc
         # A shuffler only reorders: a lost or added card is a count, which the knobs make.
-        if not isinstance(got, list | tuple) or Counter(got) != Counter(deck):
+        if not _same_cards(got, deck):
             size = f" of {len(got)}" if isinstance(got, list | tuple) else ""
             raise MixingError(
                 f"mixing {self}: its shuffle returned a {type(got).__name__}{size}, not a "
                 f"reordering of the {len(deck)} cards it was given"
             )
         return list(got)
+
+
+def _same_cards(got: object, deck: list[Card]) -> bool:
+    return (
+        isinstance(got, list | tuple)
+        and all(type(card) is Card for card in got)
+        and Counter(got) == Counter(deck)
+    )
 
 
 log = structlog.get_logger(__name__)
@@ -311,6 +345,7 @@ class ShufflerSimulator(SimulatedDevice):
         # knows no deck identity (it NAKs DECK as an unknown type, as older ones do).
         self.decks: list[tuple[str, str]] | None = None
         self.loaded: tuple[str, str] | None = None  # the deck of the last shuffle
+        self.mixing_failed: str | None = None  # why a plugged-in shuffle failed, if one did
         super().__init__(identity, address=address, rng=rng)
 
     def _reboot_state(self, *, keep_boot_id: bool = False) -> None:
@@ -401,6 +436,7 @@ class ShufflerSimulator(SimulatedDevice):
             # A plugged-in shuffle that fails stops the machine, said, as a real one's
             # firmware fault would: the deck stays in it, the table sees a stopped shuffle.
             log.error("simulated shuffler: its mixing failed", error=str(exc))
+            self.mixing_failed = str(exc)
             if self.flow is not None:
                 self.flow.back_in_shuffler(self.deck)
             self.fail(FaultCode.STOPPED)

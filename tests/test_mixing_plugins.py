@@ -56,6 +56,36 @@ def drops_a_card(deck, rng):
 def breaks(deck, rng):
     raise RuntimeError("firmware fault 0x3f")
 
+
+def leaks(deck, rng):
+    raise ValueError("bad order: " + " ".join(map(str, deck)))
+
+
+def exits(deck, rng):
+    raise SystemExit(3)
+
+
+def unhashable(deck, rng):
+    return [[card] for card in deck]
+
+
+def names(deck, rng):
+    return [str(card) for card in deck]
+
+
+def as_tuple(deck, rng):
+    rng.shuffle(deck)
+    return tuple(deck)
+
+
+def one_argument(deck):
+    return deck
+
+
+def seats_in_the_middle(deck, seats, rng):
+    return deck
+
+
 NOT_A_SHUFFLE = 42
 '''
 
@@ -115,7 +145,10 @@ def test_a_shuffler_from_an_installed_module_is_named_by_module() -> None:
         ("{dir}/my_shufflers.py:nothing_here", "has no 'nothing_here'"),
         ("{dir}/my_shufflers.py:NOT_A_SHUFFLE", "NOT_A_SHUFFLE is not callable"),
         ("{dir}/my_shufflers.py", "expected MODULE:NAME or FILE.py:NAME"),
-        ("no_such_module_anywhere:f", "cannot load no_such_module_anywhere"),
+        ("no_such_module_anywhere:f", "cannot load f: ModuleNotFoundError"),
+        ("{dir}/my_shufflers.py:one_argument", "cannot be called as \\(deck, rng\\)"),
+        ("{dir}/my_shufflers.py:seats_in_the_middle", "cannot be called as \\(deck, rng\\)"),
+        ("random:shuffle", "cannot be called as \\(deck, rng\\)"),
     ],
 )
 def test_a_shuffler_that_cannot_be_loaded_is_refused_saying_why(
@@ -129,15 +162,68 @@ def test_a_shuffler_that_cannot_be_loaded_is_refused_saying_why(
     ("name", "said"),
     [
         ("drops_a_card", "its shuffle returned a list of 51, not a reordering of the 52 cards"),
-        ("breaks", "its shuffle raised RuntimeError\\('firmware fault 0x3f'\\)"),
+        ("unhashable", "its shuffle returned a list of 52, not a reordering"),
+        ("names", "its shuffle returned a list of 52, not a reordering"),
+        ("breaks", "its shuffle raised RuntimeError "),
+        ("exits", "its shuffle raised SystemExit "),
     ],
 )
 def test_a_shuffle_that_returns_other_cards_or_raises_is_told_by_name(
     shufflers: Path, name: str, said: str
 ) -> None:
     mixing = Mixing.parse(["python", f"{shufflers}:{name}"])
-    with pytest.raises(MixingError, match=f"mixing python .*:{name}: {said}"):
+    with pytest.raises(MixingError, match=f"mixing python .*:{name}: {said}") as raised:
         mixing.mix(list(full_deck()), random.Random(1))
+    assert "firmware" not in str(raised.value)  # the type only: a message may hold cards
+
+
+def test_what_a_failing_shuffle_said_is_kept_out_of_the_message_that_is_logged(
+    shufflers: Path,
+) -> None:
+    """Its message held every card it was given, in order: the error names its type, and
+    keeps the exception as its cause for whoever debugs the shuffler."""
+    mixing = Mixing.parse(["python", f"{shufflers}:leaks"])
+    with pytest.raises(MixingError) as raised:
+        mixing.mix(list(full_deck()), random.Random(1))
+    assert "ValueError" in str(raised.value) and "2c" not in str(raised.value)
+    assert "bad order: 2c" in str(raised.value.__cause__)
+
+
+def test_a_tuple_is_a_reordering_too(shufflers: Path) -> None:
+    out = Mixing.parse(["python", f"{shufflers}:as_tuple"]).mix(list(full_deck()), random.Random(2))
+    assert isinstance(out, list) and sorted(out) == sorted(full_deck())
+
+
+def test_a_file_that_imports_its_neighbour_and_uses_dataclasses_loads(tmp_path: Path) -> None:
+    """A path with a space; the file beside it imported by name; a dataclass under
+    `from __future__ import annotations` (it looks its module up in sys.modules)."""
+    folder = tmp_path / "my shufflers"
+    folder.mkdir()
+    (folder / "helpers_for_my_shuffler.py").write_text("FIRST = 26\n")
+    (folder / "kept.py").write_text(
+        textwrap.dedent(
+            """
+            from __future__ import annotations
+            from dataclasses import dataclass, field
+            from helpers_for_my_shuffler import FIRST
+
+            @dataclass
+            class KeepsTheTop:
+                calls: int = 0
+                kept: list[object] = field(default_factory=list)
+
+                def __call__(self, deck, rng):
+                    self.calls += 1
+                    bottom = deck[FIRST:]
+                    rng.shuffle(bottom)
+                    return deck[:FIRST] + bottom
+            """
+        )
+    )
+    mixing = Mixing.parse(f"python {folder}/kept.py:KeepsTheTop".split())
+    deck = list(full_deck())
+    assert mixing.mix(deck, random.Random(1))[:26] == deck[:26]
+    assert mixing.shuffle.calls == 1  # type: ignore[union-attr]
 
 
 def test_simulate_table_refuses_a_shuffler_it_cannot_load(
@@ -164,3 +250,31 @@ async def test_a_shuffle_that_fails_stops_the_shuffler_and_the_table_waits(
     table.sim.mixing = Mixing.parse(["python", f"{shufflers}:top_half_kept"])
     assert (await table.dealer(cmd="reshuffle"))["ok"]
     await table.wait_phase(Phase.BETTING)
+
+
+async def test_the_demo_ends_saying_so_when_the_chosen_shuffle_fails(
+    shufflers: Path, tmp_path: Path
+) -> None:
+    from tablectl.simulators.demo import BAD_FROM_ROUND, ShufflerFailed, run_demo
+
+    with pytest.raises(ShufflerFailed, match="its shuffle raised RuntimeError"):
+        await run_demo(
+            load_config(REPO / "config" / "three-card-poker.toml"),
+            rounds=BAD_FROM_ROUND + 1,
+            keep=tmp_path / "data",
+            as_json=True,
+            mixing=Mixing.parse(["python", f"{shufflers}:breaks"]),
+        )
+
+
+def test_the_demo_refuses_a_mixing_with_the_monitor_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "off.toml"
+    config.write_text(
+        (REPO / "config" / "three-card-poker.toml").read_text()
+        + "\n[shuffle_integrity]\nenabled = false\n"
+    )
+    assert load_config(config).shuffle_integrity.enabled is False
+    assert cli.main(["demo", "--config", str(config), "--mixing", "unshuffled"]) == 2
+    assert "turns the shuffle-integrity monitor off" in capsys.readouterr().err

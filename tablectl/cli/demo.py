@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tablectl.cli.common import EXIT_BAD_INPUT, WholeNumber, fail, mixing_arg, path_arg
+from tablectl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_REFUSED,
+    WholeNumber,
+    fail,
+    mixing_arg,
+    path_arg,
+)
 from tablectl.config import load_config
 from tablectl.core.games import GAME_NAMES
 from tablectl.util.bounds import Limit
@@ -51,6 +58,16 @@ def _demo(args: argparse.Namespace) -> int:
             f"--rounds {demo.BAD_FROM_ROUND} or more",
             EXIT_BAD_INPUT,
         )
-    return demo.main(
-        config, rounds=args.rounds, keep=args.keep, as_json=args.json, mixing=args.mixing
-    )
+    if args.mixing is not None and not config.shuffle_integrity.enabled:
+        return fail(
+            args,
+            f"--mixing: {path} turns the shuffle-integrity monitor off "
+            "([shuffle_integrity] enabled = false): no alarm could come",
+            EXIT_BAD_INPUT,
+        )
+    try:
+        return demo.main(
+            config, rounds=args.rounds, keep=args.keep, as_json=args.json, mixing=args.mixing
+        )
+    except demo.ShufflerFailed as exc:
+        return fail(args, str(exc), EXIT_REFUSED)
