@@ -348,7 +348,7 @@ async def soak(
                 "tablectl/v1/+/+/evt",
                 stdout=out,
             )
-        table = DemoTable(daemon, players, rng)
+        table = DemoTable(daemon, players, rng, sim)
         task = asyncio.create_task(daemon.run())
         try:
             await daemon.ready.wait()
