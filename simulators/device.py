@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
+import tempfile
 import tty
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -54,6 +57,7 @@ class SimulatedDevice:
         self._send: Callable[[bytes], None] = _discard
         self._master_fd: int | None = None
         self._slave_fd: int | None = None
+        self._pty_link: weakref.finalize[Any, Any] | None = None  # its private port path
         self._tasks: set[asyncio.Task[None]] = set()
         self._connections: set[asyncio.StreamWriter] = set()  # TCP hosts (serve_tcp)
         self.history: list[tuple[int, DeviceEvent]] = []  # (boot id, event): all it reported
@@ -175,14 +179,22 @@ class SimulatedDevice:
     # --- a real pseudo-terminal, or TCP ---------------------------------------------------
 
     def open_pty(self) -> str:
-        """Serve on a new pseudo-terminal; returns the path the driver opens (/dev/pts/N)."""
+        """Serve on a new pseudo-terminal; returns the path the driver opens: a link of
+        this simulator's own to /dev/pts/N, gone once it closes. The kernel hands N to the
+        next pseudo-terminal opened anywhere: a daemon reconnecting by /dev/pts/N after its
+        simulator closed could reach another test's simulator and take its events (seen as
+        a refused event sequence under a full test run); by the link it finds nothing."""
         master, slave = os.openpty()
         tty.setraw(slave)
         os.set_blocking(master, False)
         self._master_fd, self._slave_fd = master, slave
         asyncio.get_running_loop().add_reader(master, self._on_readable)
         self.attach(self._write_master)
-        return os.ttyname(slave)
+        folder = tempfile.mkdtemp(prefix="tablectl-sim-pty-")
+        link = os.path.join(folder, "port")
+        os.symlink(os.ttyname(slave), link)
+        self._pty_link = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+        return link
 
     async def serve_tcp(self, host: str = "127.0.0.1", port: int = 0) -> asyncio.Server:
         """Serve on TCP, for a driver configured with port = "socket://HOST:PORT"."""
@@ -223,6 +235,8 @@ class SimulatedDevice:
         self.attach(None)
 
     def close(self) -> None:
+        if self._pty_link is not None:
+            self._pty_link()  # the path leads nowhere before /dev/pts/N is free again
         for task in self._tasks:
             task.cancel()
         if self._master_fd is not None:

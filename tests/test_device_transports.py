@@ -236,6 +236,21 @@ async def test_the_pty_is_opened_exclusively() -> None:
         sim.close()
 
 
+async def test_a_closed_simulators_port_leads_nowhere() -> None:
+    """The kernel gives /dev/pts/N to the next pseudo-terminal opened anywhere: a daemon
+    reconnecting to a closed simulator must not reach another's (it took that one's events
+    in a full test run). Its port is a link of its own, removed as it closes."""
+    sim = ShufflerSimulator(rng=random.Random(8))
+    port = sim.open_pty()
+    assert os.readlink(port).startswith("/dev/pts/")
+    first = await SerialConnector(port, 115200).connect()
+    await first.close()
+    sim.close()
+    assert not os.path.lexists(port)  # noqa: ASYNC240 -- a test's one look
+    with pytest.raises(TransportUnavailable):
+        await SerialConnector(port, 115200).connect()
+
+
 @contextlib.contextmanager
 def pty_pair() -> Iterator[tuple[int, str]]:
     """A bare pseudo-terminal: its master's fd, and the path a serial connector opens."""
