@@ -91,14 +91,12 @@ MISCOUNT_ROUND = 3  # a card goes missing before the next shuffle (649a.5(b))
 # miscounted one, the first dealt after the scripted hands, and each alarm it raises is
 # acknowledged as it comes.
 BAD_FROM_ROUND = MISCOUNT_ROUND + 2  # the new deck's first round (SCRIPTS: rounds 1 to 4)
+FLOORPERSON = "floor-0042"
+DEALER = "dealer-0117"
 
 
 class ShufflerFailed(RuntimeError):
     """The shuffle chosen with --mixing failed (simulators/shuffler.py, MixingError)."""
-
-
-FLOORPERSON = "floor-0042"
-DEALER = "dealer-0117"
 
 
 @dataclass

@@ -91,12 +91,15 @@ def load_shuffle(target: str) -> tuple[Shuffle, bool]:
     if not callable(found):
         raise MixingError(f"python {target!r}: {name} is not callable")
     try:
-        params = inspect.signature(found).parameters.values()
+        signature = inspect.signature(found)
     except (TypeError, ValueError):  # a builtin without a signature: (deck, rng) only
         return found, False
-    takes_seats = any(p.name == "seats" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    takes_seats = any(
+        p.name == "seats" or p.kind is inspect.Parameter.VAR_KEYWORD
+        for p in signature.parameters.values()
+    )
     try:
-        inspect.signature(found).bind([], random.Random(), **({"seats": {}} if takes_seats else {}))
+        signature.bind([], random.Random(), **({"seats": {}} if takes_seats else {}))
     except TypeError:
         raise MixingError(
             f"python {target!r}: {name} cannot be called as (deck, rng) or (deck, rng, *, seats)"
